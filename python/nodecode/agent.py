@@ -1,0 +1,246 @@
+"""The loop: ask → rounds (request, reply, calls, results) → final answer.
+
+Every step lands in the log as its own event, after redaction. The person
+sees the turn through ``TurnCallbacks``; the CLI and the Neovim host each
+implement them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nodecode import turns as turn_tree
+from nodecode.cells import CellEnv, CellResult, evaluate_call
+from nodecode.context import model as context_model
+from nodecode.context import request as request_builder
+from nodecode.errors import NodecodeError, ProviderError
+from nodecode.prompt import SYSTEM_PROMPT, TOOLS
+from nodecode.providers import make_provider
+from nodecode.providers.types import Reply, ToolCall
+from nodecode.session import Lease
+
+if TYPE_CHECKING:
+    from nodecode.app import App
+
+DEFAULT_MAX_TOKENS = 8192
+
+
+class TurnCallbacks:
+    """What the person sees of a running turn. Every method is optional."""
+
+    def on_text(self, chunk: str) -> None: ...
+    def on_call(self, seq: int, code: str) -> None: ...
+    def on_result(self, seq: int, text: str, error: bool) -> None: ...
+    def on_retry(self, message: str) -> None: ...
+    def on_notice(self, text: str) -> None: ...
+
+    def approve(self, kind: str, detail: str) -> bool:
+        return False
+
+
+@dataclass
+class TurnResult:
+    turn: int
+    status: str  # done | stopped | failed | round-limit
+    text: str = ""
+    error: str | None = None
+
+
+def format_result(output: str, seq: int, limit: int) -> str:
+    """A result as the model reads it: cut when long, ending ``[seq N]``."""
+    body = output.rstrip("\n")
+    if len(body) > limit:
+        body = (body[:limit] + f"\n[cut: {limit} of {len(body)} characters shown · "
+                f"whole output: (recall-entry {seq})]")
+    return (body + "\n" if body else "") + f"[seq {seq}]"
+
+
+def call_text(call: ToolCall) -> str:
+    """The call's text in the context: its cell, or the odd call as written."""
+    if call.name == "eval" and isinstance(call.input, dict) and isinstance(
+            call.input.get("code"), str):
+        return call.input["code"]
+    return f"({call.name} {json.dumps(call.input, ensure_ascii=False)})"
+
+
+class Agent:
+    def __init__(self, app: "App", sid: str):
+        self.app, self.sid, self.store = app, sid, app.store
+
+    def ask(self, text: str, callbacks: TurnCallbacks | None = None,
+            cancel: threading.Event | None = None) -> TurnResult:
+        """Run one turn. Raises SessionBusy when another process runs one here."""
+        cb = callbacks or TurnCallbacks()
+        cancel = cancel or threading.Event()
+        config = self.app.config
+        config.require_provider(self.app.environ)
+        lease = Lease(self.store, self.sid).acquire()
+        stop_renew = threading.Event()
+        renewer = threading.Thread(target=_renew, args=(lease, stop_renew), daemon=True)
+        renewer.start()
+        try:
+            return _Turn(self, cb, cancel).run(text)
+        finally:
+            stop_renew.set()
+            lease.release()
+
+
+def _renew(lease: Lease, stop: threading.Event) -> None:
+    while not stop.wait(lease.seconds / 3):
+        try:
+            lease.renew()
+        except Exception:  # a failed renewal only shortens the lease
+            pass
+
+
+class _Turn:
+    """One running turn's state."""
+
+    def __init__(self, agent: Agent, cb: TurnCallbacks, cancel: threading.Event):
+        self.agent, self.cb, self.cancel = agent, cb, cancel
+        self.app, self.store, self.sid = agent.app, agent.store, agent.sid
+        self.config = self.app.config
+        self.redact = self.app.redactor.apply
+        provider_cfg = self.config.require_provider(self.app.environ)
+        self.ptype = provider_cfg.type
+        self.provider = make_provider(provider_cfg.type, base_url=provider_cfg.base_url,
+                                      api_key=self.config.api_key(self.app.environ),
+                                      max_retries=self.config.max_retries,
+                                      backoff_base=self.config.retry_backoff)
+        self.max_tokens = int(provider_cfg.model_entry(self.config.model or "").get(
+            "max_tokens", DEFAULT_MAX_TOKENS))
+        self.number = 0
+
+    def log(self, kind: str, *, role: str | None = None, text: Any = "",
+            payload: dict | None = None):
+        return self.store.append(self.sid, kind, role=role, turn=self.number, text=text,
+                                 payload=self.app.redactor.apply_obj(payload) if payload else None)
+
+    def run(self, ask: str) -> TurnResult:
+        turn = turn_tree.begin(self.store, self.sid, self.store.last_seq(self.sid) + 1)
+        self.number = turn.number
+        self.log("user", role="user", text=self.redact(ask))
+        result = self.rounds()
+        turn_tree.finish(self.store, self.sid, self.number, self.store.last_seq(self.sid),
+                         result.status)
+        return result
+
+    def rounds(self) -> TurnResult:
+        final = ""
+        for _ in range(self.config.max_rounds):
+            try:
+                reply = self.request()
+            except ProviderError as e:
+                message = self.redact(str(e))
+                self.log("error", text=message, payload={"status": e.status})
+                return TurnResult(self.number, "failed", final, message)
+            calls = self.log_reply(reply)
+            if reply.stopped or self.cancel.is_set():
+                return self.stopped(reply.text)
+            final = reply.text
+            if not calls:
+                return TurnResult(self.number, "done", final)
+            if not self.run_calls(calls):
+                return self.stopped(final)
+        self.log("notice", role="notice",
+                 text=f"[the turn stopped after {self.config.max_rounds} rounds, "
+                      "the configured max_rounds]")
+        return TurnResult(self.number, "round-limit", final)
+
+    def stopped(self, text: str) -> TurnResult:
+        self.log("stopped", text="stopped by the person")
+        return TurnResult(self.number, "stopped", text)
+
+    def request(self) -> Reply:
+        messages = context_model.build(self.store, self.sid)
+        built = request_builder.build(
+            self.ptype, messages, model=self.config.model, system=SYSTEM_PROMPT,
+            tools=TOOLS, max_tokens=self.max_tokens, previous=self.previous_sent())
+        reply = self.provider.stream(built.body, on_text=self._on_text, cancel=self.cancel,
+                                     on_retry=self.cb.on_retry)
+        u = reply.usage
+        self.log("request", payload={
+            "provider": self.config.provider.id if self.config.provider else None,
+            "model": self.config.model, "sent": [list(p) for p in built.sent],
+            "breakpoints": built.breakpoints, "retries": reply.retries,
+            "usage": {"input": u.input, "output": u.output, "cache_read": u.cache_read,
+                      "cache_write": u.cache_write},
+            "stop_reason": reply.stop_reason})
+        return reply
+
+    def _on_text(self, chunk: str) -> None:
+        self.cb.on_text(self.redact(chunk))
+
+    def previous_sent(self) -> list[tuple[int, str]] | None:
+        rows = self.store.read("SELECT seq FROM events WHERE session = ? AND kind = 'request' "
+                               "ORDER BY seq DESC LIMIT 1", (self.sid,))
+        if not rows:
+            return None
+        event = self.store.event(self.sid, rows[0][0])
+        return [tuple(p) for p in event.payload.get("sent", [])] if event else None
+
+    def log_reply(self, reply: Reply) -> list[tuple[int, ToolCall]]:
+        if reply.text.strip():
+            self.log("assistant", role="assistant", text=self.redact(reply.text))
+        calls = []
+        for call in reply.calls:
+            event = self.log("call", role="call", text=self.redact(call_text(call)),
+                             payload={"name": call.name, "input": call.input,
+                                      "provider_id": call.id})
+            calls.append((event.seq, call))
+        return calls
+
+    def run_calls(self, calls: list[tuple[int, ToolCall]]) -> bool:
+        """Evaluate each call and log its result; False when stopped midway."""
+        for seq, call in calls:
+            if self.cancel.is_set():
+                return False
+            self.cb.on_call(seq, self.redact(call_text(call)))
+            env = self.cell_env()
+            result = evaluate_call(call.name, call.input, env)
+            self.log_result(seq, result, env)
+        return not self.cancel.is_set()
+
+    def cell_env(self) -> CellEnv:
+        return make_cell_env(self.app, self.sid, approve=self.approve,
+                             extra={"turn": self.number})
+
+    def approve(self, kind: str, detail: str) -> bool:
+        if kind in self.config.auto_approve:
+            return True
+        return bool(self.cb.approve(kind, self.redact(detail)))
+
+    def log_result(self, call_seq: int, result: CellResult, env: CellEnv) -> None:
+        output = self.redact(result.output)
+        limit = self.config.result_max_chars
+        payload: dict[str, Any] = {"call": call_seq, "error": result.error}
+        if len(output) > limit:
+            payload["output"] = output
+        if env.changes:
+            payload["changes"] = [self._change(c) for c in env.changes]
+        event = self.log("tool", role="tool", payload=payload,
+                         text=lambda seq: format_result(output, seq, limit))
+        self.cb.on_result(event.seq, event.text, result.error)
+
+    def _change(self, change: Any) -> dict[str, Any]:
+        """A file change, its contents kept exactly in the blob table."""
+        put = self.store.put_blob
+        return {"path": change.path,
+                "before": put(change.before) if change.before is not None else None,
+                "after": put(change.after) if change.after is not None else None}
+
+
+def make_cell_env(app: "App", sid: str, *, approve: Any, extra: dict | None = None) -> CellEnv:
+    """The environment cells of this session run in."""
+    try:
+        config = app.config
+        timeout, removed = config.shell_timeout, set(config.key_envs)
+    except NodecodeError:
+        timeout, removed = 120.0, set()
+    removed.update(("ANTHROPIC_API_KEY", "OPENAI_API_KEY"))
+    return CellEnv(workspace=app.cwd, context_dir=app.context_dir(sid), approve=approve,
+                   redact=app.redactor.apply, shell_timeout=timeout, env_remove=removed,
+                   extra={"app": app, "session": sid, **(extra or {})})

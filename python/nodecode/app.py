@@ -1,0 +1,74 @@
+"""One home + one store + its config: the entry point the CLI and the host share."""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Mapping
+
+from nodecode import session as sessions
+from nodecode.config import Config, load_config
+from nodecode.context import model as context_model
+from nodecode.paths import ensure_dir, home_dir
+from nodecode.redact import Redactor
+from nodecode.store import Store, open_store
+
+DEFAULT_KEY_ENVS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+
+
+class App:
+    def __init__(self, home: Path, store_name: str, cwd: Path, environ: Mapping[str, str]):
+        self.home = ensure_dir(home)
+        self.store_name = store_name
+        self.cwd = cwd
+        self.environ = environ
+        self.store: Store = open_store(home, store_name)
+
+    @classmethod
+    def open(cls, home: str | os.PathLike | None = None, store: str = "default",
+             cwd: str | os.PathLike | None = None,
+             environ: Mapping[str, str] | None = None) -> "App":
+        env = os.environ if environ is None else environ
+        root = Path(cwd).absolute() if cwd else Path.cwd()
+        return cls(home_dir(home, env), store or "default", root, env)
+
+    def close(self) -> None:
+        self.store.close()
+
+    @cached_property
+    def config(self) -> Config:
+        return load_config(self.home, self.environ)
+
+    @cached_property
+    def redactor(self) -> Redactor:
+        names = set(DEFAULT_KEY_ENVS)
+        try:
+            names.update(self.config.key_envs)
+        except Exception:  # a broken config must not stop redaction of the defaults
+            pass
+        return Redactor.from_env(sorted(names), self.environ)
+
+    # -- sessions -------------------------------------------------------------
+
+    def new_session(self, title: str | None = None) -> str:
+        return sessions.create(self.store, title=title)
+
+    def current_session(self) -> str | None:
+        return sessions.current(self.store)
+
+    def resolve_session(self, explicit: str | None = None, *, create: bool = True) -> str:
+        return sessions.resolve(self.store, explicit, self.environ, create_missing=create)
+
+    def context_dir(self, sid: str) -> Path:
+        return self.home / "context" / self.store_name / sid
+
+    def session_path_messages(self, sid: str) -> list[dict[str, Any]]:
+        """The head path's messages, for the chat view."""
+        return [{"seq": m.id, "role": m.role, "text": m.text, "turn": m.turn}
+                for m in context_model.build(self.store, sid)]
+
+    def agent(self, sid: str) -> "Agent":
+        from nodecode.agent import Agent
+
+        return Agent(self, sid)

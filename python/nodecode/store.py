@@ -1,0 +1,196 @@
+"""The session log: one SQLite database per store (WAL, busy timeout).
+
+Events are appended, never updated or deleted (triggers refuse both). Every
+write goes through ``atomic()``; values are always bound parameters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import msgpack
+
+from nodecode import migrations
+from nodecode.errors import StoreError
+from nodecode.paths import ensure_dir
+
+MESSAGE_ROLES = ("user", "assistant", "call", "tool", "note", "stub", "notice")
+
+
+@dataclass(frozen=True)
+class Event:
+    session: str
+    seq: int
+    kind: str
+    role: str | None
+    turn: int | None
+    text: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    time: float = 0.0
+
+
+_COLUMNS = "session, seq, kind, role, turn, text, payload, time"
+
+
+def _event(row: tuple) -> Event:
+    payload = msgpack.unpackb(row[6], raw=False) if row[6] is not None else {}
+    return Event(row[0], row[1], row[2], row[3], row[4], row[5], payload, row[7])
+
+
+class Store:
+    """One open store. Thread-safe: one connection guarded by a lock."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        ensure_dir(path.parent)
+        if not path.exists():
+            # Create it 0600 before SQLite opens it.
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        try:
+            self.db = sqlite3.connect(path, timeout=30, isolation_level=None,
+                                      check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA busy_timeout=30000")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            migrations.apply(self.db)
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"store {path}: cannot open: {e}") from None
+        for suffix in ("-wal", "-shm"):
+            side = Path(str(path) + suffix)
+            if side.exists():
+                os.chmod(side, 0o600)
+        self._lock = threading.RLock()
+        self._depth = 0
+
+    def close(self) -> None:
+        with self._lock:
+            self.db.close()
+
+    # -- the one write boundary -------------------------------------------
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (BEGIN IMMEDIATE); nested uses join the outer one."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self.db
+                finally:
+                    self._depth -= 1
+                return
+            self.db.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield self.db
+            except BaseException:
+                self._depth = 0
+                self.db.execute("ROLLBACK")
+                raise
+            self._depth = 0
+            self.db.execute("COMMIT")
+
+    def read(self, sql: str, params: tuple = ()) -> list[tuple]:
+        with self._lock:
+            return self.db.execute(sql, params).fetchall()
+
+    # -- events ---------------------------------------------------------------
+
+    def append(self, session: str, kind: str, *, role: str | None = None,
+               turn: int | None = None, text: str | Callable[[int], str] = "",
+               payload: dict[str, Any] | None = None) -> Event:
+        """Append one event and return it. ``text`` may be a function of the new
+        seq (a tool result ends with its own ``[seq N]``)."""
+        if role is not None and role not in MESSAGE_ROLES:
+            raise ValueError(f"role must be one of {MESSAGE_ROLES} (got {role!r})")
+        with self.atomic() as db:
+            seq = self._next_seq(db, session)
+            body = text(seq) if callable(text) else text
+            packed = msgpack.packb(payload, use_bin_type=True) if payload else None
+            now = time.time()
+            db.execute(f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       (session, seq, kind, role, turn, body, packed, now))
+        return Event(session, seq, kind, role, turn, body, payload or {}, now)
+
+    def _next_seq(self, db: sqlite3.Connection, session: str) -> int:
+        row = db.execute("SELECT MAX(seq) FROM events WHERE session = ?", (session,)).fetchone()
+        if row[0] is not None:
+            return row[0] + 1
+        fork = db.execute("SELECT fork_seq FROM sessions WHERE id = ?", (session,)).fetchone()
+        if fork is None:
+            raise StoreError(f"session {session!r} does not exist in {self.path}")
+        return (fork[0] or 0) + 1
+
+    def events(self, session: str, *, after: int = 0, upto: int | None = None,
+               kinds: tuple[str, ...] | None = None) -> list[Event]:
+        """This session's own events with after < seq <= upto, in seq order."""
+        sql = f"SELECT {_COLUMNS} FROM events WHERE session = ? AND seq > ?"
+        params: list[Any] = [session, after]
+        if upto is not None:
+            sql += " AND seq <= ?"
+            params.append(upto)
+        if kinds:
+            sql += f" AND kind IN ({','.join('?' * len(kinds))})"
+            params.extend(kinds)
+        return [_event(r) for r in self.read(sql + " ORDER BY seq", tuple(params))]
+
+    def turn_messages(self, session: str, turn: int) -> list[Event]:
+        """The message events of one turn, in seq order."""
+        return [_event(r) for r in self.read(
+            f"SELECT {_COLUMNS} FROM events WHERE session = ? AND turn = ? "
+            "AND role IS NOT NULL ORDER BY seq", (session, turn))]
+
+    def event(self, session: str, seq: int) -> Event | None:
+        rows = self.read(f"SELECT {_COLUMNS} FROM events WHERE session = ? AND seq = ?",
+                         (session, seq))
+        return _event(rows[0]) if rows else None
+
+    def last_seq(self, session: str) -> int:
+        row = self.read("SELECT MAX(seq) FROM events WHERE session = ?", (session,))[0]
+        if row[0] is not None:
+            return row[0]
+        fork = self.read("SELECT fork_seq FROM sessions WHERE id = ?", (session,))
+        return (fork[0][0] or 0) if fork else 0
+
+    # -- blobs ----------------------------------------------------------------
+
+    def put_blob(self, data: bytes) -> str:
+        """Store ``data`` content-addressed; return its sha256."""
+        digest = hashlib.sha256(data).hexdigest()
+        with self.atomic() as db:
+            db.execute("INSERT OR IGNORE INTO blobs (hash, size, data) VALUES (?, ?, ?)",
+                       (digest, len(data), data))
+        return digest
+
+    def blob(self, digest: str) -> bytes | None:
+        rows = self.read("SELECT data FROM blobs WHERE hash = ?", (digest,))
+        return bytes(rows[0][0]) if rows else None
+
+    # -- meta -----------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        rows = self.read("SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0][0] if rows else None
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        with self.atomic() as db:
+            if value is None:
+                db.execute("DELETE FROM meta WHERE key = ?", (key,))
+            else:
+                db.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
+                           "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
+
+
+def open_store(home: Path, name: str) -> Store:
+    if not name or "/" in name or name.startswith("."):
+        raise StoreError(f"store name must be a plain file name (got {name!r})")
+    return Store(ensure_dir(home / "store") / f"{name}.db")

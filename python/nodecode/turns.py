@@ -1,0 +1,87 @@
+"""Turns and the turn tree: numbering, the head, and the path from the root."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nodecode import session as sessions
+from nodecode.store import Store
+
+
+@dataclass(frozen=True)
+class Turn:
+    session: str
+    number: int
+    parent: int | None
+    first_seq: int
+    last_seq: int | None
+    status: str
+
+
+def _turn(row: tuple) -> Turn:
+    return Turn(*row)
+
+
+_COLS = "session, number, parent, first_seq, last_seq, status"
+
+
+def turns(store: Store, sid: str) -> list[Turn]:
+    """This session's own turns, by number."""
+    return [_turn(r) for r in store.read(
+        f"SELECT {_COLS} FROM turns WHERE session = ? ORDER BY number", (sid,))]
+
+
+def get(store: Store, sid: str, number: int) -> Turn | None:
+    """A turn by number, resolved in the nearest ancestor that has it (forks)."""
+    for owner in lineage(store, sid):
+        rows = store.read(f"SELECT {_COLS} FROM turns WHERE session = ? AND number = ?",
+                          (owner, number))
+        if rows:
+            return _turn(rows[0])
+    return None
+
+
+def lineage(store: Store, sid: str) -> list[str]:
+    """The session and its ancestors, nearest first."""
+    out = []
+    cur: str | None = sid
+    while cur is not None:
+        out.append(cur)
+        cur = sessions.get(store, cur).parent
+    return out
+
+
+def next_number(store: Store, sid: str) -> int:
+    info = sessions.get(store, sid)
+    row = store.read("SELECT MAX(number) FROM turns WHERE session = ?", (sid,))[0]
+    return max(row[0] or 0, info.fork_turn or 0) + 1
+
+
+def begin(store: Store, sid: str, first_seq: int) -> Turn:
+    """Open a new turn as a child of the head and make it the head."""
+    with store.atomic() as db:
+        parent = sessions.get(store, sid).head
+        number = next_number(store, sid)
+        db.execute(f"INSERT INTO turns ({_COLS}) VALUES (?, ?, ?, ?, NULL, 'running')",
+                   (sid, number, parent, first_seq))
+        sessions.set_head(store, sid, number)
+    return Turn(sid, number, parent, first_seq, None, "running")
+
+
+def finish(store: Store, sid: str, number: int, last_seq: int, status: str) -> None:
+    with store.atomic() as db:
+        db.execute("UPDATE turns SET last_seq = ?, status = ? WHERE session = ? AND number = ?",
+                   (last_seq, status, sid, number))
+
+
+def path(store: Store, sid: str) -> list[Turn]:
+    """The turns from the root to the session's head, oldest first."""
+    head = sessions.get(store, sid).head
+    out: list[Turn] = []
+    while head is not None:
+        turn = get(store, sid, head)
+        if turn is None:
+            break
+        out.append(turn)
+        head = turn.parent
+    return list(reversed(out))

@@ -1,0 +1,121 @@
+"""Valid requests from any context (SPEC §2), for both wire formats."""
+
+from __future__ import annotations
+
+import json
+
+from nodecode.context.model import Message
+from nodecode.context.request import CONTEXT_BEGINS, anthropic_body, arrange, openai_body
+from nodecode.prompt import SYSTEM_PROMPT, TOOLS
+
+KW = dict(model="m", system=SYSTEM_PROMPT, tools=TOOLS, max_tokens=100)
+
+
+def user(i, t="ask"):
+    return Message(i, "user", t)
+
+
+def reply(i, t="reply"):
+    return Message(i, "assistant", t)
+
+
+def call(i, code="(read-file \"a\")"):
+    return Message(i, "call", code, payload={"name": "eval", "input": {"code": code}})
+
+
+def result(i, c, t=None):
+    return Message(i, "tool", t or f"out\n[seq {i}]", payload={"call": c})
+
+
+def roles(msgs):
+    return [(m.role, m.id) for m in msgs]
+
+
+def test_a_plain_round_maps_to_anthropic_blocks_with_seq_derived_ids():
+    msgs = [user(1), reply(2, "let me look"), call(3), result(4, 3)]
+    body = anthropic_body(msgs, **KW).body
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+    assistant = body["messages"][1]["content"]
+    assert assistant[0] == {"type": "text", "text": "let me look"}
+    assert assistant[1]["type"] == "tool_use" and assistant[1]["id"] == "toolu_nc3"
+    assert assistant[1]["input"] == {"code": '(read-file "a")'}
+    res = body["messages"][2]["content"][0]
+    assert res["type"] == "tool_result" and res["tool_use_id"] == "toolu_nc3"
+    assert res["content"] == "out\n[seq 4]"
+
+
+def test_openai_gets_one_tool_message_per_result_in_call_order():
+    msgs = [user(1), call(2), call(3), result(4, 2), result(5, 3), user(6, "next")]
+    wire = openai_body(msgs, **KW).body["messages"]
+    assert wire[0] == {"role": "system", "content": SYSTEM_PROMPT}
+    assert wire[2]["role"] == "assistant" and [c["id"] for c in wire[2]["tool_calls"]] == [
+        "call_nc2", "call_nc3"]
+    assert json.loads(wire[2]["tool_calls"][0]["function"]["arguments"]) == {
+        "code": '(read-file "a")'}
+    assert [(m["role"], m.get("tool_call_id")) for m in wire[3:]] == [
+        ("tool", "call_nc2"), ("tool", "call_nc3"), ("user", None)]
+
+
+def test_anything_inside_a_call_batch_moves_after_it():
+    msgs = [user(1), call(2), Message(3, "notice", "warn"), result(4, 2)]
+    assert roles(arrange(msgs)) == [("user", 1), ("call", 2), ("tool", 4), ("notice", 3)]
+
+
+def test_a_call_without_result_gets_one_saying_so():
+    out = arrange([user(1), call(2)])
+    assert out[-1].role == "tool" and out[-1].call_id == 2
+    assert "stopped before this call ran" in out[-1].text
+
+
+def test_a_result_without_its_call_is_dropped():
+    assert roles(arrange([user(1), result(3, 2), reply(4)])) == [("user", 1), ("assistant", 4)]
+
+
+def test_first_message_is_always_user():
+    out = arrange([reply(1)])
+    assert out[0].role == "user" and out[0].text == CONTEXT_BEGINS
+
+
+def test_empty_and_whitespace_texts_are_dropped():
+    out = arrange([user(1), reply(2, "  \n"), Message(3, "note", ""), user(4, "x")])
+    assert roles(out) == [("user", 1), ("user", 4)]
+
+
+def test_a_note_never_ends_the_request():
+    msgs = [user(1), reply(2), call(3), result(4, 3), Message(5, "note", "remember")]
+    assert roles(arrange(msgs)) == [("user", 1), ("note", 5), ("assistant", 2), ("call", 3),
+                                    ("tool", 4)]
+
+
+def test_consecutive_same_role_messages_merge_for_anthropic():
+    msgs = [user(1), Message(2, "stub", "[history]"), user(3, "more")]
+    body = anthropic_body(msgs, **KW).body
+    assert len(body["messages"]) == 1 and len(body["messages"][0]["content"]) == 3
+
+
+def test_same_messages_serialize_to_the_same_bytes():
+    msgs = [user(1), reply(2), call(3), result(4, 3)]
+    a = json.dumps(anthropic_body(msgs, **KW).body)
+    b = json.dumps(anthropic_body(list(msgs), **KW).body)
+    assert a == b
+
+
+def test_breakpoints_system_end_and_previous_prefix():
+    first = anthropic_body([user(1)], **KW)
+    body = first.body
+    assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    msgs = [user(1), reply(2), call(3), result(4, 3)]
+    second = anthropic_body(msgs, **KW, previous=first.sent)
+    marked = [b for m in second.body["messages"] for b in m["content"] if "cache_control" in b]
+    assert len(marked) == 2
+    assert marked[0] == {"type": "text", "text": "ask", "cache_control": {"type": "ephemeral"}}
+    assert second.breakpoints == [1, 4]
+
+
+def test_at_most_four_breakpoints():
+    msgs = [user(i) for i in range(1, 50)]
+    prev = anthropic_body(msgs[:20], **KW).sent
+    body = anthropic_body(msgs, **KW, previous=prev).body
+    marks = sum("cache_control" in b for m in body["messages"] for b in m["content"])
+    assert marks + 1 <= 4
