@@ -22,12 +22,17 @@ from nodecode.cells import evaluate
 from nodecode.errors import NodecodeError, ProviderError, Stopped, UserError
 
 EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_PROVIDER, EXIT_STOPPED = 0, 1, 2, 3, 130
-COMMANDS: dict[str, Callable[[App, argparse.Namespace], int]] = {}
+Handler = Callable[[App, argparse.Namespace], int]
+Arguments = Callable[[argparse.ArgumentParser], None]
+COMMANDS: dict[str, tuple[Handler, str, Arguments | None]] = {}
 
 
-def command(name: str):
-    def register(fn: Callable[[App, argparse.Namespace], int]):
-        COMMANDS[name] = fn
+def command(name: str, help: str, arguments: Arguments | None = None,
+            aliases: tuple[str, ...] = ()):
+    """Register ``nodecode NAME``; feature modules add their own commands this way."""
+    def register(fn: Handler) -> Handler:
+        for n in (name, *aliases):
+            COMMANDS[n] = (fn, help if n == name else f"alias of {name}", arguments)
         return fn
     return register
 
@@ -39,24 +44,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--session", help="session id (default $NODECODE_SESSION, else current)")
     p.add_argument("--cwd", help="the workspace (default: the current directory)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    new = sub.add_parser("new", help="create a session and make it current")
-    new.add_argument("--title")
-    ls = sub.add_parser("sessions", help="list sessions")
-    ls.add_argument("--json", action="store_true")
-    ask = sub.add_parser("ask", help="run one turn")
-    ask.add_argument("--yes", action="store_true", help="approve writes and shell")
-    ask.add_argument("text", nargs="+")
-    ev = sub.add_parser("eval", help="evaluate a cell as the agent's tool would")
-    ev.add_argument("cell")
+    for name, (_, help_text, arguments) in COMMANDS.items():
+        sp = sub.add_parser(name, help=help_text)
+        if arguments:
+            arguments(sp)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _load_feature_commands()
     args = parser().parse_args(argv)
     app = None
     try:
         app = App.open(args.home, args.store, args.cwd)
-        return COMMANDS[args.command](app, args)
+        return COMMANDS[args.command][0](app, args)
     except Stopped:
         return EXIT_STOPPED
     except ProviderError as e:
@@ -79,13 +80,15 @@ def _err(app: App | None, e: Exception) -> None:
     print(f"nodecode: {text}", file=sys.stderr)
 
 
-@command("new")
+@command("new", "create a session and make it current",
+         lambda p: p.add_argument("--title"))
 def cmd_new(app: App, args: argparse.Namespace) -> int:
     print(app.new_session(args.title))
     return EXIT_OK
 
 
-@command("sessions")
+@command("sessions", "list sessions",
+         lambda p: p.add_argument("--json", action="store_true"))
 def cmd_sessions(app: App, args: argparse.Namespace) -> int:
     rows = []
     for info in sessions.all_sessions(app.store):
@@ -139,7 +142,12 @@ class CliCallbacks(TurnCallbacks):
         return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
-@command("ask")
+def _ask_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--yes", action="store_true", help="approve writes and shell")
+    p.add_argument("text", nargs="+")
+
+
+@command("ask", "run one turn", _ask_args)
 def cmd_ask(app: App, args: argparse.Namespace) -> int:
     sid = app.resolve_session(args.session)
     cancel = threading.Event()
@@ -161,7 +169,8 @@ def cmd_ask(app: App, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@command("eval")
+@command("eval", "evaluate a cell as the agent's tool would",
+         lambda p: p.add_argument("cell"))
 def cmd_eval(app: App, args: argparse.Namespace) -> int:
     sid = app.resolve_session(args.session)
     env = make_cell_env(app, sid, approve=lambda kind, detail: True)
@@ -172,3 +181,14 @@ def cmd_eval(app: App, args: argparse.Namespace) -> int:
     out = sys.stderr if result.error else sys.stdout
     print(result.output, file=out)
     return EXIT_USER if result.error else EXIT_OK
+
+
+FEATURE_MODULES: tuple[str, ...] = ()
+
+
+def _load_feature_commands() -> None:
+    """Import the modules that register their own commands (recall, budget, tree…)."""
+    import importlib
+
+    for name in FEATURE_MODULES:
+        importlib.import_module(name)

@@ -1,0 +1,701 @@
+"""A loopback model provider: a real local HTTP server speaking the Anthropic
+Messages and OpenAI Chat Completions wire formats, replying from a script.
+
+It serves the tests (a real socket, real SSE framing, real error bodies) and
+the demo (``make demo`` without an API key). Endpoints: ``POST /v1/messages``
+(SSE or JSON), ``POST /v1/chat/completions`` (SSE or JSON),
+``POST /v1/messages/count_tokens`` and ``GET /health``.
+
+A script is a list of rounds (or a JSONL file of them): ``{"text": ...,
+"calls": [{"code": "(read-file \\"a.txt\\")"} | {"name": ..., "input": {...}}],
+"match"?: "substring"}``. Each model request takes the first remaining round
+whose ``match`` (if any) is in the request's last user text; rounds skipped
+for not matching stay for later requests. Rejected and faulted requests take
+no round. The script queue, token counting and the simulated Anthropic
+prompt cache live in ``loopback_cache``. ``usage_scale`` stands for the
+provider's tokenizer: reported usage, count_tokens and the ``window`` check
+all use round(counted * scale).
+
+Faults (``{"at": N, "kind": ...}``) hit the N-th model request (1-based,
+counting only the two model endpoints, faulted requests included); a fault
+added without ``at`` hits the next model request. Kinds: an HTTP status
+("429", "529", "500", ...; ``retry_after`` sets the header), "drop" (part of
+the stream, then the connection closes without the terminal chunk), "stall"
+(part of the stream, ``seconds`` of silence, then the same close) and
+"sse_error" (part of the stream, then the provider's in-stream error).
+
+Run it alone with ``python -m nodecode.loopback --script FILE``: it prints
+its URL on one line and serves until SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import re
+import signal
+import socket
+import socketserver
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from nodecode.loopback_cache import (
+    EXHAUSTED_TEXT,
+    Block,
+    CacheUsage,
+    PromptCache,
+    Round,
+    ScriptQueue,
+    TooManyBreakpointsError,
+    anthropic_blocks,
+    anthropic_tokens,
+    breakpoints,
+    count_text,
+    last_user_text,
+    load_script,
+    openai_tokens,
+    parse_round,
+    scale_parts,
+)
+
+__all__ = ["EXHAUSTED_TEXT", "LoopbackServer", "Recorded", "Round", "main"]
+
+ANTHROPIC, OPENAI = "anthropic", "openai"
+STREAM_KINDS = ("drop", "stall", "sse_error")
+SSE_TYPE = "text/event-stream; charset=utf-8"
+JSON_TYPE = "application/json"
+MAX_TEXT_DELTAS = 48  # long replies stream in grouped words, not one event per word
+_ROUTES = {
+    ("POST", "/v1/messages"): ANTHROPIC,
+    ("POST", "/v1/chat/completions"): OPENAI,
+    ("POST", "/v1/messages/count_tokens"): "count_tokens",
+    ("GET", "/health"): "health",
+}
+
+
+# ---------------------------------------------------------------- wire pieces
+
+
+def text_chunks(text: str) -> list[str]:
+    """``text`` cut on word boundaries into at most ``MAX_TEXT_DELTAS`` pieces."""
+    words = re.findall(r"\s*\S+|\s+", text)
+    per = max(1, math.ceil(len(words) / MAX_TEXT_DELTAS))
+    return ["".join(words[i : i + per]) for i in range(0, len(words), per)]
+
+
+def json_fragments(value: dict, pieces: int = 4) -> list[str]:
+    """``value`` as JSON text cut into about ``pieces`` fragments."""
+    text = json.dumps(value, ensure_ascii=False)
+    size = max(1, math.ceil(len(text) / pieces))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def output_tokens(rnd: Round) -> int:
+    calls = sum(count_text(f"{name} {json.dumps(args)}") for name, args in rnd.calls)
+    return max(1, count_text(rnd.text) + calls)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def anthropic_frame(event: dict) -> bytes:
+    """One SSE event; ``event:`` always equals the JSON ``type``, ping spelled as on the wire."""
+    data = '{"type": "ping"}' if event["type"] == "ping" else _compact(event)
+    return f"event: {event['type']}\ndata: {data}\n\n".encode()
+
+
+def openai_frame(chunk: dict | str) -> bytes:
+    return f"data: {chunk if isinstance(chunk, str) else _compact(chunk)}\n\n".encode()
+
+
+def _anthropic_usage(usage: dict, output: int) -> dict:
+    return {
+        "input_tokens": usage["input"],
+        "cache_creation_input_tokens": usage["cache_write"],
+        "cache_read_input_tokens": usage["cache_read"],
+        "output_tokens": output,
+    }
+
+
+def _anthropic_message(msg_id: str, model: str, content: list, stop: Any, usage: dict) -> dict:
+    full_usage = _anthropic_usage(usage, usage["output"] if stop else 1)
+    full_usage["cache_creation"] = {
+        "ephemeral_5m_input_tokens": usage["cache_write"],
+        "ephemeral_1h_input_tokens": 0,
+    }
+    full_usage["service_tier"] = "standard"
+    return {
+        "id": msg_id, "type": "message", "role": "assistant", "model": model,
+        "content": content, "stop_reason": stop, "stop_sequence": None, "usage": full_usage,
+    }  # fmt: skip
+
+
+def _tool_block(tool_id: str, name: str, tool_input: dict) -> dict:
+    return {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}
+
+
+def anthropic_events(rnd: Round, first_id: int, model: str, msg_id: str, usage: dict) -> list[dict]:
+    """The full Messages event sequence of one round, shaped like recorded streams."""
+    start = _anthropic_message(msg_id, model, [], None, usage)
+    events: list[dict] = [{"type": "message_start", "message": start}]
+    index = 0
+    if rnd.text:
+        events.append(
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            }
+        )
+        events += [
+            _delta(0, {"type": "text_delta", "text": piece}) for piece in text_chunks(rnd.text)
+        ]
+        events.append({"type": "content_block_stop", "index": 0})
+        index = 1
+    for k, (name, tool_input) in enumerate(rnd.calls):
+        block = _tool_block(f"toolu_lb{first_id + k}", name, {}) | {"caller": {"type": "direct"}}
+        events.append({"type": "content_block_start", "index": index, "content_block": block})
+        pieces = ["", *json_fragments(tool_input)]
+        events += [_delta(index, {"type": "input_json_delta", "partial_json": p}) for p in pieces]
+        events.append({"type": "content_block_stop", "index": index})
+        index += 1
+    events.insert(min(2, len(events)), {"type": "ping"})
+    stop = {"stop_reason": "tool_use" if rnd.calls else "end_turn", "stop_sequence": None}
+    events.append(
+        {"type": "message_delta", "delta": stop, "usage": _anthropic_usage(usage, usage["output"])}
+    )
+    events.append({"type": "message_stop"})
+    return events
+
+
+def _delta(index: int, delta: dict) -> dict:
+    return {"type": "content_block_delta", "index": index, "delta": delta}
+
+
+def anthropic_reply(rnd: Round, first_id: int, model: str, msg_id: str, usage: dict) -> dict:
+    """The non-streaming Messages reply of one round."""
+    content: list[dict] = [{"type": "text", "text": rnd.text}] if rnd.text else []
+    content += [_tool_block(f"toolu_lb{first_id + k}", n, i) for k, (n, i) in enumerate(rnd.calls)]
+    return _anthropic_message(
+        msg_id, model, content, "tool_use" if rnd.calls else "end_turn", usage
+    )
+
+
+def _openai_usage(usage: dict) -> dict:
+    return {
+        "prompt_tokens": usage["input"],
+        "completion_tokens": usage["output"],
+        "total_tokens": usage["input"] + usage["output"],
+        "prompt_tokens_details": {"cached_tokens": usage["cache_read"], "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+    }
+
+
+def openai_chunks(
+    rnd: Round, first_id: int, model: str, cid: str, usage: dict, with_usage: bool
+) -> list:
+    """The Chat Completions chunk sequence of one round, ending with ``[DONE]``."""
+    created = int(time.time())
+
+    def chunk(delta: dict | None, finish: str | None = None) -> dict:
+        choices = (
+            []
+            if delta is None
+            else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+        )
+        body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                "system_fingerprint": "fp_loopback", "choices": choices}  # fmt: skip
+        return body | ({"usage": None} if with_usage else {})
+
+    chunks = [chunk({"role": "assistant", "content": "" if rnd.text else None, "refusal": None})]
+    chunks += [chunk({"content": piece}) for piece in text_chunks(rnd.text)]
+    for k, (name, tool_input) in enumerate(rnd.calls):
+        head = {"index": k, "id": f"call_lb{first_id + k}", "type": "function",
+                "function": {"name": name, "arguments": ""}}  # fmt: skip
+        chunks.append(chunk({"tool_calls": [head]}))
+        for piece in json_fragments(tool_input):
+            chunks.append(chunk({"tool_calls": [{"index": k, "function": {"arguments": piece}}]}))
+    chunks.append(chunk({}, "tool_calls" if rnd.calls else "stop"))
+    if with_usage:
+        chunks.append(chunk(None) | {"usage": _openai_usage(usage)})
+    return [*chunks, "[DONE]"]
+
+
+def openai_reply(rnd: Round, first_id: int, model: str, cid: str, usage: dict) -> dict:
+    """The non-streaming Chat Completions reply of one round."""
+    message: dict[str, Any] = {"role": "assistant", "content": rnd.text or None, "refusal": None}
+    if rnd.calls:
+        message["tool_calls"] = [
+            {"id": f"call_lb{first_id + k}", "type": "function",
+             "function": {"name": name, "arguments": json.dumps(args)}}
+            for k, (name, args) in enumerate(rnd.calls)
+        ]  # fmt: skip
+    choice = {"index": 0, "message": message, "logprobs": None,
+              "finish_reason": "tool_calls" if rnd.calls else "stop"}  # fmt: skip
+    return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [choice], "usage": _openai_usage(usage)}  # fmt: skip
+
+
+# ---------------------------------------------------------------- replies and errors
+
+
+@dataclass
+class Recorded:
+    """One received request: ``headers`` keys are lower-case; ``usage`` is what
+    the reply reported (input, output, cache_read, cache_write; zeros for errors)."""
+
+    path: str
+    headers: dict[str, str]
+    body: dict
+    status: int
+    usage: dict = field(default_factory=dict)
+
+
+def _zero_usage() -> dict:
+    return {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
+
+
+@dataclass
+class Reply:
+    """What the handler writes: a whole ``body``, or SSE ``frames`` sent one
+    chunk each. ``cut`` sends only the first bytes of ``body``; ``abort``
+    closes the socket without finishing, after ``stall`` seconds of silence."""
+
+    status: int
+    body: bytes = b""
+    frames: list[bytes] | None = None
+    content_type: str = JSON_TYPE
+    headers: dict[str, str] = field(default_factory=dict)
+    usage: dict = field(default_factory=_zero_usage)
+    cut: int | None = None
+    abort: bool = False
+    stall: float = 0.0
+
+
+_ANTHROPIC_ERRORS = {
+    400: ("invalid_request_error", "Invalid request"),
+    404: ("not_found_error", "Not found"),
+    429: ("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"),
+    500: ("api_error", "Internal server error"),
+    529: ("overloaded_error", "Overloaded"),
+}
+_OPENAI_ERRORS = {  # (type, message, code)
+    400: ("invalid_request_error", "Invalid request", None),
+    404: ("invalid_request_error", "Not found", None),
+    429: ("requests", "Rate limit reached for requests. Try again later.", "rate_limit_exceeded"),
+    500: ("server_error", "The server had an error while processing your request.", None),
+    529: ("server_error", "Overloaded", None),
+}
+
+
+def _json_reply(
+    status: int, body: dict, headers: dict | None = None, usage: dict | None = None
+) -> Reply:
+    reply = Reply(status, json.dumps(body).encode(), headers=dict(headers or {}))
+    reply.usage = usage or reply.usage
+    return reply
+
+
+def anthropic_error(status: int, message: str | None = None) -> dict:
+    """Anthropic's error body (the overloaded one without request_id, as recorded)."""
+    default_kind, default_message = _ANTHROPIC_ERRORS.get(
+        status, ("api_error", "Internal server error")
+    )
+    body: dict[str, Any] = {
+        "type": "error",
+        "error": {"type": default_kind, "message": message or default_message},
+    }
+    if body["error"]["type"] != "overloaded_error":
+        body["request_id"] = "req_loopback"
+    return body
+
+
+def openai_error(
+    status: int, message: str | None = None, param: str | None = None, code: str | None = None
+) -> dict:
+    kind, default_message, default_code = _OPENAI_ERRORS.get(
+        status, ("server_error", "Server error", None)
+    )
+    return {
+        "error": {
+            "message": message or default_message,
+            "type": kind,
+            "param": param,
+            "code": code or default_code,
+        }
+    }
+
+
+def error_reply(
+    flavor: str, status: int, message: str | None = None, headers: dict | None = None
+) -> Reply:
+    body = (
+        anthropic_error(status, message) if flavor == ANTHROPIC else openai_error(status, message)
+    )
+    return _json_reply(status, body, headers)
+
+
+def overflow_reply(flavor: str, tokens: int, window: int) -> Reply:
+    """The provider's exact context-overflow error (HTTP 400)."""
+    if flavor == ANTHROPIC:
+        return error_reply(
+            ANTHROPIC, 400, f"prompt is too long: {tokens} tokens > {window} maximum"
+        )
+    message = (
+        f"This model's maximum context length is {window} tokens. However, your messages "
+        f"resulted in {tokens} tokens. Please reduce the length of the messages."
+    )
+    return _json_reply(400, openai_error(400, message, "messages", "context_length_exceeded"))
+
+
+def stream_error_frame(flavor: str) -> bytes:
+    """An overloaded error inside a 200 stream."""
+    if flavor == ANTHROPIC:
+        return anthropic_frame(anthropic_error(529))
+    return openai_frame(openai_error(529))
+
+
+def _flavor_of(path: str) -> str:
+    return OPENAI if "chat" in path else ANTHROPIC
+
+
+# ---------------------------------------------------------------- the server
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    loopback: LoopbackServer
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind calls getfqdn, a reverse DNS lookup that can hang.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+
+class LoopbackServer:
+    """The loopback provider; ``start()`` serves it on a daemon thread."""
+
+    def __init__(
+        self,
+        script: list[dict] | str | os.PathLike | None = None,
+        *,
+        window: int | None = None,
+        cache: bool = True,
+        cache_min_tokens: int = 1024,
+        faults: list[dict] | None = None,
+        chunk_delay: float = 0.0,
+        usage_scale: float = 1.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.window, self.chunk_delay, self.usage_scale = window, chunk_delay, usage_scale
+        self.host, self.port = host, port
+        self.requests: list[Recorded] = []
+        self.cache = PromptCache(cache_min_tokens) if cache else None
+        self._script = ScriptQueue(load_script(script))
+        self._faults: list[dict] = []
+        self._lock = threading.Lock()
+        self._index = 0  # model requests received
+        self._next_tool = 1
+        self._stopping = threading.Event()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        for fault in faults or []:
+            self.add_fault(fault)
+
+    # -- lifecycle
+
+    def start(self) -> LoopbackServer:
+        if self._httpd is None:
+            self._stopping.clear()
+            self._httpd = _HTTPServer((self.host, self.port), _Handler)
+            self._httpd.loopback = self
+            self._thread = threading.Thread(
+                target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                name="nodecode-loopback", daemon=True,
+            )  # fmt: skip
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; stalled and delayed streams end at once."""
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            if self._thread is not None:
+                self._thread.join()
+            self._httpd = self._thread = None
+
+    def __enter__(self) -> LoopbackServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("the loopback server is not started (call start())")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    # -- script, faults, records
+
+    def add_rounds(self, rounds: list[dict]) -> None:
+        parsed = [parse_round(r, "added round") for r in rounds]
+        with self._lock:
+            self._script.rounds.extend(parsed)
+
+    @property
+    def rounds_left(self) -> int:
+        with self._lock:
+            return len(self._script.rounds)
+
+    def add_fault(self, fault: dict) -> None:
+        """Add a fault; without ``at`` it hits the next model request."""
+        kind = str(fault.get("kind", ""))
+        if not (kind.isdigit() or kind in STREAM_KINDS):
+            raise ValueError(
+                f"fault kind must be an HTTP status or one of {STREAM_KINDS} (got {kind!r})"
+            )
+        with self._lock:
+            self._faults.append(
+                {**fault, "kind": kind, "at": int(fault.get("at", self._index + 1))}
+            )
+
+    @property
+    def model_requests(self) -> list[Recorded]:
+        """The recorded requests to the two model endpoints."""
+        with self._lock:
+            return [
+                r for r in self.requests if _ROUTES.get(("POST", r.path)) in (ANTHROPIC, OPENAI)
+            ]
+
+    def respond(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Reply:
+        """Decide the reply to one request and record it."""
+        route = _ROUTES.get((method, path))
+        body: Any = {}
+        if route == "health":
+            reply = Reply(200, b"ok", content_type="text/plain; charset=utf-8")
+        elif route is None:
+            reply = error_reply(_flavor_of(path), 404, f"Not found: {method} {path}")
+        else:
+            index = self._count_request() if route in (ANTHROPIC, OPENAI) else 0
+            try:
+                body = json.loads(raw)
+                if not isinstance(body, dict):
+                    raise ValueError(f"the body must be a JSON object (got {type(body).__name__})")
+            except ValueError as exc:
+                reply, body = error_reply(_flavor_of(path), 400, f"malformed JSON body: {exc}"), {}
+            else:
+                reply = self._route(route, body, index)
+        with self._lock:
+            self.requests.append(Recorded(path, headers, body, reply.status, reply.usage))
+        return reply
+
+    def _route(self, route: str, body: dict, index: int) -> Reply:
+        if route == "count_tokens":
+            return _json_reply(
+                200, {"input_tokens": round(anthropic_tokens(body) * self.usage_scale)}
+            )
+        fault = self._fault_for(index)
+        if fault is not None:
+            return self._fault_reply(route, fault, body, index)
+        return self._model_reply(route, body, index)
+
+    def _count_request(self) -> int:
+        with self._lock:
+            self._index += 1
+            return self._index
+
+    def _fault_for(self, index: int) -> dict | None:
+        with self._lock:
+            return next((f for f in self._faults if f["at"] == index), None)
+
+    # -- model replies
+
+    def _model_reply(self, flavor: str, body: dict, index: int) -> Reply:
+        blocks: list[Block] = anthropic_blocks(body) if flavor == ANTHROPIC else []
+        try:
+            points = breakpoints(blocks, "cache_control" in body) if flavor == ANTHROPIC else []
+        except TooManyBreakpointsError as exc:
+            return error_reply(ANTHROPIC, 400, str(exc))
+        total = sum(b.tokens for b in blocks) if flavor == ANTHROPIC else openai_tokens(body)
+        scaled = round(total * self.usage_scale)
+        if self.window is not None and scaled > self.window:
+            return overflow_reply(flavor, scaled, self.window)
+        with self._lock:
+            rnd = self._script.take(last_user_text(body))
+            first_id = self._next_tool
+            self._next_tool += len(rnd.calls)
+            cached = self.cache is not None and points
+            cache = self.cache.apply(blocks, points) if cached else CacheUsage()
+        return self._render(flavor, body, rnd, first_id, self._usage(total, cache, rnd), index)
+
+    def _usage(self, total: int, cache: CacheUsage, rnd: Round) -> dict:
+        uncached, read, write = scale_parts(total, cache.read, cache.write, self.usage_scale)
+        output = output_tokens(rnd)
+        return {"input": uncached, "output": output, "cache_read": read, "cache_write": write}
+
+    def _render(
+        self, flavor: str, body: dict, rnd: Round, first_id: int, usage: dict, index: int
+    ) -> Reply:
+        model = str(body.get("model") or "loopback")
+        stream = bool(body.get("stream"))
+        if flavor == ANTHROPIC:
+            msg_id, headers = f"msg_loopback{index}", {"request-id": f"req_loopback{index}"}
+            if stream:
+                frames = [
+                    anthropic_frame(e)
+                    for e in anthropic_events(rnd, first_id, model, msg_id, usage)
+                ]
+                return Reply(
+                    200, frames=frames, content_type=SSE_TYPE, headers=headers, usage=usage
+                )
+            return _json_reply(
+                200, anthropic_reply(rnd, first_id, model, msg_id, usage), headers, usage
+            )
+        cid = f"chatcmpl-lb{index}"
+        if stream:
+            with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            chunks = openai_chunks(rnd, first_id, model, cid, usage, with_usage)
+            return Reply(
+                200, frames=[openai_frame(c) for c in chunks], content_type=SSE_TYPE, usage=usage
+            )
+        return _json_reply(200, openai_reply(rnd, first_id, model, cid, usage), None, usage)
+
+    def _fault_reply(self, flavor: str, fault: dict, body: dict, index: int) -> Reply:
+        kind = fault["kind"]
+        headers = {"retry-after": str(fault["retry_after"])} if "retry_after" in fault else {}
+        if kind.isdigit():
+            return error_reply(flavor, int(kind), headers=headers)
+        if kind == "sse_error" and not body.get("stream"):
+            return error_reply(flavor, 529, headers=headers)
+        # The partial reply shows the round that would come next, without taking it.
+        total = anthropic_tokens(body) if flavor == ANTHROPIC else openai_tokens(body)
+        with self._lock:
+            rnd, first_id = self._script.peek(last_user_text(body)), self._next_tool
+        reply = self._render(
+            flavor, body, rnd, first_id, self._usage(total, CacheUsage(), rnd), index
+        )
+        stall = float(fault.get("seconds", 10.0)) if kind == "stall" else 0.0
+        if reply.frames is None:
+            reply.cut, reply.abort, reply.stall = len(reply.body) // 2, True, stall
+            return reply
+        frames = reply.frames
+        cut = int(fault.get("after", max(1, min(len(frames) // 2, len(frames) - 2))))
+        if kind == "sse_error":
+            reply.frames = [*frames[:cut], stream_error_frame(flavor)]
+        else:
+            reply.frames, reply.abort, reply.stall = frames[:cut], True, stall
+        return reply
+
+
+# ---------------------------------------------------------------- HTTP
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """HTTP/1.1 with keep-alive; SSE bodies are chunked, one flushed chunk per event."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "nodecode-loopback/1"
+    timeout = 120  # idle keep-alive connections are closed after this
+    server: _HTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass  # tests and the demo keep stderr for their own output
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def _serve(self, method: str) -> None:
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        reply = self.server.loopback.respond(method, self.path.split("?", 1)[0], headers, raw)
+        try:
+            self._send(reply)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client went away mid-reply
+
+    def _send(self, reply: Reply) -> None:
+        self.send_response(reply.status)
+        self.send_header("content-type", reply.content_type)
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        if reply.frames is None:
+            self.send_header("content-length", str(len(reply.body)))
+            self.end_headers()
+            self.wfile.write(reply.body if reply.cut is None else reply.body[: reply.cut])
+        else:
+            self._send_frames(reply)
+        if reply.abort:
+            self.server.loopback._stopping.wait(reply.stall)
+            self._abort()
+
+    def _send_frames(self, reply: Reply) -> None:
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        delay, stopping = self.server.loopback.chunk_delay, self.server.loopback._stopping
+        for i, frame in enumerate(reply.frames or []):
+            if i and delay:
+                stopping.wait(delay)
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+        if not reply.abort:
+            self.wfile.write(b"0\r\n\r\n")
+
+    def _abort(self) -> None:
+        """Close mid-body: the client sees an incomplete chunked (or sized) body."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m nodecode.loopback``: print the URL, serve until SIGTERM/SIGINT."""
+    parser = argparse.ArgumentParser(
+        prog="python -m nodecode.loopback", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--script", help="JSONL file of rounds")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--window", type=int, default=None, help="context window in tokens")
+    parser.add_argument("--chunk-delay", type=float, default=0.0, help="seconds between SSE events")
+    parser.add_argument("--usage-scale", type=float, default=1.0)
+    parser.add_argument("--cache-min-tokens", type=int, default=1024)
+    args = parser.parse_args(argv)
+    try:
+        server = LoopbackServer(
+            args.script, window=args.window, chunk_delay=args.chunk_delay, host=args.host,
+            port=args.port, usage_scale=args.usage_scale, cache_min_tokens=args.cache_min_tokens,
+        )  # fmt: skip
+    except (OSError, ValueError) as exc:
+        print(f"loopback: {exc}", file=sys.stderr)
+        return 1
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    with server:
+        print(server.url, flush=True)
+        while not done.wait(0.5):
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
