@@ -143,11 +143,17 @@ class Store:
             params.extend(kinds)
         return [_event(r) for r in self.read(sql + " ORDER BY seq", tuple(params))]
 
-    def turn_messages(self, session: str, turn: int) -> list[Event]:
-        """The message events of one turn, in seq order."""
-        return [_event(r) for r in self.read(
-            f"SELECT {_COLUMNS} FROM events WHERE session = ? AND turn = ? "
-            "AND role IS NOT NULL ORDER BY seq", (session, turn))]
+    def context_events(self, session: str, turns: list[int], *, upto: int | None,
+                       kinds: tuple[str, ...], turnless: bool) -> list[Event]:
+        """Messages and events of ``kinds`` in the given turns (and, when
+        ``turnless``, of no turn), with seq <= upto, in seq order."""
+        marks = ",".join("?" * len(turns)) or "NULL"
+        kind_marks = ",".join("?" * len(kinds)) or "NULL"
+        sql = (f"SELECT {_COLUMNS} FROM events WHERE session = ? AND seq <= ? "
+               f"AND (turn IN ({marks})" + (" OR turn IS NULL" if turnless else "") + ") "
+               f"AND (role IS NOT NULL OR kind IN ({kind_marks})) ORDER BY seq")
+        params = (session, upto if upto is not None else 2**62, *turns, *kinds)
+        return [_event(r) for r in self.read(sql, params)]
 
     def event(self, session: str, seq: int) -> Event | None:
         rows = self.read(f"SELECT {_COLUMNS} FROM events WHERE session = ? AND seq = ?",

@@ -1,8 +1,12 @@
 """The context: the ordered messages the next request reads.
 
-This is the one place that computes it, from the log on the head's path
-(plus, as features land, the edits taken and the evictions). Everything
-else — the request builder, the export, the budget — reads it from here.
+This is the one place that computes it. The log on the head's path gives the
+messages; a *snapshot* event (a take of edits, an eviction, a fork) records
+the whole order at that moment, with rewritten texts as blobs. The context is
+the latest snapshot on the path, in path order, followed by every message
+logged after it. Path order is (position of the event's turn on the path,
+seq): changes made while a turn was the head belong to that turn, so undoing
+the turn undoes them too.
 """
 
 from __future__ import annotations
@@ -11,8 +15,12 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodecode import session as sessions
 from nodecode import turns as turn_tree
 from nodecode.store import Event, Store
+
+SNAPSHOT_KINDS = ("receipt", "evict", "fork")
+TAKE_KINDS = ("receipt", "evict", "move", "fork")
 
 
 @dataclass(frozen=True)
@@ -24,6 +32,8 @@ class Message:
     text: str
     turn: int | None = None
     payload: dict[str, Any] = field(default_factory=dict, compare=False)
+    rewritten: bool = False
+    restored: bool = False
 
     @property
     def call_id(self) -> int | None:
@@ -44,9 +54,115 @@ def message_of(event: Event) -> Message:
     return Message(event.seq, event.role or event.kind, event.text, event.turn, event.payload)
 
 
+@dataclass
+class State:
+    """The context and what it was computed from."""
+
+    messages: list[Message]
+    path_messages: dict[int, Message]  # every message on the head's path, by id
+    key: dict[int, tuple[int, int]]  # path order of each message id
+    running: int | None  # the turn whose ask and newest round are never dropped
+    newest: set[int] = field(default_factory=set)  # that ask + newest round
+
+    def removed(self) -> list[Message]:
+        """Path messages not in the context (deleted or evicted): restorable."""
+        present = {m.id for m in self.messages}
+        return [m for i, m in sorted(self.path_messages.items()) if i not in present]
+
+
 def build(store: Store, sid: str) -> list[Message]:
-    """The messages of every turn on the head's path, in log order."""
-    out: list[Message] = []
-    for turn in turn_tree.path(store, sid):
-        out.extend(message_of(e) for e in store.turn_messages(turn.session, turn.number))
+    """The messages the next request reads, in order."""
+    return state(store, sid).messages
+
+
+def state(store: Store, sid: str) -> State:
+    path = turn_tree.path(store, sid)
+    index = {t.number: i for i, t in enumerate(path)}
+    events = _path_events(store, sid, path)
+    key = {e.seq: (index.get(e.turn, -1), e.seq) for e in events}
+    messages = {e.seq: message_of(e) for e in events if e.role is not None}
+    snaps = [e for e in events if e.kind in SNAPSHOT_KINDS and "context" in e.payload]
+    order: list[Message] = []
+    after: tuple[int, int] = (-2, 0)
+    if snaps:
+        snap = max(snaps, key=lambda e: key[e.seq])
+        after = key[snap.seq]
+        order = _from_snapshot(store, snap.payload["context"], messages)
+    order += [m for i, m in sorted(messages.items(), key=lambda kv: key[kv[0]])
+              if key[i] > after]
+    running = path[-1].number if path else None
+    st = State(order, messages, {i: key[i] for i in messages}, running)
+    st.newest = newest_round(store, sid, path[-1] if path else None, messages)
+    return st
+
+
+def _path_events(store: Store, sid: str, path: list[turn_tree.Turn]) -> list[Event]:
+    """Messages and snapshots of the path's turns, this session's and its
+    ancestors' (each ancestor's only up to the fork point below it)."""
+    numbers = [t.number for t in path]
+    events: list[Event] = []
+    upto: int | None = None
+    for owner in turn_tree.lineage(store, sid):
+        events += store.context_events(owner, numbers, upto=upto, kinds=SNAPSHOT_KINDS,
+                                       turnless=owner == sid)
+        upto = sessions.get(store, owner).fork_seq
+    return events
+
+
+_TEXT_CACHE: dict[str, str] = {}
+
+
+def _text(store: Store, digest: str) -> str:
+    text = _TEXT_CACHE.get(digest)
+    if text is None:
+        raw = store.blob(digest)
+        text = raw.decode("utf-8") if raw is not None else ""
+        _TEXT_CACHE[digest] = text
+    return text
+
+
+def _from_snapshot(store: Store, snap: dict[str, Any], messages: dict[int, Message]
+                   ) -> list[Message]:
+    texts = {i: h for i, h in snap.get("texts", [])}
+    restored = set(snap.get("restored", []))
+    out = []
+    for i in snap["order"]:
+        m = messages.get(i)
+        if m is None:
+            continue
+        if i in texts:
+            m = Message(m.id, m.role, _text(store, texts[i]), m.turn, m.payload, rewritten=True,
+                        restored=i in restored)
+        elif i in restored:
+            m = Message(m.id, m.role, m.text, m.turn, m.payload, restored=True)
+        out.append(m)
     return out
+
+
+def newest_round(store: Store, sid: str, turn: turn_tree.Turn | None,
+                 messages: dict[int, Message]) -> set[int]:
+    """The ask of ``turn`` and the messages after its last request (its newest round)."""
+    if turn is None:
+        return set()
+    own = sorted(i for i, m in messages.items() if m.turn == turn.number)
+    ask = next((i for i in own if messages[i].role == "user"), None)
+    rows = store.read("SELECT MAX(seq) FROM events WHERE session = ? AND turn = ? "
+                      "AND kind = 'request'", (turn.session, turn.number))
+    last_request = rows[0][0]
+    keep = {ask} if ask is not None else set()
+    if last_request is None:
+        return keep
+    if turn.status != "running":  # a finished turn: its last round is the newest
+        prev = store.read("SELECT seq FROM events WHERE session = ? AND turn = ? AND "
+                          "kind = 'request' ORDER BY seq DESC LIMIT 1 OFFSET 1",
+                          (turn.session, turn.number))
+        last_request = prev[0][0] if prev else ask or last_request
+    return keep | {i for i in own if i > last_request}
+
+
+def take_count(store: Store, sid: str) -> int:
+    """How many takes this session has had: edits taken, evictions, tree moves, forks."""
+    rows = store.read(
+        "SELECT COUNT(*) FROM events WHERE session = ? AND (kind IN ('evict', 'move', 'fork') "
+        "OR (kind = 'receipt' AND text LIKE ?))", (sid, "%" + "\ntaken at seq %"))
+    return rows[0][0]

@@ -1,0 +1,220 @@
+"""The verbs a cell can call, registered by the modules that define them.
+
+A module declares its verbs with ``@verb(...)``; importing the module is what
+registers them, so the evaluator only looks names up in ``VERBS``. A verb
+function is called as ``fn(env, *positionals, **keywords)`` and returns the
+text the agent reads. Keyword ``:match-case`` arrives as ``match_case`` and a
+Python keyword gets a trailing underscore (``:from`` → ``from_``). Arguments
+are data, never evaluated: ``(write-file "a" (read-file "b"))`` passes a list.
+
+Types are Python types (or a tuple of them): ``str``, ``int``, ``float`` (an
+integer is accepted too), ``bool`` (``t`` or ``nil``), ``list``, ``Pair``,
+``Sym``, ``Keyword``, or ``object`` for any value. ``nil`` given for an
+optional argument or keyword means "not given", unless its type is ``bool``.
+"""
+
+from __future__ import annotations
+
+import keyword as pykeyword
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Union
+
+from ..errors import CellError
+from .forms import NIL, T, Keyword, Sym, describe, type_name
+
+TypeSpec = Union[type, tuple[type, ...]]
+ParamSpec = Union[Mapping[str, TypeSpec], Iterable[Union[str, tuple[str, TypeSpec]]]]
+VerbFn = Callable[..., str]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One argument of a verb: its name, accepted type(s) and the word shown in usage."""
+
+    name: str
+    kind: TypeSpec
+    metavar: str
+
+    def check(self, value: object, usage: str, label: str) -> object:
+        """The value converted for the verb, or CellError naming what was found."""
+        if _is(self.kind, bool) and isinstance(value, Sym) and value in (T, NIL):
+            return value == T
+        if _matches(value, self.kind):
+            return float(value) if _is(self.kind, float) and type(value) is int else value
+        expected = _kind_words(self.kind)
+        raise CellError(f"{usage}: {label} must be {expected} (got {describe(value)})")
+
+
+@dataclass(frozen=True)
+class Verb:
+    """A registered verb: its parameters, one-line doc, and the function that runs it."""
+
+    name: str
+    fn: VerbFn
+    args: tuple[Param, ...]
+    optional: tuple[Param, ...]
+    keywords: Mapping[str, Param]
+    doc: str
+    usage: str
+
+    def __call__(self, env: Any, items: list) -> str:
+        """Validate the form's arguments (everything after the verb) and run the verb."""
+        positionals, keywords = self._split(items)
+        values = self._positionals(positionals)
+        options = {_py_name(k): v for k, v in keywords.items()}
+        result = self.fn(env, *values, **options)
+        return result if isinstance(result, str) else str(result)
+
+    def _split(self, items: list) -> tuple[list, dict[str, object]]:
+        positionals: list = []
+        keywords: dict[str, object] = {}
+        it = iter(items)
+        for item in it:
+            if not isinstance(item, Keyword):
+                positionals.append(item)
+                continue
+            param = self._keyword(item)
+            value = next(it, _MISSING)
+            if value is _MISSING:
+                raise CellError(f"{self.usage}: :{item} needs a value after it")
+            if str(item) in keywords:
+                raise CellError(f"{self.usage}: :{item} is given twice")
+            if not (value == NIL and not _is(param.kind, bool)):
+                keywords[str(item)] = param.check(value, self.usage, f":{item}")
+        return positionals, keywords
+
+    def _keyword(self, item: Keyword) -> Param:
+        param = self.keywords.get(str(item))
+        if param is None:
+            allowed = ", ".join(f":{k}" for k in self.keywords) or "no keywords"
+            raise CellError(f"{self.usage}: unknown keyword :{item}; allowed: {allowed}")
+        return param
+
+    def _positionals(self, given: list) -> list:
+        low, high = len(self.args), len(self.args) + len(self.optional)
+        if not low <= len(given) <= high:
+            names = " ".join([p.metavar for p in self.args]
+                             + [f"[{p.metavar}]" for p in self.optional])
+            raise CellError(f"{self.usage}: expected {_count(low, high)} ({names or 'none'}), "
+                            f"got {len(given)}")
+        values = []
+        for index, (param, value) in enumerate(zip(self.args + self.optional, given)):
+            if index >= low and value == NIL and not _is(param.kind, bool):
+                break  # nil for an optional argument means "not given"; later ones too
+            values.append(param.check(value, self.usage, param.metavar))
+        return values
+
+
+VERBS: dict[str, Verb] = {}
+_MISSING = object()
+
+
+def verb(
+    name: str,
+    *,
+    args: ParamSpec = (),
+    optional: ParamSpec = (),
+    keywords: Mapping[str, TypeSpec] | None = None,
+    doc: str | None = None,
+    usage: str | None = None,
+    metavars: Mapping[str, str] | None = None,
+) -> Callable[[VerbFn], VerbFn]:
+    """Register the decorated function as the verb ``name``.
+
+    ``args``/``optional`` are names (a bare name is a string argument), ``(name,
+    type)`` pairs or a name → type mapping; ``keywords`` maps a keyword name
+    (without colon) to its type. ``doc`` defaults to the docstring's first line
+    and ``usage`` to ``(name ARG [OPT] :key KEY)``; ``metavars`` renames the
+    words usage shows (``{"from": "L"}``).
+    """
+    names = dict(metavars or {})
+
+    def register(fn: VerbFn) -> VerbFn:
+        required = _params(args, names)
+        opts = _params(optional, names)
+        kws = {k: Param(k, t, names.get(k, k.upper())) for k, t in (keywords or {}).items()}
+        line = doc if doc is not None else (fn.__doc__ or "").strip().split("\n")[0]
+        shown = usage or _usage(name, required, opts, kws)
+        _add(Verb(name, fn, required, opts, kws, line, shown))
+        return fn
+
+    return register
+
+
+def unknown_verb(name: str) -> CellError:
+    """The error for a verb name nobody registered, listing the known ones."""
+    known = ", ".join(sorted(VERBS)) or "none"
+    return CellError(f'unknown verb "{name}": known verbs are {known}')
+
+
+def _add(entry: Verb) -> None:
+    old = VERBS.get(entry.name)
+    if old is not None and _origin(old.fn) != _origin(entry.fn):
+        raise ValueError(f"verb {entry.name!r} is already registered by {_origin(old.fn)}")
+    VERBS[entry.name] = entry  # the same function again (a module reload) replaces it
+
+
+def _origin(fn: VerbFn) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
+def _params(spec: ParamSpec, metavars: Mapping[str, str]) -> tuple[Param, ...]:
+    pairs = spec.items() if isinstance(spec, Mapping) else spec
+    params = []
+    for item in pairs:
+        name, kind = (item, str) if isinstance(item, str) else item
+        params.append(Param(name, kind, metavars.get(name, name.upper())))
+    return tuple(params)
+
+
+def _usage(name: str, required: tuple[Param, ...], opts: tuple[Param, ...],
+           kws: Mapping[str, Param]) -> str:
+    words = [name, *(p.metavar for p in required), *(f"[{p.metavar}]" for p in opts)]
+    words += [f":{k} {p.metavar}" for k, p in kws.items()]
+    return "(" + " ".join(words) + ")"
+
+
+def _py_name(key: str) -> str:
+    name = key.replace("-", "_")
+    return name + "_" if pykeyword.iskeyword(name) else name
+
+
+def _kinds(spec: TypeSpec) -> tuple[type, ...]:
+    return spec if isinstance(spec, tuple) else (spec,)
+
+
+def _is(spec: TypeSpec, kind: type) -> bool:
+    return kind in _kinds(spec)
+
+
+def _matches(value: object, spec: TypeSpec) -> bool:
+    return any(_matches_one(value, kind) for kind in _kinds(spec))
+
+
+def _matches_one(value: object, kind: type) -> bool:
+    if kind is object:
+        return True
+    if kind is str:  # symbols are str subclasses but are not strings to a verb
+        return isinstance(value, str) and not isinstance(value, Sym)
+    if kind is Sym:
+        return isinstance(value, Sym) and not isinstance(value, Keyword)
+    if kind is int:
+        return type(value) is int
+    if kind is float:
+        return type(value) in (int, float)
+    return isinstance(value, kind)
+
+
+def _kind_words(spec: TypeSpec) -> str:
+    words = [type_name(kind) for kind in _kinds(spec)]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _count(low: int, high: int) -> str:
+    def args(n: int) -> str:
+        return f"{n} argument" + ("" if n == 1 else "s")
+
+    if low == high:
+        return args(low)
+    return f"{low} to {args(high)}"

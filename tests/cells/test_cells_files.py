@@ -1,0 +1,231 @@
+"""The file verbs over a real workspace: results, writes recorded, approvals honoured."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from nodecode.cells import CellEnv, FileChange, evaluate
+
+
+def run(env: CellEnv, code: str) -> str:
+    result = evaluate(code, env)
+    assert not result.error, result.output
+    return result.output
+
+
+def fail(env: CellEnv, code: str) -> str:
+    result = evaluate(code, env)
+    assert result.error, result.output
+    return result.output
+
+
+# read-file
+
+def test_read_file_returns_plain_text(env):
+    assert run(env, '(read-file "hello.txt")') == "one\ntwo\nthree\n"
+
+
+def test_read_file_range_has_a_header(env):
+    assert run(env, '(read-file "hello.txt" :from 2 :to 3)') == ";; lines 2–3 of 3\ntwo\nthree\n"
+    assert run(env, '(read-file "hello.txt" :to 1)') == ";; lines 1–1 of 3\none\n"
+    assert run(env, '(read-file "hello.txt" :from 3 :to 99)') == ";; lines 3–3 of 3\nthree\n"
+
+
+def test_read_file_range_past_the_end(env):
+    assert "past the end" in fail(env, '(read-file "hello.txt" :from 9)')
+    assert ":from must be 1 or more" in fail(env, '(read-file "hello.txt" :from 0)')
+
+
+def test_read_file_of_binary_and_folders_and_missing(env, ws):
+    (ws / "img.png").write_bytes(b"\x89PNG\0\0\x01")
+    assert fail(env, '(read-file "img.png")') == (
+        'error: read-file: "img.png" is a binary file (7 bytes)')
+    assert 'is a directory; use (list-files "src")' in fail(env, '(read-file "src")')
+    assert "no such file or directory" in fail(env, '(read-file "nope.txt")')
+
+
+def test_read_file_replaces_invalid_utf8(env, ws):
+    (ws / "latin.txt").write_bytes(b"caf\xe9\n")
+    assert run(env, '(read-file "latin.txt")') == "caf\ufffd\n"
+
+
+# write-file
+
+def test_write_file_creates_parents_and_records_the_change(env, ws, approvals):
+    out = run(env, '(write-file "new/dir/f.txt" "héllo\\n")')
+    assert out == "wrote new/dir/f.txt (7 bytes)"
+    target = ws / "new" / "dir" / "f.txt"
+    assert target.read_bytes() == "héllo\n".encode()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert env.changes == [FileChange(str(target), None, "héllo\n".encode())]
+    assert approvals == [("write", "new/dir/f.txt")]
+
+
+def test_write_file_over_a_file_records_exact_before(env, ws):
+    (ws / "hello.txt").write_bytes(b"old\r\n\xff")
+    run(env, '(write-file "hello.txt" "new")')
+    assert env.changes == [FileChange(str(ws / "hello.txt"), b"old\r\n\xff", b"new")]
+
+
+def test_write_denied_writes_nothing(ws):
+    env = CellEnv(workspace=ws, approve=lambda kind, detail: False)
+    assert fail(env, '(write-file "x.txt" "data")') == "error: write to x.txt not approved"
+    assert fail(env, '(edit-file "hello.txt" "two" "2")') == (
+        "error: write to hello.txt not approved")
+    assert not (ws / "x.txt").exists()
+    assert (ws / "hello.txt").read_text() == "one\ntwo\nthree\n"
+    assert env.changes == []
+
+
+def test_the_default_env_approves_nothing(ws):
+    assert "not approved" in fail(CellEnv(workspace=ws), '(write-file "x.txt" "data")')
+
+
+# edit-file
+
+def test_edit_file_replaces_the_one_occurrence(env, ws):
+    out = run(env, '(edit-file "hello.txt" "two\\n" "2a\\n2b\\n")')
+    assert out == "edited hello.txt: replaced 1 occurrence (lines 2–3)"
+    assert (ws / "hello.txt").read_text() == "one\n2a\n2b\nthree\n"
+    assert env.changes == [FileChange(str(ws / "hello.txt"), b"one\ntwo\nthree\n",
+                                      b"one\n2a\n2b\nthree\n")]
+
+
+def test_edit_file_single_line(env):
+    assert run(env, '(edit-file "hello.txt" "three" "3")') == (
+        "edited hello.txt: replaced 1 occurrence (line 3)")
+
+
+def test_edit_file_not_found_and_ambiguous(env, ws):
+    assert fail(env, '(edit-file "hello.txt" "four" "4")') == (
+        "error: edit-file: OLD not found in hello.txt")
+    assert fail(env, '(edit-file "hello.txt" "o" "0")') == (
+        "error: edit-file: OLD occurs 2 times in hello.txt; give more context")
+    assert (ws / "hello.txt").read_text() == "one\ntwo\nthree\n"
+    assert env.changes == []
+
+
+def test_edit_file_keeps_bytes_that_are_not_utf8(env, ws):
+    (ws / "mixed.txt").write_bytes(b"a\xff\nb\n")
+    run(env, '(edit-file "mixed.txt" "b" "c")')
+    assert (ws / "mixed.txt").read_bytes() == b"a\xff\nc\n"
+
+
+# list-files
+
+def test_list_files_sorted_relative_with_folder_slashes(env, ws):
+    (ws / ".git").mkdir()
+    (ws / ".git" / "HEAD").write_text("ref")
+    (ws / "src" / "lib").mkdir()
+    (ws / "src" / "lib" / "b.py").write_text("")
+    assert run(env, "(list-files)") == "hello.txt\nsrc/\nsrc/app.py\nsrc/lib/\nsrc/lib/b.py\n"
+    assert run(env, '(list-files "src/lib")') == "src/lib/b.py\n"
+
+
+def test_list_files_glob(env, ws):
+    (ws / "src" / "notes.md").write_text("")
+    assert run(env, '(list-files "." :glob "*.py")') == "src/app.py\n"
+    assert run(env, '(list-files :glob "src/*.md")') == "src/notes.md\n"
+    assert run(env, '(list-files :glob "*.rs")') == ";; no entries in . match *.rs"
+
+
+def test_list_files_is_capped(env, ws):
+    many = ws / "many"
+    many.mkdir()
+    for i in range(1100):
+        (many / f"f{i:04}").write_text("")
+    lines = run(env, '(list-files "many")').splitlines()
+    assert len(lines) == 1001
+    assert lines[0] == "many/f0000"
+    assert lines[-1].startswith("[list cut at 1000 entries")
+
+
+def test_list_files_of_a_file(env):
+    assert 'is a file; use (read-file "hello.txt")' in fail(env, '(list-files "hello.txt")')
+
+
+# grep
+
+def test_grep_prints_path_line_text(env, ws):
+    (ws / "bin.dat").write_bytes(b"two\0two")
+    (ws / ".git").mkdir()
+    (ws / ".git" / "x").write_text("two")
+    assert run(env, '(grep "t[wh]")') == "hello.txt:2:two\nhello.txt:3:three\n"
+    assert run(env, '(grep "return \\\\d+" :path "src")') == "src/app.py:2:    return 42\n"
+    assert run(env, '(grep "def" :path "src/app.py")') == "src/app.py:1:def main():\n"
+
+
+def test_grep_no_match_and_bad_regex(env):
+    assert run(env, '(grep "zzz")') == ";; no matches for zzz in ."
+    assert fail(env, '(grep "(unclosed")').startswith(
+        'error: grep: bad regular expression "(unclosed": missing )')
+
+
+def test_grep_is_capped(env, ws):
+    (ws / "big.txt").write_text("hit\n" * 600)
+    lines = run(env, '(grep "hit" :path "big.txt")').splitlines()
+    assert len(lines) == 501
+    assert lines[-1].startswith("[grep cut at 500 matches")
+
+
+# confinement
+
+@pytest.mark.parametrize("code", [
+    '(read-file "../outside.txt")',
+    '(read-file "src/../../outside.txt")',
+    '(write-file "../outside.txt" "x")',
+    '(list-files "..")',
+    '(grep "x" :path "..")',
+])
+def test_dotdot_cannot_leave_the_workspace(env, ws, code):
+    (ws.parent / "outside.txt").write_text("secret")
+    out = fail(env, code)
+    assert "is outside the workspace" in out
+    assert (ws.parent / "outside.txt").read_text() == "secret"
+
+
+def test_absolute_paths_outside_are_refused_inside_allowed(env, ws):
+    assert fail(env, '(read-file "/etc/passwd")') == (
+        f'error: read-file: "/etc/passwd" is outside the workspace {ws} (resolves to /etc/passwd)')
+    assert run(env, f'(read-file "{ws}/hello.txt" :to 1)') == ";; lines 1–1 of 3\none\n"
+
+
+def test_symlinks_leading_out_are_refused(env, ws, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "s.txt").write_text("secret")
+    os.symlink(outside / "s.txt", ws / "link.txt")
+    os.symlink(outside, ws / "linkdir")
+    assert "resolves to" in fail(env, '(read-file "link.txt")')
+    assert "outside the workspace" in fail(env, '(write-file "linkdir/new.txt" "x")')
+    assert "outside the workspace" in fail(env, '(write-file "link.txt" "x")')
+    assert not (outside / "new.txt").exists()
+    assert (outside / "s.txt").read_text() == "secret"
+    assert run(env, '(grep "sec.et")') == ";; no matches for sec.et in ."
+    assert "linkdir/" in run(env, "(list-files)")
+
+
+def test_a_symlinked_workspace_root_works(ws, tmp_path):
+    alias = tmp_path / "alias"
+    os.symlink(ws, alias)
+    env = CellEnv(workspace=alias, approve=lambda kind, detail: True)
+    assert run(env, '(read-file "hello.txt" :to 1)') == ";; lines 1–1 of 3\none\n"
+    assert run(env, '(write-file "w.txt" "x")') == "wrote w.txt (1 bytes)"
+    assert (ws / "w.txt").read_text() == "x"
+    assert "outside the workspace" in fail(env, '(read-file "../ws/../x")')
+
+
+def test_the_context_folder_is_allowed_but_not_recorded(ws, tmp_path):
+    context = tmp_path / "home" / "context" / "default" / "s1"
+    context.mkdir(parents=True)
+    (context / "context.txt").write_text("[[export default/s1 1 abcd]]\n")
+    env = CellEnv(workspace=ws, context_dir=context, approve=lambda kind, detail: True)
+    path = context / "context.txt"
+    assert run(env, f'(read-file "{path}")') == "[[export default/s1 1 abcd]]\n"
+    assert run(env, f'(edit-file "{path}" "1 abcd" "1 abce")').startswith(f"edited {path}")
+    assert env.changes == []
+    assert "outside the workspace" in fail(env, f'(read-file "{context.parent}/other.txt")')

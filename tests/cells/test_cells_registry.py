@@ -1,0 +1,102 @@
+"""The verb registry: modules add verbs by decorating functions; calls are validated."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from nodecode.cells import VERBS, CellEnv, Keyword, Pair, Sym, evaluate, verb
+
+
+@pytest.fixture
+def probe() -> Iterator[list]:
+    """A verb registered the way the context and recall modules register theirs."""
+    calls: list = []
+
+    @verb("probe", args=[("n", int)], optional=["label"],
+          keywords={"drop": (Sym, list), "flag": bool, "match-case": bool, "from": float})
+    def _probe(env, n, label=None, *, drop=None, flag=False, match_case=False, from_=None):
+        """Record how it was called."""
+        calls.append((n, label, drop, flag, match_case, from_))
+        return f"probe {n}"
+
+    yield calls
+    VERBS.pop("probe")
+
+
+def test_a_registered_verb_is_callable_from_a_cell(env: CellEnv, probe):
+    result = evaluate("(probe 3 \"x\" :drop ((1 . 2) 5) :flag t :match-case nil :from 2)", env)
+    assert result.output == "probe 3"
+    assert probe == [(3, "x", [Pair(1, 2), 5], True, False, 2.0)]
+
+
+def test_the_registry_records_usage_and_doc(probe):
+    entry = VERBS["probe"]
+    assert entry.usage == (
+        "(probe N [LABEL] :drop DROP :flag FLAG :match-case MATCH-CASE :from FROM)")
+    assert entry.doc == "Record how it was called."
+    assert [p.name for p in entry.args] == ["n"]
+    assert [p.name for p in entry.optional] == ["label"]
+
+
+def test_nil_for_an_optional_argument_means_not_given(env, probe):
+    assert not evaluate("(probe 1 nil :drop nil)", env).error
+    assert probe == [(1, None, None, False, False, None)]
+
+
+def test_symbol_t_is_accepted_where_a_symbol_is(env, probe):
+    evaluate("(probe 1 :drop t)", env)
+    assert probe[0][2] == Sym("t")
+
+
+def test_wrong_type_names_expected_and_found(env, probe):
+    result = evaluate('(probe "3")', env)
+    assert result.error
+    assert 'N must be an integer (got "3", a string)' in result.output
+    result = evaluate("(probe 1 :drop 4)", env)
+    assert ":drop must be a symbol or a list (got 4, an integer)" in result.output
+
+
+def test_a_symbol_is_not_accepted_as_a_string(env):
+    result = evaluate("(read-file hello.txt)", env)
+    assert result.output == ("error: (read-file PATH :from L :to L): PATH must be a string "
+                             "(got hello.txt, a symbol)")
+
+
+def test_wrong_arity_names_the_parameters(env):
+    assert evaluate("(read-file)", env).output == (
+        "error: (read-file PATH :from L :to L): expected 1 argument (PATH), got 0")
+    result = evaluate('(write-file "a" "b" "c")', env)
+    assert "expected 2 arguments (PATH TEXT), got 3" in result.output
+
+
+def test_unknown_keyword_lists_the_allowed_ones(env):
+    result = evaluate('(read-file "hello.txt" :line 2)', env)
+    assert result.output == ("error: (read-file PATH :from L :to L): unknown keyword :line; "
+                             "allowed: :from, :to")
+
+
+def test_keyword_without_value_and_twice(env):
+    assert ":from needs a value" in evaluate('(read-file "hello.txt" :from)', env).output
+    assert ":from is given twice" in evaluate('(read-file "hello.txt" :from 1 :from 2)', env).output
+
+
+def test_unknown_verb_lists_known_verbs_sorted(env):
+    result = evaluate("(foo 1)", env)
+    assert result.error
+    assert result.output.startswith('error: unknown verb "foo": known verbs are ')
+    known = result.output.split("known verbs are ")[1].split(", ")
+    assert known == sorted(known)
+    assert {"edit-file", "grep", "list-files", "read-file", "shell", "write-file"} <= set(known)
+
+
+def test_registering_a_taken_name_from_elsewhere_fails():
+    with pytest.raises(ValueError, match="already registered"):
+        @verb("read-file")
+        def other(env):
+            return ""
+
+
+def test_keyword_values_are_read_as_given():
+    assert Keyword("from") != Sym("from")

@@ -1,0 +1,105 @@
+"""The shell verb: output and exit code, timeouts that kill, keys kept out."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from nodecode.cells import CellEnv, evaluate
+from nodecode.redact import Redactor
+
+SECRET = "sk-ant-test-0123456789abcdef"
+
+
+def test_shell_reports_output_and_exit_code(env, approvals):
+    result = evaluate('(shell "echo out; echo err >&2; exit 3")', env)
+    assert not result.error
+    assert result.output == "out\nerr\n[exit 3]"
+    assert approvals == [("shell", "echo out; echo err >&2; exit 3")]
+
+
+def test_shell_without_output_and_without_final_newline(env):
+    assert evaluate('(shell "true")', env).output == "[exit 0]"
+    assert evaluate('(shell "printf abc")', env).output == "abc\n[exit 0]"
+
+
+def test_shell_runs_in_the_workspace_with_no_stdin(env, ws):
+    assert evaluate('(shell "pwd; cat")', env).output == f"{ws}\n[exit 0]"
+
+
+def test_timeout_kills_the_whole_process_group(env, ws):
+    started = time.monotonic()
+    cmd = "sleep 30 & echo $! > bg.pid; echo started; sleep 30"
+    result = evaluate(f'(shell "{cmd}" :timeout 0.5)', env)
+    elapsed = time.monotonic() - started
+    assert result.output == "started\n[timed out after 0.5 s]"
+    assert elapsed < 3
+    background = int((ws / "bg.pid").read_text())
+    time.sleep(0.1)
+    assert not _alive(background)
+
+
+def test_env_timeout_applies_when_none_is_given(ws):
+    env = CellEnv(workspace=ws, approve=lambda kind, detail: True, shell_timeout=0.3)
+    assert evaluate('(shell "sleep 30")', env).output == "[timed out after 0.3 s]"
+
+
+def test_bad_timeout_is_an_error(env):
+    assert "must be more than 0" in evaluate('(shell "true" :timeout 0)', env).output
+    assert ":timeout must be a number" in evaluate('(shell "true" :timeout "5")', env).output
+
+
+def test_background_job_holding_output_does_not_block(env):
+    started = time.monotonic()
+    result = evaluate('(shell "sleep 5 & echo done")', env)
+    assert time.monotonic() - started < 3
+    assert result.output.startswith("done\n[exit 0")
+
+
+def test_provider_keys_are_removed_and_output_redacted(ws, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    monkeypatch.setenv("OTHER_SECRET", "hunter2-and-more")
+    env = CellEnv(workspace=ws, approve=lambda kind, detail: True,
+                  env_remove={"ANTHROPIC_API_KEY"},
+                  redact=Redactor.from_env(["ANTHROPIC_API_KEY", "OTHER_SECRET"]))
+    listing = evaluate('(shell "env")', env).output
+    assert "ANTHROPIC_API_KEY" not in listing
+    assert SECRET not in listing
+    assert "OTHER_SECRET=[redacted:OTHER_SECRET]" in listing
+    printed = evaluate(f'(shell "echo {SECRET}")', env).output
+    assert printed == "[redacted:ANTHROPIC_API_KEY]\n[exit 0]"
+
+
+def test_shell_denied_runs_nothing(ws):
+    env = CellEnv(workspace=ws, approve=lambda kind, detail: False)
+    result = evaluate('(shell "touch ran")', env)
+    assert (result.error, result.output) == (True, "error: shell not approved")
+    assert not (ws / "ran").exists()
+
+
+def test_signal_exit_is_reported_like_a_shell(env):
+    assert evaluate('(shell "kill -9 $$")', env).output == "[exit 137]"
+
+
+def test_invalid_utf8_output_is_replaced(env):
+    assert evaluate("(shell \"printf 'a\\\\377b'\")", env).output == "a\ufffdb\n[exit 0]"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it is dead for our purpose.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_keys(monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
