@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import run_cli, write_config
+from helpers import run_cli, write_config
 from nodecode.store import open_store
 
 TWO_ROUNDS = [

@@ -16,6 +16,8 @@ from nodecode import turns as turn_tree
 from nodecode.cells import CellEnv, CellResult, evaluate_call
 from nodecode.context import model as context_model
 from nodecode.context import request as request_builder
+from nodecode.context import take as takes
+from nodecode.context import verbs as _context_verbs  # noqa: F401  (registers (context …))
 from nodecode.errors import NodecodeError, ProviderError
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS
 from nodecode.providers import make_provider
@@ -155,6 +157,9 @@ class _Turn:
         return TurnResult(self.number, "stopped", text)
 
     def request(self) -> Reply:
+        report = takes.take(self.app, self.sid, self.number)
+        for receipt in report.receipts:
+            self.cb.on_notice(receipt)
         messages = context_model.build(self.store, self.sid)
         built = request_builder.build(
             self.ptype, messages, model=self.config.model, system=SYSTEM_PROMPT,

@@ -183,7 +183,7 @@ def cmd_eval(app: App, args: argparse.Namespace) -> int:
     return EXIT_USER if result.error else EXIT_OK
 
 
-FEATURE_MODULES: tuple[str, ...] = ()
+FEATURE_MODULES: tuple[str, ...] = ("nodecode.recall",)
 
 
 def _load_feature_commands() -> None:
@@ -192,3 +192,11 @@ def _load_feature_commands() -> None:
 
     for name in FEATURE_MODULES:
         importlib.import_module(name)
+
+
+@command("context", "export the context to its file and print the path")
+def cmd_context(app: App, args: argparse.Namespace) -> int:
+    from nodecode.context import take as takes
+
+    print(takes.export(app, app.resolve_session(args.session)))
+    return EXIT_OK

@@ -1,0 +1,271 @@
+"""Exports, pending edits, and the take at the start of every request (SPEC §2).
+
+An export writes context.txt and logs an ``export`` event (its bytes as a
+blob). A changed file, or a (context …) form, becomes an ``edit`` event: a
+pending edit with a base (the number of takes when it was made). At the next
+request ``take`` refuses stale or invalid edits and takes the rest together,
+logging one ``receipt`` event that carries the new order (a snapshot).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from nodecode import session as sessions
+from nodecode.context import fileformat
+from nodecode.context.edits import Applied, Edit, apply, read_file_edit, read_form_edit
+from nodecode.context.model import Message, State, message_of, state, take_count
+from nodecode.paths import write_private
+from nodecode.store import Event, Store
+
+if TYPE_CHECKING:
+    from nodecode.app import App
+
+STALE = "made before another edit was taken: run (context) again"
+
+
+@dataclass
+class TakeReport:
+    """What a take did, for the agent (notices) and the person (receipts)."""
+
+    receipts: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    taken: bool = False
+
+
+def context_file(app: "App", sid: str) -> Path:
+    return app.context_dir(sid) / "context.txt"
+
+
+def receipt_file(app: "App", sid: str) -> Path:
+    return app.context_dir(sid) / "context.receipt.txt"
+
+
+def latest_export(store: Store, sid: str) -> Event | None:
+    rows = store.read("SELECT seq FROM events WHERE session = ? AND kind = 'export' "
+                      "ORDER BY seq DESC LIMIT 1", (sid,))
+    return store.event(sid, rows[0][0]) if rows else None
+
+
+def head_turn(store: Store, sid: str) -> int | None:
+    return sessions.get(store, sid).head
+
+
+# -- export -------------------------------------------------------------------
+
+
+def export(app: "App", sid: str) -> Path:
+    """Write the context to context.txt (a new export) and return its path. A
+    changed, untaken file is first recorded as a pending edit."""
+    store = app.store
+    with store.atomic():
+        record_file_edit(app, sid)
+        st = state(store, sid)
+        number = len(store.read("SELECT 1 FROM events WHERE session = ? AND kind = 'export'",
+                                (sid,))) + 1
+        nonce = fileformat.choose_nonce(st.messages)
+        text = fileformat.render(app.store_name, sid, number, nonce, st.messages)
+        raw = text.encode("utf-8", "surrogatepass")
+        store.append(sid, "export", turn=head_turn(store, sid),
+                     text=fileformat.first_line(app.store_name, sid, number, nonce),
+                     payload={"number": number, "nonce": nonce, "base": take_count(store, sid),
+                              "blob": store.put_blob(raw), "ids": [m.id for m in st.messages]})
+        path = context_file(app, sid)
+        write_private(path, raw)
+    return path
+
+
+# -- pending edits ------------------------------------------------------------
+
+
+def record_file_edit(app: "App", sid: str) -> Event | None:
+    """If context.txt differs from its export and from every recorded edit,
+    log it as a pending edit. Returns the new edit event, if any."""
+    store = app.store
+    path = context_file(app, sid)
+    exp = latest_export(store, sid)
+    if exp is None or not path.exists():
+        return None
+    raw = path.read_bytes()
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest == exp.payload["blob"] or digest in _recorded_files(store, sid):
+        return None
+    store.put_blob(raw)
+    return store.append(sid, "edit", turn=head_turn(store, sid), text="file edit",
+                        payload={"source": "file", "export": exp.payload["number"],
+                                 "base": exp.payload["base"], "blob": digest})
+
+
+def _recorded_files(store: Store, sid: str) -> set[str]:
+    return {e.payload.get("blob") for e in store.events(sid, kinds=("edit",))
+            if e.payload.get("source") == "file"}
+
+
+def record_form_edit(store: Store, sid: str, form: dict[str, Any], turn: int | None) -> Event:
+    return store.append(sid, "edit", turn=turn, text="(context …) form",
+                        payload={"source": "form", "base": take_count(store, sid), **form})
+
+
+def pending_edits(store: Store, sid: str) -> list[Event]:
+    done: set[int] = set()
+    for r in store.events(sid, kinds=("receipt",)):
+        done.update(r.payload.get("edits", []))
+    return [e for e in store.events(sid, kinds=("edit",)) if e.seq not in done]
+
+
+# -- the take -----------------------------------------------------------------
+
+
+def read_edit(store: Store, sid: str, e: Event, order: list[Message], st: State) -> Edit:
+    if e.payload.get("source") == "form":
+        return read_form_edit(e.payload, order, st)
+    exp = _export(store, sid, e.payload["export"])
+    raw = store.blob(e.payload["blob"]) or b""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return Edit(errors=[(None, f"the file is not UTF-8 (byte {err.start}: "
+                                   f"{raw[err.start:err.start + 1]!r})")])
+    export_text = (store.blob(exp.payload["blob"]) or b"").decode("utf-8", "surrogatepass")
+    return read_file_edit(text, export_text, exp.payload["nonce"], st)
+
+
+def _export(store: Store, sid: str, number: int) -> Event:
+    for e in store.events(sid, kinds=("export",)):
+        if e.payload.get("number") == number:
+            return e
+    raise LookupError(f"export {number} of {sid} is not in the log")
+
+
+def take(app: "App", sid: str, turn: int | None, *, budget: int | None = None,
+         count: Callable[[list[Message]], int] | None = None) -> TakeReport:
+    """Process every pending edit (SPEC §2 "Taking an edit")."""
+    store = app.store
+    report = TakeReport()
+    with store.atomic():
+        record_file_edit(app, sid)
+        pending = pending_edits(store, sid)
+        if not pending:
+            return report
+        current = take_count(store, sid)
+        st = state(store, sid)
+        order = list(st.messages)
+        sections: list[str] = []
+        taken: list[int] = []
+        for e in pending:
+            edit = Edit(errors=[(None, STALE)]) if e.payload.get("base", -1) < current \
+                else read_edit(store, sid, e, order, st)
+            reason = edit.error()
+            if reason is not None:
+                _refuse(app, sid, turn, e, reason, report)
+                continue
+            before = order
+            order, done = apply(order, edit, st, lambda text: _note(store, sid, turn, text))
+            sections.append(_section(app, sid, e, done, before, order, budget, count))
+            taken.append(e.seq)
+        if taken:
+            _log_take(app, sid, turn, taken, sections, order, report)
+    _write_receipts(app, sid, report)
+    return report
+
+
+def _note(store: Store, sid: str, turn: int | None, text: str) -> Message:
+    return message_of(store.append(sid, "note", role="note", turn=turn, text=text))
+
+
+def _refuse(app: "App", sid: str, turn: int | None, e: Event, reason: str,
+            report: TakeReport) -> None:
+    head = _receipt_head(app, sid, e)
+    event = app.store.append(sid, "receipt", turn=turn, payload={"edits": [e.seq]},
+                             text=lambda seq: f"{head}\nrefused at seq {seq}: {reason}")
+    report.receipts.append(event.text)
+    notice = f"Your context edit ({_what(e)}) was refused: {reason}"
+    app.store.append(sid, "notice", role="notice", turn=turn, text=notice)
+    report.notices.append(notice)
+
+
+def _what(e: Event) -> str:
+    if e.payload.get("source") == "file":
+        return f"context.txt of export {e.payload.get('export')}"
+    return "a (context …) form"
+
+
+def _receipt_head(app: "App", sid: str, e: Event) -> str:
+    where = f"export {e.payload.get('export')}" if e.payload.get("source") == "file" \
+        else f"form at seq {e.seq}"
+    return f"[[receipt {app.store_name}/{sid} {where}]]"
+
+
+def _section(app: "App", sid: str, e: Event, done: Applied, before: list[Message],
+             after: list[Message], budget: int | None,
+             count: Callable[[list[Message]], int] | None) -> str:
+    lines = [_receipt_head(app, sid, e), "taken at seq {seq}: " + _counts(done)]
+    if done.pairs:
+        lines.append("pairs: " + "; ".join(done.pairs))
+    if count is not None:
+        a, b = count(before), count(after)
+        tail = f" of {budget} ({round(100 * b / budget)}%)" if budget else ""
+        lines.append(f"tokens: {a} → {b}{tail}")
+    lines.append(_cache_line(before, after))
+    return "\n".join(lines)
+
+
+def _counts(done: Applied) -> str:
+    def part(word: str, ids: list[int]) -> str:
+        return f"{word} {len(ids)}" + (f" ({' '.join(map(str, ids))})" if ids else "")
+
+    return " · ".join([f"kept {done.kept}", part("deleted", done.deleted),
+                       part("rewrote", done.rewrote), part("noted", done.noted),
+                       part("restored", done.restored)])
+
+
+def _cache_line(before: list[Message], after: list[Message]) -> str:
+    last = None
+    for a, b in zip(before, after):
+        if a.id != b.id or a.text != b.text:
+            break
+        last = a.id
+    if last is None:
+        return "cache: changed from the first message"
+    return f"cache: unchanged through {last}"
+
+
+def _log_take(app: "App", sid: str, turn: int | None, taken: list[int], sections: list[str],
+              order: list[Message], report: TakeReport) -> None:
+    store = app.store
+    snapshot = {"order": [m.id for m in order],
+                "texts": [[m.id, store.put_blob(m.text.encode("utf-8", "surrogatepass"))]
+                          for m in order if m.rewritten],
+                "restored": [m.id for m in order if m.restored]}
+    event = store.append(sid, "receipt", turn=turn,
+                         payload={"edits": taken, "context": snapshot},
+                         text=lambda seq: "\n".join(s.replace("{seq}", str(seq))
+                                                    for s in sections))
+    report.receipts.append(event.text)
+    report.taken = True
+
+
+def _write_receipts(app: "App", sid: str, report: TakeReport) -> None:
+    if report.receipts:
+        write_private(receipt_file(app, sid), "\n\n".join(report.receipts) + "\n")
+
+
+def validate(app: "App", sid: str, text: str) -> dict[str, Any]:
+    """A dry run of taking ``text`` as an edit of the latest export (for :w)."""
+    store = app.store
+    exp = latest_export(store, sid)
+    if exp is None:
+        return {"ok": False, "errors": [[1, "no export yet: run (context) first"]]}
+    st = state(store, sid)
+    stale = exp.payload["base"] < take_count(store, sid)
+    export_text = (store.blob(exp.payload["blob"]) or b"").decode("utf-8", "surrogatepass")
+    edit = read_file_edit(text, export_text, exp.payload["nonce"], st)
+    errors = [[line or 1, reason] for line, reason in edit.errors]
+    if stale:
+        errors.insert(0, [1, STALE])
+    return {"ok": not errors, "errors": errors,
+            "summary": {"deleted": edit.deleted, "rewrote": sorted(edit.rewrites),
+                        "notes": len(edit.notes), "restored": edit.restores}}

@@ -1,0 +1,240 @@
+"""Each edit kind and each refusal: the next request body and the receipt (SPEC §2)."""
+
+from __future__ import annotations
+
+from nodecode.context import take as takes
+from nodecode.context.fileformat import split
+
+
+def export(h):
+    path = takes.export(h.app, h.sid)
+    return path, path.read_text()
+
+
+def nonce_of(text):
+    return text.split("\n", 1)[0].split()[-1].rstrip("]")
+
+
+def blocks(text):
+    return {b.id: b for b in split(text, nonce_of(text)).blocks}
+
+
+def remove_block(text, mid):
+    n = nonce_of(text)
+    lines = text.split("\n")
+    start = lines.index(next(line for line in lines if line.startswith(f"[[m:{n} {mid} ")))
+    end = start + 1
+    while end < len(lines) and not lines[end].startswith(f"[[m:{n} "):
+        end += 1
+    return "\n".join(lines[:start] + lines[end:])
+
+
+def receipt(h):
+    return takes.receipt_file(h.app, h.sid).read_text()
+
+
+def next_request(h, text="go on"):
+    h.ask(text, [{"text": "ok"}])
+    return h.sent_texts()
+
+
+def test_export_writes_every_message_byte_exact_with_a_fresh_nonce(harness):
+    path, text = export(harness)
+    first = text.split("\n", 1)[0]
+    assert first == f"[[export default/{harness.sid} 1 {nonce_of(text)}]]"
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    got = blocks(text)
+    assert list(got) == [1, 3, 4, 5, 7, 8, 10, 11, 12, 14]
+    assert got[5].role == "tool" and got[5].body == "alpha\n[seq 5]"
+    assert got[4].body == ';; read a\n(read-file "a.txt")'
+    _, again = export(harness)
+    assert nonce_of(again) != nonce_of(text) and " 2 " in again.split("\n", 1)[0]
+
+
+def test_an_unchanged_file_is_not_an_edit(harness):
+    export(harness)
+    sent = next_request(harness)
+    assert not takes.receipt_file(harness.app, harness.sid).exists()
+    assert ("assistant", "Reading.") in sent
+
+
+def test_deleting_a_result_drops_its_call_and_the_receipt_says_so(harness):
+    path, text = export(harness)
+    path.write_text(remove_block(text, 5))
+    sent = next_request(harness)
+    assert "toolu_nc4" not in [t for _, t in sent] and "alpha\n[seq 5]" not in [t for _, t in sent]
+    r = receipt(harness)
+    assert r.startswith(f"[[receipt default/{harness.sid} export 1]]\n")
+    assert "· deleted 2 (4 5) ·" in r and "pairs: deleting 5 took its call 4" in r
+    assert "cache: unchanged through 3" in r
+
+
+def test_deleting_a_call_drops_its_result(harness):
+    path, text = export(harness)
+    path.write_text(remove_block(text, 11))
+    sent = next_request(harness)
+    assert ("tool_result", "beta\n[seq 12]") not in sent
+    assert "pairs: deleting 11 took its result 12" in receipt(harness)
+
+
+def test_rewrite_changes_the_text_and_an_edited_result_recalls_the_original(harness):
+    path, text = export(harness)
+    text = text.replace("\nReading.\n", "\nI read a.txt.\n")
+    text = text.replace("beta\n[seq 12]\n", "b is beta\n")
+    path.write_text(text)
+    sent = next_request(harness)
+    assert ("assistant", "I read a.txt.") in sent
+    assert ("tool_result", "b is beta\n[edited · original: (recall-entry 12)]") in sent
+    assert "rewrote 2 (3 12)" in receipt(harness)
+    assert harness.app.store.event(harness.sid, 12).text == "beta\n[seq 12]"  # log unchanged
+
+
+def test_rewriting_twice_does_not_add_the_edited_line_twice(harness):
+    path, text = export(harness)
+    path.write_text(text.replace("beta\n[seq 12]\n", "b\n"))
+    next_request(harness)
+    path, text = export(harness)
+    assert "b\n[edited · original: (recall-entry 12)]\n" in text
+    path.write_text(text.replace("\nb\n[edited", "\nbb\n[edited"))
+    sent = next_request(harness)
+    assert ("tool_result", "bb\n[edited · original: (recall-entry 12)]") in sent
+
+
+def test_a_note_is_read_as_the_agents_own_words_at_its_place(harness):
+    path, text = export(harness)
+    path.write_text(text.replace("a.txt says alpha.\n", "a.txt says alpha.\n[[note]]\nalpha matters\n"))
+    sent = next_request(harness)
+    i = sent.index(("assistant", "a.txt says alpha."))
+    assert sent[i + 1] == ("assistant", "alpha matters")
+    r = receipt(harness)
+    assert "noted 1 (" in r
+    _, again = export(harness)
+    assert any(b.role == "note" and b.body == "alpha matters" for b in blocks(again).values())
+
+
+def test_a_note_line_the_export_already_had_is_body_text(harness):
+    (harness.app.cwd / "n.txt").write_text("x\n[[note]]\ny\n")
+    harness.ask("read n", [{"calls": [{"code": '(read-file "n.txt")'}]}, {"text": "done"}])
+    path, text = export(harness)
+    assert "x\n[[note]]\ny\n[seq" in text
+    path.write_text(text.replace("\ndone\n", "\ndone.\n"))
+    next_request(harness)
+    assert "noted 0" in receipt(harness) and "rewrote 1" in receipt(harness)
+
+
+def test_restore_brings_back_the_original_bytes_at_the_original_place(harness):
+    path, text = export(harness)
+    path.write_text(remove_block(text, 10))
+    next_request(harness)
+    path, text = export(harness)
+    assert "\nAnd b.\n" not in text
+    n = nonce_of(text)
+    path.write_text(text + f"[[m:{n} 10 assistant]]\n")  # written anywhere: at the end
+    sent = next_request(harness, "again")
+    i = sent.index(("user", "read b"))
+    assert sent[i + 1] == ("assistant", "And b.")
+    assert "restored 1 (10)" in receipt(harness)
+
+
+def test_restore_with_a_body_is_a_rewrite_of_it(harness):
+    path, text = export(harness)
+    path.write_text(remove_block(text, 10))
+    next_request(harness)
+    path, text = export(harness)
+    path.write_text(text + f"[[m:{nonce_of(text)} 10 assistant]]\nAnd then b.\n")
+    sent = next_request(harness, "again")
+    assert ("assistant", "And then b.") in sent
+
+
+def test_restoring_a_result_restores_its_call(harness):
+    path, text = export(harness)
+    path.write_text(remove_block(text, 5))
+    next_request(harness)
+    path, text = export(harness)
+    path.write_text(text + f"[[m:{nonce_of(text)} 5 tool]]\n")
+    sent = next_request(harness, "again")
+    assert ("tool_use", "toolu_nc4") in sent and ("tool_result", "alpha\n[seq 5]") in sent
+
+
+def refused(h, reason_part):
+    sent = next_request(h)
+    r = receipt(h)
+    assert "refused at seq" in r and reason_part in r, r
+    notice = [t for role, t in sent if role == "user" and "was refused" in t]
+    assert notice and reason_part in notice[0]
+    return sent
+
+
+def test_first_line_changed_is_refused(harness):
+    path, text = export(harness)
+    path.write_text("[[export nope]]\n" + text.split("\n", 1)[1])
+    sent = refused(harness, "line 1: first line changed")
+    assert ("assistant", "Reading.") in sent
+
+
+def test_an_edit_made_before_another_take_is_refused_as_stale(harness):
+    path, text = export(harness)
+    harness.app.store  # a form taken first makes the file's export stale
+    from nodecode.cells import evaluate
+    from nodecode.agent import make_cell_env
+    env = make_cell_env(harness.app, harness.sid, approve=lambda *a: True)
+    assert "Pending" in evaluate("(context :drop (3))", env).output
+    next_request(harness)
+    path.write_text(remove_block(text, 10))
+    refused(harness, "made before another edit was taken: run (context) again")
+
+
+def test_role_changed_is_refused(harness):
+    path, text = export(harness)
+    n = nonce_of(text)
+    path.write_text(text.replace(f"[[m:{n} 3 assistant]]", f"[[m:{n} 3 user]]"))
+    refused(harness, "role of message 3 changed: expected assistant (found user)")
+
+
+def test_unknown_id_is_refused(harness):
+    path, text = export(harness)
+    path.write_text(text + f"[[m:{nonce_of(text)} 999 user]]\nx\n")
+    refused(harness, "unknown ID 999")
+
+
+def test_duplicate_id_is_refused(harness):
+    path, text = export(harness)
+    path.write_text(text + f"[[m:{nonce_of(text)} 3 assistant]]\nagain\n")
+    refused(harness, "message 3 appears twice")
+
+
+def test_reordered_blocks_are_refused(harness):
+    path, text = export(harness)
+    n = nonce_of(text)
+    moved = remove_block(text, 1) + f"[[m:{n} 1 user]]\nread a\n"
+    path.write_text(moved)
+    refused(harness, "blocks reordered")
+
+
+def test_text_before_the_first_header_is_refused(harness):
+    path, text = export(harness)
+    first, rest = text.split("\n", 1)
+    path.write_text(first + "\nstray words\n" + rest)
+    refused(harness, "line 2: text between line 1 and the first header")
+
+
+def test_a_malformed_own_header_is_refused_but_a_foreign_one_is_body_text(harness):
+    path, text = export(harness)
+    n = nonce_of(text)
+    path.write_text(text.replace("\nReading.\n", f"\nReading.\n[[m:zzzz 3 user]]\n"))
+    next_request(harness)
+    assert "rewrote 1 (3)" in receipt(harness)
+    path, text = export(harness)
+    n = nonce_of(text)
+    path.write_text(text.replace(f"[[m:{n} 7 assistant]]", f"[[m:{n} seven assistant]]"))
+    refused(harness, "malformed header")
+
+
+def test_a_refused_edit_changes_nothing_and_the_log_keeps_every_row(harness):
+    before = [(e.seq, e.text) for e in harness.app.store.events(harness.sid)]
+    path, text = export(harness)
+    path.write_text(remove_block(text, 3).replace(nonce_of(text) + " 1 user", nonce_of(text) + " 1 tool"))
+    sent = refused(harness, "role of message 1 changed")
+    assert ("assistant", "Reading.") in sent
+    after = {e.seq: e.text for e in harness.app.store.events(harness.sid)}
+    assert all(after[s] == t for s, t in before)

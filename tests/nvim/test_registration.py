@@ -1,0 +1,75 @@
+"""The plugin registers itself on its own host: no :UpdateRemotePlugins, no
+g:python3_host_prog, and its specs match the Python decorators."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from .conftest import ROOT, configure
+
+SHIM = ROOT / "rplugin" / "python3" / "nodecode_nvim" / "__init__.py"
+
+
+def python_specs() -> list[dict]:
+    """The specs pynvim's decorators put on the shim's class."""
+    spec = importlib.util.spec_from_file_location("nodecode_nvim_under_test", SHIM)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    members = vars(module.NodecodePlugin).values()
+    return sorted((m._nvim_rpc_spec for m in members if hasattr(m, "_nvim_rpc_spec")),
+                  key=lambda s: s["name"])
+
+
+def test_plugin_registers_and_its_host_starts_without_update_remote_plugins(nvim, nvim_env):
+    assert nvim.funcs.exists(":Nodecode") == 2 and nvim.funcs.exists(":NodecodeStop") == 2
+    assert not Path(nvim_env["NVIM_RPLUGIN_MANIFEST"]).exists()
+    plugins = nvim.call("remote#host#PluginsForHost", "nodecode")
+    assert [p["path"] for p in plugins] == [str(SHIM.parent)]
+    assert nvim.call("remote#host#IsRunning", "nodecode") == 0  # lazily: not yet
+
+    info = nvim.exec_lua("return require('nodecode.rpc').info()")
+
+    assert info["id"].startswith("s-") and info["cwd"] == nvim.funcs.getcwd()
+    assert nvim.call("remote#host#IsRunning", "nodecode") == 1
+    assert nvim.call("remote#host#IsRunning", "python3") == 0
+    assert nvim.vars.get("python3_host_prog") is None
+
+
+def test_lua_specs_equal_the_python_decorators(nvim):
+    lua = nvim.exec_lua("return require('nodecode.specs')")
+    registered = nvim.call("remote#host#PluginsForHost", "nodecode")[0]["specs"]
+
+    assert sorted(lua, key=lambda s: s["name"]) == python_specs()
+    assert registered == lua
+
+
+def test_update_remote_plugins_leaves_nodecode_out_of_the_python3_manifest(nvim, tmp_path):
+    manifest_path = tmp_path / "rplugin.vim"  # not the session's: other tests expect none
+    nvim.vars["loaded_remote_plugins"] = str(manifest_path)
+    nvim.vars["python3_host_prog"] = sys.executable
+    nvim.command("UpdateRemotePlugins")
+
+    manifest = manifest_path.read_text()
+    assert "nodecode_nvim" not in manifest and "NodecodeAsk" not in manifest
+    assert nvim.exec_lua("return require('nodecode.rpc').info().id").startswith("s-")
+
+
+def test_checkhealth_reports_no_error(nvim, home, loopback):
+    configure(home, loopback([]))
+    nvim.command("checkhealth nodecode")
+    report = "\n".join(nvim.current.buffer[:])
+
+    assert "ERROR" not in report, report
+    assert "OK remote plugin registered" in report and "OK provider loopback" in report
+
+
+def test_a_host_that_cannot_start_is_a_one_line_error(nvim):
+    nvim.vars["nodecode_python"] = "/nonexistent/python"
+
+    ok, err = nvim.exec_lua("return { pcall(require('nodecode.rpc').info) }")
+
+    assert ok is False
+    assert err == ("nodecode: no Python at /nonexistent/python "
+                   "(run `make install` in the plugin, or set g:nodecode_python)")
