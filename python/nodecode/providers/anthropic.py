@@ -1,0 +1,171 @@
+"""Anthropic Messages API: ``POST {host}/v1/messages`` streamed as SSE.
+
+Event flow and usage rules are in research/providers.md §1.5-1.6. Block and
+delta types this module does not use (thinking, signatures, server tools and
+their results, citations, compaction) are skipped, as the API's versioning
+policy asks of clients.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from nodecode.errors import ProviderError
+from nodecode.providers.base import Provider, StreamParser, TextSink
+from nodecode.providers.overflow import parse_overflow
+from nodecode.providers.sse import ServerSentEvent
+from nodecode.providers.types import Reply, ToolCall
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+_RETRYABLE_STREAM_ERRORS = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+_USAGE_FIELDS = {
+    "input_tokens": "input",
+    "output_tokens": "output",
+    "cache_read_input_tokens": "cache_read",
+    "cache_creation_input_tokens": "cache_write",
+}
+
+
+class AnthropicProvider(Provider):
+    """The Messages API; ``base_url`` is the host, e.g. https://api.anthropic.com."""
+
+    name = "anthropic"
+
+    def __init__(self, base_url: str | None = None, api_key: str | None = None, **kw: Any) -> None:
+        super().__init__(base_url or DEFAULT_BASE_URL, api_key, **kw)
+
+    def url(self) -> str:
+        return f"{self.base_url}/v1/messages"
+
+    def headers(self) -> dict[str, str]:
+        headers = {"anthropic-version": API_VERSION, "accept": "text/event-stream"}
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        return headers
+
+    def wire_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {**body, "stream": True}
+
+    def new_parser(self, on_text: TextSink | None) -> StreamParser:
+        return AnthropicParser(on_text)
+
+
+@dataclass
+class _Block:
+    """One content block as it streams: only text and tool_use blocks matter here."""
+
+    type: str
+    id: str = ""
+    name: str = ""
+    json: list[str] = field(default_factory=list)
+    done: bool = False
+
+
+class AnthropicParser(StreamParser):
+    """Anthropic stream events → Reply."""
+
+    terminal = "message_stop"
+
+    def __init__(self, on_text: TextSink | None) -> None:
+        super().__init__(on_text)
+        self._blocks: dict[int, _Block] = {}
+
+    def feed(self, event: ServerSentEvent) -> None:
+        data = _load(event.data)
+        kind = data.get("type") or event.event
+        if kind == "error" or event.event == "error":
+            raise _stream_error(event.data, data)
+        handler = self._handlers.get(kind)
+        if handler is not None:
+            handler(self, data)
+
+    def _on_message_start(self, data: dict[str, Any]) -> None:
+        self._merge_usage((data.get("message") or {}).get("usage"))
+
+    def _on_content_block_start(self, data: dict[str, Any]) -> None:
+        block = data.get("content_block") or {}
+        self._blocks[data.get("index", len(self._blocks))] = _Block(
+            type=str(block.get("type", "")),
+            id=str(block.get("id") or ""),
+            name=str(block.get("name") or ""),
+        )
+        if block.get("type") == "text":
+            self.emit_text(block.get("text") or "")
+
+    def _on_content_block_delta(self, data: dict[str, Any]) -> None:
+        block = self._blocks.get(data.get("index", -1))
+        delta = data.get("delta") or {}
+        if delta.get("type") == "text_delta" and (block is None or block.type == "text"):
+            self.emit_text(delta.get("text") or "")
+        elif delta.get("type") == "input_json_delta" and block is not None:
+            block.json.append(delta.get("partial_json") or "")
+
+    def _on_content_block_stop(self, data: dict[str, Any]) -> None:
+        block = self._blocks.get(data.get("index", -1))
+        if block is not None:
+            block.done = True
+
+    def _on_message_delta(self, data: dict[str, Any]) -> None:
+        stop = (data.get("delta") or {}).get("stop_reason")
+        self.stop_reason = stop or self.stop_reason
+        self._merge_usage(data.get("usage"))
+
+    def _on_message_stop(self, data: dict[str, Any]) -> None:
+        self.finished = True
+
+    def _merge_usage(self, usage: dict[str, Any] | None) -> None:
+        """Later figures overwrite earlier ones, but only when present and not null."""
+        for wire_name, ours in _USAGE_FIELDS.items():
+            value = (usage or {}).get(wire_name)
+            if isinstance(value, int):
+                setattr(self.usage, ours, value)
+
+    _handlers: ClassVar[dict[str, Any]] = {
+        "message_start": _on_message_start,
+        "content_block_start": _on_content_block_start,
+        "content_block_delta": _on_content_block_delta,
+        "content_block_stop": _on_content_block_stop,
+        "message_delta": _on_message_delta,
+        "message_stop": _on_message_stop,
+    }  # ping and unknown events are skipped
+
+    def _reply(self, *, partial: bool) -> Reply:
+        calls = [
+            ToolCall(block.id, block.name, _parse_input("".join(block.json)))
+            for _, block in sorted(self._blocks.items())
+            if block.type == "tool_use" and (block.done or not partial)
+        ]
+        return Reply(text=self.text, calls=calls, usage=self.usage, stop_reason=self.stop_reason)
+
+
+def _parse_input(raw: str) -> Any:
+    """A tool's input: ``""`` is ``{}`` (no-argument tools), unparsable stays the raw string."""
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _load(data: str) -> dict[str, Any]:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        raise ProviderError(f"malformed stream event: {data[:120]}", retryable=True) from None
+    return value if isinstance(value, dict) else {}
+
+
+def _stream_error(raw: str, data: dict[str, Any]) -> ProviderError:
+    """An ``event: error`` after a 200: overloaded is retried like an HTTP 529."""
+    overflow = parse_overflow(None, raw)
+    if overflow is not None:
+        return overflow
+    error = data.get("error") if isinstance(data.get("error"), dict) else {}
+    kind, message = str(error.get("type") or "error"), str(error.get("message") or "")
+    return ProviderError(
+        f"stream error {kind}: {message}", retryable=kind in _RETRYABLE_STREAM_ERRORS
+    )

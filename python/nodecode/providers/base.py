@@ -1,0 +1,408 @@
+"""The HTTP machinery every provider shares: POST, stream, retry, cancel.
+
+A subclass names its URL, headers and streaming flags, and a StreamParser
+that turns one attempt's events into a Reply. Retries follow the SDKs'
+policy (providers.md §1.8): 408/409/429/5xx and dropped streams, honouring
+``retry-after-ms`` / ``retry-after`` (capped at 60 s), else
+``min(base * 2**n, 8 s)`` less up to 25 % jitter. Each attempt's I/O runs in
+a daemon thread (see _Pump) so that a cancel returns at once even while a
+read is blocked.
+"""
+
+from __future__ import annotations
+
+import codecs
+import email.utils
+import queue
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Self
+
+import httpx
+
+from nodecode.errors import ContextOverflow, ProviderError, ProviderFailed
+from nodecode.providers.overflow import parse_overflow, unwrap_error
+from nodecode.providers.sse import EventReader, LineSplitter, ServerSentEvent
+from nodecode.providers.types import Reply, Usage
+
+MAX_RETRY_AFTER = 60.0
+MAX_BACKOFF = 8.0
+CONNECT_TIMEOUT = 10.0
+_POLL = 0.05  # how often a waiting caller looks at its cancel event
+_SPEND_LIMIT = "enforced_spend_limit_reached"
+
+TextSink = Callable[[str], None]
+
+
+class StreamParser:
+    """Accumulates one attempt's events into a Reply (one subclass per wire format)."""
+
+    terminal = "its last event"  # named in the "stream ended before ..." failure
+
+    def __init__(self, on_text: TextSink | None) -> None:
+        self._on_text = on_text
+        self._text: list[str] = []
+        self.usage = Usage()
+        self.stop_reason: str | None = None
+        self.finished = False  # the terminal event arrived: stop reading
+
+    def feed(self, event: ServerSentEvent) -> None:
+        raise NotImplementedError
+
+    @property
+    def complete(self) -> bool:
+        """Whether the body may end here without being a dropped stream."""
+        return self.finished
+
+    def reply(self) -> Reply:
+        return self._reply(partial=False)
+
+    def partial(self) -> Reply:
+        """What arrived so far, keeping only tool calls whose input completed."""
+        reply = self._reply(partial=True)
+        reply.stopped = True
+        return reply
+
+    def _reply(self, *, partial: bool) -> Reply:
+        raise NotImplementedError
+
+    def emit_text(self, text: str) -> None:
+        if text:
+            self._text.append(text)
+            if self._on_text is not None:
+                self._on_text(text)
+
+    @property
+    def text(self) -> str:
+        return "".join(self._text)
+
+
+class Provider:
+    """One model endpoint: ``stream(body)`` POSTs a complete wire body and returns a Reply."""
+
+    name = "provider"
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 120.0,
+        max_retries: int = 3,
+        backoff_base: float = 0.5,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self._api_key = api_key or None
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT), transport=transport
+        )
+
+    # -- what a subclass provides -------------------------------------------------
+
+    def url(self) -> str:
+        raise NotImplementedError
+
+    def headers(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def wire_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``body`` plus this API's streaming flags."""
+        raise NotImplementedError
+
+    def new_parser(self, on_text: TextSink | None) -> StreamParser:
+        raise NotImplementedError
+
+    # -- the shared part ----------------------------------------------------------
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def stream(
+        self,
+        body: dict[str, Any],
+        *,
+        on_text: TextSink | None = None,
+        cancel: threading.Event | None = None,
+        on_retry: Callable[[str], None] | None = None,
+    ) -> Reply:
+        """Stream one reply, retrying transient failures; a cancel returns the partial reply."""
+        cancel = cancel or threading.Event()
+        wire = self.wire_body(body)
+        retries = 0
+        while True:
+            parser = self.new_parser(on_text)
+            try:
+                reply = self._attempt(wire, parser, cancel)
+            except ProviderError as exc:
+                delay = self._retry_delay(exc, retries)
+                if on_retry is not None:
+                    on_retry(self._redact(f"retrying in {delay:.1f} s: {exc}"))
+                if not cancel.wait(delay):
+                    retries += 1
+                    continue
+                reply = parser.partial()  # stopped while waiting to retry
+            reply.retries = retries
+            return reply
+
+    def _retry_delay(self, exc: ProviderError, retries: int) -> float:
+        """Seconds to wait before retrying ``exc``; raises it when it must not be retried."""
+        if not exc.retryable:
+            raise self._public(exc) from None
+        if retries >= self.max_retries:
+            raise self._gave_up(exc, retries) from None
+        return self._delay(retries, exc.retry_after)
+
+    def _attempt(
+        self, wire: dict[str, Any], parser: StreamParser, cancel: threading.Event
+    ) -> Reply:
+        """One POST read to its end; raises ProviderError (retryable or not)."""
+        pump = _Pump(self._client, self.url(), self.headers(), wire)
+        frames = _Frames(parser, cancel)
+        try:
+            for text in pump.body(cancel, self._http_error):
+                if frames.feed(text):
+                    break
+            else:
+                frames.feed(None)
+            if parser.finished:
+                return parser.reply()
+            if cancel.is_set():
+                return parser.partial()
+            if not parser.complete:
+                raise ProviderError(f"stream ended before {parser.terminal}", retryable=True)
+            return parser.reply()
+        except _Cancelled:
+            return parser.partial()
+        finally:
+            if not parser.finished:  # a finished body drains so its connection is reused
+                pump.abort()
+
+    # -- errors -------------------------------------------------------------------
+
+    def _http_error(self, status: int, headers: httpx.Headers, body: str) -> ProviderError:
+        """The error a non-2xx answer stands for; overflow first, since it never heals."""
+        overflow = parse_overflow(status, body)
+        if overflow is not None:
+            return overflow
+        kind, message = _summary(body)
+        reason = (
+            f"HTTP {status}" + (f" {kind}" if kind else "") + (f": {message}" if message else "")
+        )
+        return ProviderError(
+            reason,
+            status=status,
+            retryable=_should_retry(status, headers, body),
+            retry_after=_retry_after(headers),
+        )
+
+    def _public(self, exc: ProviderError) -> ProviderError:
+        """The same error with the provider's name in front and no key in it."""
+        message = self._redact(f"{self.name}: {exc}")
+        if isinstance(exc, ContextOverflow):
+            return ContextOverflow(
+                message, status=exc.status, maximum=exc.maximum, prompt=exc.prompt
+            )
+        return type(exc)(
+            message, status=exc.status, retryable=exc.retryable, retry_after=exc.retry_after
+        )
+
+    def _gave_up(self, exc: ProviderError, retries: int) -> ProviderFailed:
+        message = self._redact(f"{self.name}: still failing after {retries} retries: {exc}")
+        return ProviderFailed(message, status=exc.status)
+
+    def _redact(self, message: str) -> str:
+        """One line, bounded, never holding the API key."""
+        if self._api_key:
+            message = message.replace(self._api_key, "***")
+        message = " ".join(message.split())
+        return message if len(message) <= 400 else message[:399] + "…"
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, MAX_RETRY_AFTER)
+        return min(self.backoff_base * 2**attempt, MAX_BACKOFF) * (1 - 0.25 * random.random())
+
+
+class _Frames:
+    """Body text → lines → events → parser, stopping at the terminal event or a cancel."""
+
+    def __init__(self, parser: StreamParser, cancel: threading.Event) -> None:
+        self._parser = parser
+        self._cancel = cancel
+        self._lines = LineSplitter()
+        self._events = EventReader()
+
+    def feed(self, text: str | None) -> bool:
+        """Feed decoded text (None at end of body); True once reading should stop."""
+        lines = self._lines.feed(text) if text is not None else self._lines.flush()
+        for line in lines:
+            if self._send(self._events.feed_line(line)):
+                return True
+        return text is None and self._send(self._events.finish())
+
+    def _send(self, events: list[ServerSentEvent]) -> bool:
+        for event in events:
+            self._parser.feed(event)
+            if self._parser.finished or self._cancel.is_set():
+                return True
+        return False
+
+
+class _Cancelled(Exception):
+    """The caller's cancel event was set while waiting for the server."""
+
+
+class _Pump:
+    """Runs one POST in a daemon thread and hands its body over a queue.
+
+    The caller waits on the queue in short slices, so a set cancel returns at
+    once whether the server is slow to answer or stalls mid-body; ``abort``
+    shuts the socket down so the blocked thread wakes and ends too.
+    """
+
+    def __init__(
+        self, client: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any]
+    ) -> None:
+        self._queue: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self._response: httpx.Response | None = None
+        self._aborted = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(client, url, headers, body),
+            name="nodecode-provider",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _run(
+        self, client: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any]
+    ) -> None:
+        try:
+            with client.stream("POST", url, headers=headers, json=body) as response:
+                self._response = response
+                if response.status_code >= 300:
+                    response.read()
+                    self._put("status", (response.status_code, response.headers, response.text))
+                    return
+                for chunk in response.iter_bytes():
+                    if self._aborted.is_set():
+                        return
+                    self._put("bytes", chunk)
+            self._put("eof", None)
+        except Exception as exc:  # noqa: BLE001 - handed to the caller's thread, which decides
+            self._put("exc", exc)
+
+    def _put(self, kind: str, value: Any) -> None:
+        if not self._aborted.is_set():
+            self._queue.put((kind, value))
+
+    def body(
+        self,
+        cancel: threading.Event,
+        http_error: Callable[[int, httpx.Headers, str], ProviderError],
+    ) -> Iterator[str]:
+        """The body as decoded text; raises ProviderError for a failed status or transport."""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        while True:
+            kind, value = self._next(cancel)
+            if kind == "bytes":
+                text = decoder.decode(value)
+                if text:
+                    yield text
+            elif kind == "eof":
+                tail = decoder.decode(b"", final=True)
+                if tail:
+                    yield tail
+                return
+            elif kind == "status":
+                raise http_error(*value)
+            else:
+                raise _transport_error(value)
+
+    def _next(self, cancel: threading.Event) -> tuple[str, Any]:
+        while True:
+            if cancel.is_set():
+                raise _Cancelled
+            try:
+                return self._queue.get(timeout=_POLL)
+            except queue.Empty:
+                continue
+
+    def abort(self) -> None:
+        """Stop the thread: wake a blocked read by shutting its socket down."""
+        self._aborted.set()
+        response = self._response
+        stream = response.extensions.get("network_stream") if response is not None else None
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if isinstance(sock, socket.socket):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed: nothing left to wake
+
+
+def _transport_error(exc: BaseException) -> BaseException:
+    """A retryable ProviderError for a dropped or timed-out connection; other errors as they are."""
+    if isinstance(exc, (httpx.UnsupportedProtocol, httpx.LocalProtocolError)):
+        return ProviderError(f"cannot send the request: {exc}")
+    if isinstance(exc, httpx.TimeoutException):
+        return ProviderError(f"timed out ({type(exc).__name__})", retryable=True)
+    if isinstance(exc, (httpx.TransportError, OSError)):
+        detail = str(exc) or "connection closed"
+        return ProviderError(f"connection dropped: {type(exc).__name__}: {detail}", retryable=True)
+    return exc
+
+
+def _summary(body: str) -> tuple[str, str]:
+    """An error body's kind (type or code) and message, for a one-line report."""
+    message, fields = unwrap_error(body)
+    kind = fields.get("type") or fields.get("code") or ""
+    kind = kind if isinstance(kind, str) and kind != "error" else ""
+    return kind, message[:300]
+
+
+def _should_retry(status: int, headers: httpx.Headers, body: str) -> bool:
+    """The SDKs' rule, except that a spent budget never heals by waiting."""
+    if _SPEND_LIMIT in body:
+        return False
+    hint = headers.get("x-should-retry", "").lower()
+    if hint in ("true", "false"):
+        return hint == "true"
+    return status in (408, 409, 429) or status >= 500
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds the server asked us to wait (``retry-after-ms``, then ``retry-after``)."""
+    millis = _seconds(headers.get("retry-after-ms"))
+    if millis is not None:
+        return millis / 1000
+    value = headers.get("retry-after", "")
+    seconds = _seconds(value)
+    if seconds is not None or not value:
+        return seconds
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+def _seconds(value: str | None) -> float | None:
+    """A non-negative number, or None (NaN and words included)."""
+    try:
+        number = float(value or "")
+    except ValueError:
+        return None
+    return number if number >= 0 else None

@@ -1,0 +1,218 @@
+"""OpenAI Chat Completions and every compatible server, streamed.
+
+``POST {base_url}/chat/completions`` (``base_url`` includes ``/v1``). Chunk
+shapes and the quirks tolerated here are in research/providers.md §2.2-2.4:
+tool calls accumulate by ``index`` (id and name only on the first fragment,
+repeats ignored, a missing index means "new call when the id changes"),
+reasoning fields are not reply text, usage comes from whichever chunk
+carries it, and Ollama's native NDJSON (``message`` / ``done``) parses too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodecode.errors import ProviderError
+from nodecode.providers.base import Provider, StreamParser, TextSink
+from nodecode.providers.overflow import parse_overflow, unwrap_error
+from nodecode.providers.sse import DONE, ServerSentEvent
+from nodecode.providers.types import Reply, ToolCall
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_TRANSIENT = re.compile(
+    r"overload|rate.?limit|timed? ?out|timeout|temporar|unavailable|try again|server.?error|"
+    r"internal error|capacity",
+    re.IGNORECASE,
+)
+_TRANSIENT_CODES = {"408", "409", "429", "500", "502", "503", "504", "529"}
+
+
+class OpenAIProvider(Provider):
+    """Chat Completions; ``base_url`` includes ``/v1`` (https://api.openai.com/v1)."""
+
+    name = "openai"
+
+    def __init__(self, base_url: str | None = None, api_key: str | None = None, **kw: Any) -> None:
+        super().__init__(base_url or DEFAULT_BASE_URL, api_key, **kw)
+
+    def url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def headers(self) -> dict[str, str]:
+        headers = {"accept": "text/event-stream"}
+        if self._api_key:
+            headers["authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def wire_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        options = {**(body.get("stream_options") or {}), "include_usage": True}
+        return {**body, "stream": True, "stream_options": options}
+
+    def new_parser(self, on_text: TextSink | None) -> StreamParser:
+        return OpenAIParser(on_text)
+
+
+@dataclass
+class _Call:
+    """One tool call as its fragments arrive."""
+
+    id: str = ""
+    name: str = ""
+    args: list[str] = field(default_factory=list)
+    obj: Any = None  # Ollama sends arguments as an object, whole
+
+
+class OpenAIParser(StreamParser):
+    """Chat-completion chunks (or Ollama native lines) → Reply."""
+
+    terminal = "[DONE] or a finish_reason with usage"
+
+    def __init__(self, on_text: TextSink | None) -> None:
+        super().__init__(on_text)
+        self._calls: list[_Call] = []
+        self._by_index: dict[int, _Call] = {}
+        self._usage_seen = False
+
+    @property
+    def complete(self) -> bool:
+        return self.finished or (self.stop_reason is not None and self._usage_seen)
+
+    def feed(self, event: ServerSentEvent) -> None:
+        if event.data == DONE:
+            self.finished = True
+            return
+        data = _load(event.data)
+        if data.get("error"):
+            raise _stream_error(event.data)
+        if "choices" in data or "usage" in data:
+            self._chunk(data)
+        elif "message" in data or "done" in data:
+            self._ollama_line(data)
+
+    def _chunk(self, data: dict[str, Any]) -> None:
+        if isinstance(data.get("usage"), dict):
+            self._set_usage(data["usage"])
+        for choice in data.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue  # only one completion is asked for
+            delta = choice.get("delta") or {}
+            if isinstance(delta.get("content"), str):
+                self.emit_text(delta["content"])
+            for fragment in delta.get("tool_calls") or []:
+                self._tool_fragment(fragment)
+            self.stop_reason = choice.get("finish_reason") or self.stop_reason
+
+    def _set_usage(self, usage: dict[str, Any]) -> None:
+        details = usage.get("prompt_tokens_details") or {}
+        self.usage.input = _int(usage.get("prompt_tokens"))
+        self.usage.output = _int(usage.get("completion_tokens"))
+        self.usage.cache_read = _int(details.get("cached_tokens"))
+        self.usage.cache_write = _int(
+            details.get("cache_write_tokens") or usage.get("cache_write_tokens")
+        )
+        self._usage_seen = True
+
+    def _tool_fragment(self, fragment: dict[str, Any]) -> None:
+        function = fragment.get("function") or {}
+        call = self._call_for(fragment.get("index"), str(fragment.get("id") or ""))
+        call.id = call.id or str(fragment.get("id") or "")
+        call.name = call.name or str(function.get("name") or "")
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            call.args.append(arguments)
+        elif isinstance(arguments, dict):
+            call.obj = arguments
+
+    def _call_for(self, index: Any, call_id: str) -> _Call:
+        """The call a fragment belongs to, opening a new one when it starts one."""
+        if isinstance(index, int):
+            known = self._by_index.get(index)
+            if known is not None and not (call_id and known.id and call_id != known.id):
+                return known
+        elif self._calls and (not call_id or call_id == self._calls[-1].id):
+            return self._calls[-1]
+        call = _Call()
+        self._calls.append(call)
+        if isinstance(index, int):
+            self._by_index[index] = call
+        return call
+
+    def _ollama_line(self, data: dict[str, Any]) -> None:
+        """Ollama /api/chat NDJSON: whole tool calls with object arguments, ``done`` at the end."""
+        message = data.get("message") or {}
+        if isinstance(message.get("content"), str):
+            self.emit_text(message["content"])
+        for tool_call in message.get("tool_calls") or []:
+            function = tool_call.get("function") or {}
+            self._calls.append(
+                _Call(
+                    id=str(tool_call.get("id") or ""),
+                    name=str(function.get("name") or ""),
+                    obj=function.get("arguments"),
+                )
+            )
+        if data.get("done"):
+            self.usage.input = _int(data.get("prompt_eval_count"))
+            self.usage.output = _int(data.get("eval_count"))
+            self._usage_seen = True
+            self.stop_reason = data.get("done_reason") or "stop"
+            self.finished = True
+
+    def _reply(self, *, partial: bool) -> Reply:
+        calls = [
+            ToolCall(call.id, call.name, _input(call))
+            for n, call in enumerate(self._calls)
+            if not partial or self._call_done(n, call)
+        ]
+        return Reply(text=self.text, calls=calls, usage=self.usage, stop_reason=self.stop_reason)
+
+    def _call_done(self, n: int, call: _Call) -> bool:
+        """Finished when a later call began, the choice finished, or its JSON is whole."""
+        if n < len(self._calls) - 1 or self.stop_reason is not None or call.obj is not None:
+            return True
+        raw = "".join(call.args)
+        try:
+            json.loads(raw)
+        except ValueError:
+            return False
+        return True
+
+
+def _input(call: _Call) -> Any:
+    """Arguments as parsed JSON: ``""`` is ``{}``, unparsable stays the raw string."""
+    if call.obj is not None:
+        return call.obj
+    raw = "".join(call.args)
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _load(data: str) -> dict[str, Any]:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        raise ProviderError(f"malformed stream chunk: {data[:120]}", retryable=True) from None
+    return value if isinstance(value, dict) else {}
+
+
+def _stream_error(raw: str) -> ProviderError:
+    """``data: {"error": ...}`` after a 200 (OpenRouter, vLLM, llama.cpp)."""
+    overflow = parse_overflow(None, raw)
+    if overflow is not None:
+        return overflow
+    message, fields = unwrap_error(raw)
+    code = str(fields.get("code") or fields.get("type") or "")
+    transient = code in _TRANSIENT_CODES or bool(_TRANSIENT.search(f"{code} {message}"))
+    label = f"stream error {code}" if code else "stream error"
+    return ProviderError(f"{label}: {message}", retryable=transient)
