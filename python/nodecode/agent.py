@@ -20,7 +20,6 @@ from nodecode.context import take as takes
 from nodecode.context import verbs as _context_verbs  # noqa: F401  (registers (context …))
 from nodecode.errors import NodecodeError, ProviderError
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS
-from nodecode.providers import make_provider
 from nodecode.providers.types import Reply, ToolCall
 from nodecode.session import Lease
 
@@ -108,10 +107,7 @@ class _Turn:
         self.redact = self.app.redactor.apply
         provider_cfg = self.config.require_provider(self.app.environ)
         self.ptype = provider_cfg.type
-        self.provider = make_provider(provider_cfg.type, base_url=provider_cfg.base_url,
-                                      api_key=self.config.api_key(self.app.environ),
-                                      max_retries=self.config.max_retries,
-                                      backoff_base=self.config.retry_backoff)
+        self.provider = self.app.provider()
         self.max_tokens = int(provider_cfg.model_entry(self.config.model or "").get(
             "max_tokens", DEFAULT_MAX_TOKENS))
         self.number = 0

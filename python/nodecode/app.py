@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from nodecode import session as sessions
 from nodecode.config import Config, load_config
@@ -13,6 +13,10 @@ from nodecode.context import model as context_model
 from nodecode.paths import ensure_dir, home_dir
 from nodecode.redact import Redactor
 from nodecode.store import Store, open_store
+
+if TYPE_CHECKING:
+    from nodecode.agent import Agent
+    from nodecode.providers.base import Provider
 
 DEFAULT_KEY_ENVS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
 
@@ -34,6 +38,9 @@ class App:
         return cls(home_dir(home, env), store or "default", root, env)
 
     def close(self) -> None:
+        provider = getattr(self, "_provider", None)
+        if provider is not None:
+            provider.close()
         self.store.close()
 
     @cached_property
@@ -68,7 +75,20 @@ class App:
         return [{"seq": m.id, "role": m.role, "text": m.text, "turn": m.turn}
                 for m in context_model.build(self.store, sid)]
 
-    def agent(self, sid: str) -> "Agent":
+    def provider(self) -> Provider:
+        """The configured provider; one HTTP client per App, reused across turns."""
+        from nodecode.providers import make_provider
+
+        cfg = self.config.require_provider(self.environ)
+        key = (cfg.type, cfg.base_url, self.config.api_key(self.environ),
+               self.config.max_retries, self.config.retry_backoff)
+        if getattr(self, "_provider_key", None) != key:
+            self._provider = make_provider(cfg.type, base_url=cfg.base_url, api_key=key[2],
+                                           max_retries=key[3], backoff_base=key[4])
+            self._provider_key = key
+        return self._provider
+
+    def agent(self, sid: str) -> Agent:
         from nodecode.agent import Agent
 
         return Agent(self, sid)

@@ -607,6 +607,9 @@ class _Handler(BaseHTTPRequestHandler):
     """HTTP/1.1 with keep-alive; SSE bodies are chunked, one flushed chunk per event."""
 
     protocol_version = "HTTP/1.1"
+    # Small SSE writes must leave at once: with Nagle's algorithm a kept-alive
+    # connection waits ~40 ms for the client's delayed ACK on every request.
+    disable_nagle_algorithm = True
     server_version = "nodecode-loopback/1"
     timeout = 120  # idle keep-alive connections are closed after this
     server: _HTTPServer

@@ -70,6 +70,7 @@ class Store:
                 os.chmod(side, 0o600)
         self._lock = threading.RLock()
         self._depth = 0
+        self.cache: dict[str, Any] = {}  # derived views, rebuilt from the log when stale
 
     def close(self) -> None:
         with self._lock:

@@ -77,11 +77,23 @@ def finish(store: Store, sid: str, number: int, last_seq: int, status: str) -> N
 def path(store: Store, sid: str) -> list[Turn]:
     """The turns from the root to the session's head, oldest first."""
     head = sessions.get(store, sid).head
+    known = _lineage_turns(store, sid)
     out: list[Turn] = []
-    while head is not None:
-        turn = get(store, sid, head)
-        if turn is None:
-            break
+    while head is not None and head in known:
+        turn = known[head]
         out.append(turn)
         head = turn.parent
     return list(reversed(out))
+
+
+def _lineage_turns(store: Store, sid: str) -> dict[int, Turn]:
+    """Every turn visible from ``sid``: its own, then each ancestor's up to the fork."""
+    known: dict[int, Turn] = {}
+    limit: int | None = None
+    for owner in lineage(store, sid):
+        for row in store.read(f"SELECT {_COLS} FROM turns WHERE session = ?", (owner,)):
+            turn = _turn(row)
+            if turn.number not in known and (limit is None or turn.first_seq <= limit):
+                known[turn.number] = turn
+        limit = sessions.get(store, owner).fork_seq
+    return known

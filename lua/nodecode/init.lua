@@ -1,0 +1,19 @@
+-- nodecode: an LLM coding agent whose context is an editable file.
+-- setup() only merges and validates options (defaults: lua/nodecode/config.lua);
+-- commands and the remote host are set up by plugin/nodecode.lua.
+
+local M = {}
+
+--- Merge `opts` over the defaults and validate them (unknown keys are warned).
+---@param opts? table see require('nodecode.config').defaults
+function M.setup(opts)
+  require('nodecode.config').apply(opts)
+end
+
+--- A short statusline string; empty for now.
+---@return string
+function M.status()
+  return ''
+end
+
+return M

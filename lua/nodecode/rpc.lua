@@ -1,0 +1,156 @@
+-- The only module that talks to nodecode's host process: it starts the host
+-- (the factory plugin/nodecode.lua registers), calls the remote functions,
+-- turns their {ok, error} replies into Lua errors, and receives the events the
+-- host pushes back from its worker threads.
+
+local M = {}
+
+local HOST = 'nodecode'
+local BOOT = 'import sys; sys.path = [p for p in sys.path if p != ""]; import pynvim; pynvim.start_host()'
+
+--- The one line worth showing of an error: Vim's wrappers ("...FuncUndefined
+--- Autocommands...Vim(return):E5108: Error executing lua ...") peeled off.
+---@param text any
+---@return string
+local function first_line(text)
+  local lines = vim.tbl_filter(function(l)
+    return vim.trim(l) ~= ''
+  end, vim.split(tostring(text or ''), '\n', { plain = true }))
+  local line = vim.trim(lines[1] or '')
+  line = line:match('E5108: Error executing lua (.*)$') or line:match('^.-Vim%b():(.*)$') or line
+  return vim.trim((line:gsub('^nodecode: ', '')))
+end
+
+--- The last non-empty line (of a traceback: the exception).
+---@param lines string[]
+---@return string
+local function last_line(lines)
+  for i = #lines, 1, -1 do
+    if vim.trim(lines[i]) ~= '' then
+      return vim.trim(lines[i])
+    end
+  end
+  return ''
+end
+
+--- Start the host process; called by NodecodeHostFactory on the first remote
+--- call. Runs the plugin's .venv Python with pynvim's host loop on our
+--- rplugin path, so g:python3_host_prog is neither used nor changed.
+---@param host { name: string }
+---@return integer channel
+function M.start_host(host)
+  local py = require('nodecode.config').python()
+  if vim.fn.executable(py) ~= 1 then
+    error(('nodecode: no Python at %s (run `make install` in the plugin, or set g:nodecode_python)'):format(py), 0)
+  end
+  local paths = vim.tbl_map(function(p)
+    return p.path
+  end, vim.fn['remote#host#PluginsForHost'](host.name))
+  local stderr = {} ---@type string[]
+  local started = false
+  local argv = vim.list_extend({ py, '-c', BOOT }, paths)
+  local chan = vim.fn.jobstart(argv, {
+    rpc = true,
+    env = { NODECODE_NVIM_HOST = '1' },
+    on_stderr = function(_, data) -- data[1] continues the previous chunk's last line
+      stderr[math.max(#stderr, 1)] = (stderr[#stderr] or '') .. data[1]
+      vim.list_extend(stderr, data, 2)
+      if #stderr > 200 then -- a long-lived host: keep only the recent lines
+        stderr = vim.list_slice(stderr, #stderr - 99)
+      end
+    end,
+    on_exit = function(_, code)
+      if started and code ~= 0 and vim.v.exiting == vim.NIL then
+        require('nodecode.message').error('host exited with %d: %s', code, last_line(stderr))
+      end
+    end,
+  })
+  if chan <= 0 then
+    error(('nodecode: could not start %s (jobstart returned %d)'):format(py, chan), 0)
+  end
+  local ok, err = pcall(vim.fn.rpcrequest, chan, 'poll')
+  if not ok then
+    vim.fn.jobwait({ chan }, 1000) -- lets the rest of its stderr arrive
+    local why = last_line(stderr)
+    error(('nodecode: the host did not start: %s'):format(why ~= '' and why or first_line(err)), 0)
+  end
+  started = true
+  return chan
+end
+
+--- Is the host process running? (Does not start it.)
+---@return boolean
+function M.running()
+  local ok, r = pcall(vim.fn['remote#host#IsRunning'], HOST)
+  return ok and r == 1
+end
+
+--- Call a sync remote function and unwrap its {ok, value | error} reply.
+---@param fname string
+---@return any
+local function call(fname, ...)
+  local ok, reply = pcall(vim.fn[fname], ...)
+  if not ok then
+    error('nodecode: ' .. first_line(reply), 0)
+  end
+  if type(reply) ~= 'table' or reply.ok == nil then
+    error(('nodecode: %s gave no reply (is the host running?)'):format(fname), 0)
+  end
+  if not reply.ok then
+    error('nodecode: ' .. first_line(reply.error), 0)
+  end
+  if reply.value == vim.NIL then
+    return nil
+  end
+  return reply.value
+end
+
+--- Start a turn; returns the job id at once (the reply streams as events).
+---@param text string
+---@return integer job
+function M.ask(text)
+  return call('NodecodeAsk', require('nodecode.config').place(), text)
+end
+
+--- Ask the running job (or every job) to stop. Fire-and-forget: the job's
+--- `done` event says how it ended.
+---@param job? integer
+function M.stop(job)
+  vim.fn.NodecodeStop(job or vim.NIL)
+end
+
+--- Answer an approval prompt of a job.
+---@param job integer
+---@param id integer
+---@param yes boolean
+---@return boolean
+function M.approval(job, id, yes)
+  return call('NodecodeApproval', job, id, yes)
+end
+
+--- The pinned session's history: a list of {seq, role, text}.
+---@return { seq: integer, role: string, text: string }[]
+function M.messages()
+  return call('NodecodeMessages', require('nodecode.config').place())
+end
+
+--- {id, home, store, cwd, job?} of the session this Neovim works in.
+---@return { id: string, home: string, store: string, cwd: string, job?: integer }
+function M.info()
+  local info = call('NodecodeInfo', require('nodecode.config').place())
+  if info.job == vim.NIL then
+    info.job = nil
+  end
+  return info
+end
+
+--- Entry point of the host's events (nodecode.host module docstring lists them).
+---@param event table
+function M._on_event(event)
+  local ok, err = pcall(require('nodecode.ui.chat').on_event, event)
+  if not ok then
+    require('nodecode.message').error('showing %s failed: %s', tostring(event.kind), first_line(err))
+  end
+end
+
+return M

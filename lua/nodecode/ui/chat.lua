@@ -1,0 +1,223 @@
+-- The chat: a read-only buffer `nodecode://chat` (filetype nodecode-chat)
+-- showing the pinned session's history and the running turn as it streams
+-- (the layout is ui/transcript.lua's); `:Nodecode` alone adds the input area
+-- (ui/input.lua). Events from the host arrive in on_event.
+
+local M = {}
+
+local NAME = 'nodecode://chat'
+local Transcript = require('nodecode.ui.transcript')
+
+---@class nodecode.ChatState
+---@field buf? integer
+---@field view? nodecode.Transcript
+---@field job? integer the running job
+local state = {}
+
+local function config()
+  return require('nodecode.config').get()
+end
+
+local function message()
+  return require('nodecode.message')
+end
+
+---@param err any
+---@return string
+local function reason(err)
+  return (tostring(err):gsub('^nodecode: ', ''))
+end
+
+-- Approvals -------------------------------------------------------------
+
+---@param kind string write | shell
+---@param detail string
+---@param done fun(yes: boolean)
+local function prompt(kind, detail, done)
+  local how = config().approve
+  if type(how) == 'function' then
+    return how(kind, detail, done)
+  end
+  local question = ('nodecode wants to %s:\n%s'):format(kind == 'shell' and 'run' or kind, detail)
+  if how == 'select' then
+    vim.ui.select({ 'Yes', 'No' }, { prompt = question, kind = 'nodecode_approval' }, function(choice)
+      done(choice == 'Yes')
+    end)
+  else
+    done(vim.fn.confirm(question, '&Yes\n&No', 2, 'Question') == 1)
+  end
+end
+
+--- Ask the person (outside the RPC callback), then answer the waiting worker.
+---@param ev { job: integer, id: integer, approval: string, detail: string }
+local function approve(ev)
+  vim.schedule(function()
+    prompt(ev.approval, ev.detail, function(yes)
+      local ok, err = pcall(require('nodecode.rpc').approval, ev.job, ev.id, yes)
+      local said = (yes and 'approved' or 'refused') .. (ok and '' or (' (' .. reason(err) .. ')'))
+      if state.view then
+        state.view:quote(ev.approval, said)
+      end
+    end)
+  end)
+end
+
+-- Buffer and window -----------------------------------------------------
+
+--- Window options and folds for a window that starts showing the chat.
+---@param win integer
+local function setup_win(win)
+  state.view:refold(win)
+  local wo = vim.wo[win][0]
+  wo.wrap, wo.linebreak = true, true
+  wo.number, wo.relativenumber, wo.signcolumn = false, false, 'no'
+  wo.foldmethod, wo.foldenable, wo.foldlevel = 'manual', true, 0
+  wo.foldtext = "v:lua.require'nodecode.ui.transcript'.foldtext()"
+  wo.fillchars = 'fold: ,eob: '
+end
+
+--- The chat buffer, created (with the session's history) when missing.
+---@return integer buf
+local function chat_buf()
+  if state.buf and vim.api.nvim_buf_is_valid(state.buf) then
+    return state.buf
+  end
+  local buf = vim.api.nvim_create_buf(false, true)
+  vim.api.nvim_buf_set_name(buf, NAME)
+  vim.bo[buf].filetype = 'nodecode-chat'
+  vim.bo[buf].undolevels = -1
+  pcall(vim.treesitter.language.register, 'markdown', 'nodecode-chat')
+  pcall(vim.treesitter.start, buf, 'markdown')
+  local stop = config().keymaps.stop
+  if stop then
+    vim.keymap.set('n', stop, M.stop, { buffer = buf, desc = 'nodecode: stop the turn' })
+  end
+  state.buf, state.view = buf, Transcript.new(buf)
+  vim.api.nvim_create_autocmd('BufWinEnter', {
+    buffer = buf,
+    callback = function()
+      setup_win(vim.api.nvim_get_current_win())
+    end,
+  })
+  local ok, history = pcall(require('nodecode.rpc').messages)
+  if ok then
+    state.view:history(history)
+  else
+    state.view:quote('error', reason(history))
+    message().error('%s', reason(history))
+  end
+  return buf
+end
+
+local SPLITS = { right = 'vertical botright', left = 'vertical topleft', below = 'botright' }
+
+--- The window showing the chat in this tab; opened per chat.position if none.
+---@return integer win, boolean opened
+local function chat_win()
+  local buf = chat_buf()
+  local tab = vim.api.nvim_get_current_tabpage()
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    if vim.api.nvim_win_get_tabpage(win) == tab then
+      return win, false
+    end
+  end
+  local c = config().chat
+  if c.position == 'tab' then
+    vim.cmd('tabnew')
+  elseif c.position ~= 'current' then
+    vim.cmd(('%s %ssplit'):format(SPLITS[c.position], c.size > 0 and tostring(c.size) or ''))
+  end
+  vim.api.nvim_win_set_buf(0, buf)
+  local win = vim.api.nvim_get_current_win()
+  setup_win(win) -- BufWinEnter does not fire inside other autocmds (e.g. VimEnter)
+  vim.api.nvim_win_set_cursor(win, { vim.api.nvim_buf_line_count(buf), 0 })
+  return win, true
+end
+
+-- Public ----------------------------------------------------------------
+
+--- Show the chat; with `input`, also the input area, focused.
+---@param opts? { input?: boolean }
+---@return integer win
+function M.open(opts)
+  local win = chat_win()
+  if opts and opts.input then
+    require('nodecode.ui.input').open(win)
+  end
+  return win
+end
+
+--- Ask `text` in the pinned session; the reply streams into the chat.
+---@param text string
+function M.ask(text)
+  if state.job then
+    error(('nodecode: job %d is still running (:NodecodeStop stops it)'):format(state.job), 0)
+  end
+  local from = vim.api.nvim_get_current_win()
+  local _, opened = chat_win()
+  if opened and SPLITS[config().chat.position] then
+    vim.api.nvim_set_current_win(from) -- stay where the command was typed
+  end
+  state.view:ask(text)
+  state.view:reply_header()
+  local ok, job = pcall(require('nodecode.rpc').ask, text)
+  if not ok then
+    state.view:done('failed', reason(job))
+    message().error('%s', reason(job))
+    return
+  end
+  state.job = job
+end
+
+--- Stop the running turn (the chat then says it stopped).
+function M.stop()
+  if not state.job then
+    return message().info('nothing is running')
+  end
+  require('nodecode.rpc').stop(state.job)
+end
+
+--- Show a line of the plugin's own in the chat (not part of the session).
+---@param text string
+function M.say(text)
+  chat_buf()
+  state.view:say(text)
+end
+
+--- The job running in this chat, if any.
+---@return integer?
+function M.job()
+  return state.job
+end
+
+--- Handle one event pushed by the host (kinds: see python/nodecode/host.py).
+---@param ev table
+function M.on_event(ev)
+  chat_buf()
+  local view, kind = state.view, ev.kind
+  if kind == 'text' then
+    view:text(ev.text)
+  elseif kind == 'call' then
+    view:call_block(ev.seq, ev.code)
+  elseif kind == 'result' then
+    view:result_block(ev.seq, ev.text, ev.error == true)
+    pcall(vim.cmd.checktime) -- the call may have changed files open in buffers
+  elseif kind == 'retry' then
+    view:quote('retry', ev.message)
+  elseif kind == 'notice' then
+    view:quote('notice', ev.text)
+  elseif kind == 'approve' then
+    approve(ev)
+  elseif kind == 'done' then
+    if state.job == ev.job then
+      state.job = nil
+    end
+    local err = ev.error ~= vim.NIL and ev.error or nil
+    view:done(ev.status, err)
+    if ev.status == 'failed' then
+      message().error('%s', err or 'the turn failed')
+    end
+  end
+end
+
+return M

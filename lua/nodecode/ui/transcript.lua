@@ -1,0 +1,258 @@
+-- Writing a conversation into a buffer, as markdown that only ever grows at
+-- its end:
+--
+--   ## you / the ask / ## nodecode / the reply as it streams, each tool call a
+--   ```lisp call #SEQ block followed by its ```text result #SEQ block, the two
+--   folded together (manual folds, remembered as extmarks so every window
+--   showing the buffer can get them back).
+
+---@class nodecode.Transcript
+---@field buf integer
+---@field folds { [1]: integer, [2]: integer }[] extmark pairs: first and last row of each fold
+---@field call? integer extmark on the fence of a call still waiting for its result
+---@field need_header boolean the next reply text needs a `## nodecode` header
+---@field after_block boolean the last thing written was a block: text starts a paragraph
+local T = {}
+T.__index = T
+
+local ns = vim.api.nvim_create_namespace('nodecode_transcript')
+
+--- A transcript writing into `buf` (which it keeps 'nomodifiable' between writes).
+---@param buf integer
+---@return nodecode.Transcript
+function T.new(buf)
+  vim.bo[buf].modifiable = false
+  return setmetatable({ buf = buf, folds = {}, need_header = false, after_block = false }, T)
+end
+
+-- Writing ---------------------------------------------------------------
+
+---@return integer rows, string last
+function T:tail()
+  local n = vim.api.nvim_buf_line_count(self.buf)
+  return n, vim.api.nvim_buf_get_lines(self.buf, n - 1, n, true)[1]
+end
+
+--- Windows whose view follows new text: all but the current one, and the
+--- current one too when its cursor is on the last line.
+---@return integer[]
+function T:followers()
+  local n = vim.api.nvim_buf_line_count(self.buf)
+  local cur = vim.api.nvim_get_current_win()
+  return vim.tbl_filter(function(win)
+    return win ~= cur or vim.api.nvim_win_get_cursor(win)[1] >= n
+  end, vim.fn.win_findbuf(self.buf))
+end
+
+--- Append `text` (newlines allowed) at the very end.
+---@param text string
+function T:write(text)
+  if text == '' then
+    return
+  end
+  local follow = self:followers()
+  local n, last = self:tail()
+  vim.bo[self.buf].modifiable = true
+  vim.api.nvim_buf_set_text(self.buf, n - 1, #last, n - 1, #last, vim.split(text, '\n', { plain = true }))
+  vim.bo[self.buf].modifiable = false
+  local rows = vim.api.nvim_buf_line_count(self.buf)
+  for _, win in ipairs(follow) do
+    vim.api.nvim_win_set_cursor(win, { rows, 0 })
+  end
+end
+
+--- End the current line, if it has text.
+function T:newline()
+  local _, last = self:tail()
+  if last ~= '' then
+    self:write('\n')
+  end
+end
+
+--- Leave a blank line after whatever is there (nothing in an empty buffer).
+function T:paragraph()
+  local n, last = self:tail()
+  if n == 1 and last == '' then
+    return
+  end
+  if last ~= '' then
+    self:write('\n\n')
+  elseif vim.api.nvim_buf_get_lines(self.buf, n - 2, n - 1, true)[1] ~= '' then
+    self:write('\n')
+  end
+end
+
+function T:reply_header()
+  if self.need_header then
+    self:paragraph()
+    self:write('## nodecode\n')
+    self.need_header = false
+  end
+end
+
+-- Folds -----------------------------------------------------------------
+
+--- Fold rows [first, last] (0-based) in every window showing the buffer.
+---@param first integer
+---@param last integer
+function T:add_fold(first, last)
+  local a = vim.api.nvim_buf_set_extmark(self.buf, ns, first, 0, {})
+  local b = vim.api.nvim_buf_set_extmark(self.buf, ns, last, 0, {})
+  table.insert(self.folds, { a, b })
+  for _, win in ipairs(vim.fn.win_findbuf(self.buf)) do
+    vim.api.nvim_win_call(win, function()
+      vim.cmd(('%d,%dfold'):format(first + 1, last + 1))
+    end)
+  end
+end
+
+--- Recreate every fold in `win` (a window that just started showing the buffer).
+---@param win integer
+function T:refold(win)
+  vim.api.nvim_win_call(win, function()
+    vim.cmd('normal! zE')
+    for _, pair in ipairs(self.folds) do
+      local a = vim.api.nvim_buf_get_extmark_by_id(self.buf, ns, pair[1], {})
+      local b = vim.api.nvim_buf_get_extmark_by_id(self.buf, ns, pair[2], {})
+      if a[1] and b[1] and b[1] > a[1] then
+        vim.cmd(('%d,%dfold'):format(a[1] + 1, b[1] + 1))
+      end
+    end
+  end)
+end
+
+--- A call left without its result is folded on its own.
+function T:close_call()
+  if not self.call then
+    return
+  end
+  local row = vim.api.nvim_buf_get_extmark_by_id(self.buf, ns, self.call, {})[1]
+  local n = vim.api.nvim_buf_line_count(self.buf)
+  self.call = nil
+  if row and n - 2 > row then
+    self:add_fold(row, n - 2)
+  end
+end
+
+--- Fold text: `▸ call #5  ;; what it is for  · 7 lines` (for 'foldtext').
+---@return table chunks
+function T.foldtext()
+  local s, e = vim.v.foldstart, vim.v.foldend
+  local lines = vim.api.nvim_buf_get_lines(0, s - 1, math.min(s + 1, e), false)
+  local label = (lines[1] or ''):match('^```%S*%s*(.-)%s*$') or ''
+  return {
+    { '▸ ', 'Comment' },
+    { label, 'Title' },
+    { '  ' .. vim.trim(lines[2] or ''), 'Normal' },
+    { ('  · %d lines'):format(e - s + 1), 'Comment' },
+  }
+end
+
+-- Parts of a conversation -------------------------------------------------
+
+---@param text string
+function T:ask(text)
+  self:close_call()
+  self:paragraph()
+  self:write('## you\n' .. vim.trim(text) .. '\n')
+  self.need_header = true
+  self.after_block = false
+end
+
+---@param text string
+function T:text(text)
+  self:reply_header()
+  if self.after_block then
+    self:close_call()
+    self:paragraph()
+    self.after_block = false
+  end
+  self:write(text)
+end
+
+---@param seq integer
+---@param code string
+function T:call_block(seq, code)
+  self:close_call()
+  self:reply_header()
+  self:paragraph()
+  local row = vim.api.nvim_buf_line_count(self.buf) - 1
+  self:write(('```lisp call #%d\n%s\n```\n'):format(seq, vim.trim(code)))
+  self.call = vim.api.nvim_buf_set_extmark(self.buf, ns, row, 0, {})
+  self.after_block = true
+end
+
+---@param seq integer
+---@param text string
+---@param is_error boolean
+function T:result_block(seq, text, is_error)
+  local start
+  if self.call then
+    start = vim.api.nvim_buf_get_extmark_by_id(self.buf, ns, self.call, {})[1]
+    self.call = nil
+  end
+  self:newline()
+  start = start or (vim.api.nvim_buf_line_count(self.buf) - 1)
+  local label = is_error and 'error' or 'result'
+  self:write(('```text %s #%d\n%s\n```\n'):format(label, seq, (text:gsub('\n+$', ''))))
+  self:add_fold(start, vim.api.nvim_buf_line_count(self.buf) - 2)
+  self.after_block = true
+end
+
+--- A `> kind: text` line (notices, retries, approvals, notes, stubs).
+---@param kind string
+---@param text string
+function T:quote(kind, text)
+  self:close_call()
+  self:paragraph()
+  local lines = vim.split(vim.trim(text), '\n', { plain = true })
+  self:write('> ' .. kind .. ': ' .. table.concat(lines, '\n> ') .. '\n')
+  self.after_block = true
+end
+
+--- A line of the plugin's own, not part of the conversation.
+---@param text string
+function T:say(text)
+  self:close_call()
+  self:newline()
+  self:write('> ' .. text .. '\n')
+  self.after_block = true
+end
+
+local ENDED = { stopped = 'stopped', ['round-limit'] = 'stopped: round limit reached' }
+
+--- How a turn ended, unless it simply ended.
+---@param status string done | stopped | failed | round-limit
+---@param err? string
+function T:done(status, err)
+  self:close_call()
+  if status ~= 'done' then
+    self:paragraph()
+    local label = ENDED[status] or (status .. (err and (': ' .. err) or ''))
+    self:write(('_%s_\n'):format(label))
+  end
+  self.after_block = true
+end
+
+--- A whole history, as nodecode.host's messages() gives it.
+---@param messages { seq: integer, role: string, text: string }[]
+function T:history(messages)
+  for _, m in ipairs(messages) do
+    if m.role == 'user' then
+      self:ask(m.text)
+    elseif m.role == 'assistant' then
+      self:text(m.text)
+      self.after_block = true
+    elseif m.role == 'call' then
+      self:call_block(m.seq, m.text)
+    elseif m.role == 'tool' then
+      self:result_block(m.seq, m.text, false)
+    else
+      self:reply_header()
+      self:quote(('%s #%d'):format(m.role, m.seq), m.text)
+    end
+  end
+  self:close_call()
+end
+
+return T

@@ -1,0 +1,24 @@
+-- Neovim init for `make demo`: this checkout on the runtimepath, none of the
+-- person's config (XDG_* point into .demo/), remote plugins still enabled.
+vim.opt.runtimepath:prepend(vim.env.NODECODE_DEMO_ROOT)
+vim.g.nodecode_python = vim.env.NODECODE_DEMO_PYTHON
+vim.opt.swapfile = false
+vim.opt.autoread = true
+vim.g.loaded_node_provider = 0
+vim.g.loaded_perl_provider = 0
+vim.g.loaded_ruby_provider = 0
+
+require('nodecode').setup({ chat = { position = 'right' } })
+
+vim.api.nvim_create_autocmd('VimEnter', {
+  once = true,
+  callback = function()
+    vim.cmd.edit('calc.py')
+    local chat = require('nodecode.ui.chat')
+    chat.open()
+    chat.say('Welcome to the nodecode demo (' .. (vim.env.NODECODE_DEMO_MODEL or '?') .. ').')
+    chat.say('Type  :Nodecode fix the bug in calc.py  and watch the reply stream in here.')
+    chat.say('Quit with :qa')
+    vim.cmd.wincmd('p')
+  end,
+})

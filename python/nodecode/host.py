@@ -1,0 +1,309 @@
+"""The bridge the Neovim remote plugin calls: pure Python, never imports pynvim.
+
+One ``Host`` lives in the plugin's host process, i.e. one per Neovim. It opens
+an App per (home, store, workspace) lazily, pins the session this Neovim works
+in, and runs each ask as a job on a daemon worker thread. The worker reaches
+Neovim only through ``Port.emit``, which the rplugin shim implements with
+``nvim.async_call``; streamed text is coalesced so a fast stream costs one
+buffer update per ``flush_interval``, not one per token.
+
+Events emitted (each a dict with ``job`` and ``kind``):
+  text {text} · call {seq, code} · result {seq, text, error} · retry {message}
+  · notice {text} · approve {id, approval, detail} · done {status, turn, text, error}
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from nodecode.errors import NodecodeError, Stopped, UserError
+
+FLUSH_INTERVAL = 0.025  # seconds between streamed-text updates sent to Neovim
+
+
+class Port(Protocol):
+    """How the host reaches Neovim. ``emit`` must be callable from any thread,
+    must not block, and must deliver events in the order they were emitted."""
+
+    def emit(self, event: dict[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a Neovim works: the nodecode home, the store and the workspace."""
+
+    home: Path
+    store: str
+    cwd: Path
+
+    @classmethod
+    def from_lua(cls, ctx: Any) -> Place:
+        """Decode the ``{home?, store?, cwd?}`` table Lua sends with each call."""
+        from nodecode.paths import home_dir
+
+        ctx = ctx if isinstance(ctx, dict) else {}
+        home = ctx.get("home") or None
+        cwd = ctx.get("cwd") or None
+        return cls(home=home_dir(home), store=str(ctx.get("store") or "default"),
+                   cwd=Path(cwd).expanduser().absolute() if cwd else Path.cwd())
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as the one line a person reads (the type only when unexpected)."""
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    if isinstance(exc, NodecodeError):
+        return first or type(exc).__name__
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+class _Batcher:
+    """Coalesces streamed text; any other event flushes the text before it, so
+    Neovim sees events in the order the agent produced them."""
+
+    def __init__(self, emit: Callable[[dict[str, Any]], None], interval: float):
+        self._emit = emit
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._parts: list[str] = []
+        self._last = 0.0
+        self._timer: threading.Timer | None = None
+
+    def text(self, chunk: str) -> None:
+        with self._lock:
+            self._parts.append(chunk)
+            wait = self._interval - (time.monotonic() - self._last)
+            if wait <= 0:
+                self._flush_locked()
+            elif self._timer is None:
+                self._timer = threading.Timer(wait, self.flush)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def event(self, event: dict[str, Any]) -> None:
+        with self._lock:
+            self._flush_locked()
+            self._emit(event)
+
+    def flush(self) -> None:
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._parts:
+            text = "".join(self._parts)
+            self._parts.clear()
+            self._last = time.monotonic()
+            self._emit({"kind": "text", "text": text})
+
+
+@dataclass
+class _Approval:
+    answered: threading.Event = field(default_factory=threading.Event)
+    yes: bool = False
+
+
+@dataclass
+class Job:
+    """One running (or finished) ask of this Neovim."""
+
+    id: int
+    app: Any
+    session: str
+    cancel: threading.Event = field(default_factory=threading.Event)
+    status: str = "running"
+    thread: threading.Thread | None = None
+    batcher: _Batcher | None = None
+    approvals: dict[int, _Approval] = field(default_factory=dict)
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+
+class _Relay:
+    """The agent's callbacks for one job: everything goes out through the batcher."""
+
+    def __init__(self, host: Host, job: Job):
+        self._host = host
+        self._job = job
+        self._out = job.batcher
+
+    def on_text(self, chunk: str) -> None:
+        self._out.text(chunk)
+
+    def on_call(self, seq: int, code: str) -> None:
+        self._out.event({"kind": "call", "seq": seq, "code": code})
+
+    def on_result(self, seq: int, text: str, error: bool) -> None:
+        self._out.event({"kind": "result", "seq": seq, "text": text, "error": bool(error)})
+
+    def on_retry(self, message: str) -> None:
+        self._out.event({"kind": "retry", "message": message})
+
+    def on_notice(self, text: str) -> None:
+        self._out.event({"kind": "notice", "text": text})
+
+    def approve(self, kind: str, detail: str) -> bool:
+        return self._host._approve(self._job, kind, detail)
+
+
+@functools.cache
+def _callbacks_type() -> type:
+    """The relay as a TurnCallbacks subclass (imported late: the agent pulls in
+    httpx, which the host should not pay for at start-up)."""
+    from nodecode.agent import TurnCallbacks
+
+    return type("HostCallbacks", (_Relay, TurnCallbacks), {})
+
+
+def _open_app(place: Place) -> Any:
+    from nodecode.app import App
+
+    return App.open(home=place.home, store=place.store, cwd=place.cwd)
+
+
+class Host:
+    """Everything the rplugin can ask of the core, as plain values."""
+
+    def __init__(self, port: Port, *, open_app: Callable[[Place], Any] = _open_app,
+                 flush_interval: float = FLUSH_INTERVAL):
+        self._port = port
+        self._open_app = open_app
+        self._flush_interval = flush_interval
+        self._apps: dict[Place, Any] = {}
+        self._pins: dict[tuple[Path, str], str] = {}
+        self._jobs: dict[int, Job] = {}
+        self._job_ids = itertools.count(1)
+        self._approval_ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    # --- what the rplugin calls (on Neovim's loop thread) -------------------
+
+    def ask(self, ctx: Any, text: str) -> int:
+        """Start a turn on a worker thread; returns its job id at once."""
+        if not isinstance(text, str) or not text.strip():
+            raise UserError("ask: expected some text to send (got nothing)")
+        place = Place.from_lua(ctx)
+        app = self._app(place)
+        session = self._session(app, place)
+        with self._lock:
+            busy = [j for j in self._jobs.values() if j.running and j.session == session]
+            if busy:
+                raise UserError(f"session {session} is busy with job {busy[0].id} "
+                                "(:NodecodeStop stops it)")
+            job = Job(id=next(self._job_ids), app=app, session=session)
+            job.batcher = _Batcher(functools.partial(self._emit, job.id), self._flush_interval)
+            job.thread = threading.Thread(target=self._run, args=(job, text),
+                                          name=f"nodecode-job-{job.id}", daemon=True)
+            self._jobs[job.id] = job
+        job.thread.start()
+        return job.id
+
+    def stop(self, job_id: int | None = None) -> list[int]:
+        """Ask a running job (or every running job) to stop; returns the ids asked."""
+        with self._lock:
+            jobs = [self._jobs.get(int(job_id))] if job_id is not None else list(
+                self._jobs.values())
+        stopped = [j.id for j in jobs if j is not None and j.running]
+        for job in jobs:
+            if job is not None and job.running:
+                job.cancel.set()
+        return stopped
+
+    def answer(self, job_id: int, approval_id: int, yes: bool) -> bool:
+        """Deliver the person's answer to a pending approval prompt."""
+        job = self._jobs.get(int(job_id))
+        if job is None:
+            raise UserError(f"approval: no job {job_id} in this Neovim")
+        pending = job.approvals.get(int(approval_id))
+        if pending is None:
+            raise UserError(f"approval: job {job_id} has no pending approval {approval_id}")
+        pending.yes = bool(yes)
+        pending.answered.set()
+        return pending.yes
+
+    def messages(self, ctx: Any) -> list[dict[str, Any]]:
+        """The pinned session's history (head path) for the chat buffer."""
+        place = Place.from_lua(ctx)
+        app = self._app(place)
+        rows = app.session_path_messages(self._session(app, place))
+        return [{"seq": int(m["seq"]), "role": str(m["role"]), "text": str(m.get("text") or "")}
+                for m in rows]
+
+    def session(self, ctx: Any) -> dict[str, Any]:
+        """Where this Neovim works and what it is doing."""
+        place = Place.from_lua(ctx)
+        app = self._app(place)
+        session = self._session(app, place)
+        running = [j.id for j in self._jobs.values() if j.running and j.session == session]
+        return {"id": session, "home": str(place.home), "store": place.store,
+                "cwd": str(place.cwd), "job": running[0] if running else None}
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return [{"id": j.id, "session": j.session, "status": j.status}
+                for j in self._jobs.values()]
+
+    # --- internals ----------------------------------------------------------
+
+    def _app(self, place: Place) -> Any:
+        with self._lock:
+            app = self._apps.get(place)
+        if app is None:
+            app = self._open_app(place)
+            with self._lock:
+                app = self._apps.setdefault(place, app)
+        return app
+
+    def _session(self, app: Any, place: Place) -> str:
+        """The session pinned by this Neovim for (home, store); resolved once."""
+        key = (place.home, place.store)
+        with self._lock:
+            pinned = self._pins.get(key)
+        session = app.resolve_session(pinned)
+        with self._lock:
+            self._pins[key] = session
+        return session
+
+    def _emit(self, job_id: int, event: dict[str, Any]) -> None:
+        self._port.emit({"job": job_id, **event})
+
+    def _run(self, job: Job, text: str) -> None:
+        relay = _callbacks_type()(self, job)
+        try:
+            result = job.app.agent(job.session).ask(text, relay, job.cancel)
+            done = {"status": result.status, "turn": result.turn, "text": result.text or "",
+                    "error": result.error}
+        except Stopped:
+            done = {"status": "stopped", "turn": None, "text": "", "error": None}
+        except Exception as e:  # noqa: BLE001 -- a worker must always report back
+            done = {"status": "failed", "turn": None, "text": "", "error": one_line(e)}
+        job.status = str(done["status"])
+        for pending in job.approvals.values():
+            pending.answered.set()
+        job.batcher.event({"kind": "done", **done})
+
+    def _approve(self, job: Job, kind: str, detail: str) -> bool:
+        """Called on the worker thread: auto-approve per config, else ask the
+        person through Lua and wait for NodecodeApproval (or a stop)."""
+        if kind in job.app.config.auto_approve:
+            return True
+        pending = _Approval()
+        approval_id = next(self._approval_ids)
+        job.approvals[approval_id] = pending
+        job.batcher.event({"kind": "approve", "id": approval_id, "approval": kind,
+                           "detail": detail})
+        while not pending.answered.wait(0.05):
+            if job.cancel.is_set():
+                break
+        del job.approvals[approval_id]
+        return pending.yes and not job.cancel.is_set()

@@ -1,0 +1,108 @@
+"""nodecode's remote plugin: a thin shim between Neovim and ``nodecode.host``.
+
+It runs in nodecode's own host process (started by plugin/nodecode.lua from
+the plugin's .venv with NODECODE_NVIM_HOST=1), never in the shared python3
+host: if ``:UpdateRemotePlugins`` finds this package, the class is left
+undecorated, so that host registers nothing and the user's manifest stays clean.
+
+Every sync handler goes through ``never_raise``: a sync handler that raises
+leaves Neovim's ``remote#define#request`` busy counter stuck, after which
+every async handler of the host is queued forever. Lua raises instead
+(lua/nodecode/rpc.lua). The specs here must match lua/nodecode/specs.lua.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pynvim
+
+_PYTHON_DIR = Path(__file__).resolve().parents[3] / "python"
+if str(_PYTHON_DIR) not in sys.path:
+    sys.path.append(str(_PYTHON_DIR))  # fallback when the core is not installed
+
+IN_OWN_HOST = os.environ.get("NODECODE_NVIM_HOST") == "1"
+
+
+def never_raise(fn: Callable[[Any, list], Any]) -> Callable[[Any, list], dict]:
+    """Wrap a sync handler: ``{"ok": True, "value": v}`` or ``{"ok": False, "error": line}``."""
+
+    @functools.wraps(fn)
+    def wrapper(self: Any, args: list) -> dict:
+        try:
+            return {"ok": True, "value": fn(self, args)}
+        except Exception as e:  # noqa: BLE001 -- the boundary: errors become messages
+            from nodecode.host import one_line
+
+            return {"ok": False, "error": one_line(e)}
+
+    return wrapper
+
+
+def _arg(args: list, i: int, default: Any = None) -> Any:
+    """The i-th argument, with Lua's nil/vim.NIL and missing ones as ``default``."""
+    return args[i] if len(args) > i and args[i] is not None else default
+
+
+class _NvimPort:
+    """``nodecode.host.Port`` over pynvim: the only path from threads to Neovim."""
+
+    def __init__(self, nvim: pynvim.Nvim):
+        self._nvim = nvim
+
+    def emit(self, event: dict[str, Any]) -> None:
+        self._nvim.async_call(self._deliver, event)
+
+    def _deliver(self, event: dict[str, Any]) -> None:
+        self._nvim.exec_lua("require('nodecode.rpc')._on_event(...)", event, async_=True)
+
+
+class NodecodePlugin:
+    """Decodes arguments, calls the host, reports errors as values."""
+
+    def __init__(self, nvim: pynvim.Nvim):
+        from nodecode.host import Host
+
+        self.nvim = nvim
+        self.host = Host(_NvimPort(nvim))
+
+    @pynvim.function("NodecodeAsk", sync=True)
+    @never_raise
+    def ask(self, args: list) -> int:
+        return self.host.ask(_arg(args, 0, {}), str(_arg(args, 1, "")))
+
+    @pynvim.function("NodecodeStop", sync=False)
+    def stop(self, args: list) -> None:
+        try:
+            job = _arg(args, 0)
+            self.host.stop(int(job) if job is not None else None)
+        except Exception as e:  # noqa: BLE001 -- async: report, never raise into the host
+            from nodecode.host import one_line
+
+            self._notify(f"stop failed: {one_line(e)}")
+
+    @pynvim.function("NodecodeApproval", sync=True)
+    @never_raise
+    def approval(self, args: list) -> bool:
+        return self.host.answer(int(_arg(args, 0, 0)), int(_arg(args, 1, 0)), bool(_arg(args, 2)))
+
+    @pynvim.function("NodecodeMessages", sync=True)
+    @never_raise
+    def messages(self, args: list) -> list:
+        return self.host.messages(_arg(args, 0, {}))
+
+    @pynvim.function("NodecodeInfo", sync=True)
+    @never_raise
+    def info(self, args: list) -> dict:
+        return self.host.session(_arg(args, 0, {}))
+
+    def _notify(self, text: str) -> None:
+        self.nvim.exec_lua("require('nodecode.message').error(...)", text, async_=True)
+
+
+if IN_OWN_HOST:
+    NodecodePlugin = pynvim.plugin(NodecodePlugin)
