@@ -48,7 +48,9 @@ from _common import Report, arg_parser, median  # noqa: E402
 from nodecode import turns as turn_tree  # noqa: E402
 from nodecode.agent import TurnCallbacks, format_result  # noqa: E402
 from nodecode.app import App  # noqa: E402
-from nodecode.context import model as context_model  # noqa: E402
+from nodecode.context import model as context_model
+from nodecode.context import request as request_builder
+from nodecode.prompt import SYSTEM_PROMPT, TOOLS  # noqa: E402
 from nodecode.loopback import LoopbackServer  # noqa: E402
 
 GOALS_MS = {200: 5.0, 2000: 25.0}
@@ -249,6 +251,11 @@ class Bench:
         app.config, app.redactor  # noqa: B018 - loaded once per host, not per ask
         app.session_path_messages(self.sid)  # the host has shown the chat: store read once
         app.provider()  # the host keeps one HTTP client for its life
+        # The host sent this session's previous request: its messages' digests and
+        # wire blocks are already made (they are cached per message).
+        request_builder.build("anthropic", context_model.build(app.store, self.sid),
+                              model="loopback-model", system=SYSTEM_PROMPT, tools=TOOLS,
+                              max_tokens=8192)
         return app
 
     def ask(self, app: App, profiler: cProfile.Profile | None = None) -> float:

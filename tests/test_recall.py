@@ -161,6 +161,20 @@ def test_a_fork_of_a_fork_stops_at_each_fork_point(store):
     assert texts(recall.recall_log(store, leaf)) == ["root one", "middle three", "leaf four"]
 
 
+def test_a_fork_sees_the_turns_its_parent_undid_before_the_fork_as_undone(store):
+    parent = undo_story(store)  # turns 1, 2, 3 (undone), 4; seqs 1-4
+    child = sessions.create(store, parent=parent, fork_seq=4, fork_turn=4, head=4)
+    ask(store, child, "child ask")
+    assert recall.recall_log(store, child)[2:] == [
+        "[seq 3 · turn 3 · user · undone] third ask",
+        "[seq 4 · turn 4 · user] fourth ask",
+        "[seq 5 · turn 5 · user] child ask",
+    ]
+    expected = {(t.session, t.number) for t in turns.path(store, child)}
+    assert recall.head_path(store, child) == expected == {
+        (parent, 1), (parent, 2), (parent, 4), (child, 5)}
+
+
 # -- recall-entry ---------------------------------------------------------------------
 
 

@@ -21,7 +21,7 @@ from nodecode.context import verbs as _context_verbs  # noqa: F401  (registers (
 from nodecode.errors import NodecodeError, ProviderError
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS
 from nodecode.providers.types import Reply, ToolCall
-from nodecode.session import Lease
+from nodecode.session import LEASE_SECONDS, Lease
 
 if TYPE_CHECKING:
     from nodecode.app import App
@@ -78,30 +78,19 @@ class Agent:
         cancel = cancel or threading.Event()
         config = self.app.config
         config.require_provider(self.app.environ)
-        lease = Lease(self.store, self.sid).acquire()
-        stop_renew = threading.Event()
-        renewer = threading.Thread(target=_renew, args=(lease, stop_renew), daemon=True)
-        renewer.start()
+        # Renewed at every request and call: long enough to cover one shell command.
+        lease = Lease(self.store, self.sid, LEASE_SECONDS + config.shell_timeout).acquire()
         try:
-            return _Turn(self, cb, cancel).run(text)
+            return _Turn(self, cb, cancel, lease).run(text)
         finally:
-            stop_renew.set()
             lease.release()
-
-
-def _renew(lease: Lease, stop: threading.Event) -> None:
-    while not stop.wait(lease.seconds / 3):
-        try:
-            lease.renew()
-        except Exception:  # a failed renewal only shortens the lease
-            pass
 
 
 class _Turn:
     """One running turn's state."""
 
-    def __init__(self, agent: Agent, cb: TurnCallbacks, cancel: threading.Event):
-        self.agent, self.cb, self.cancel = agent, cb, cancel
+    def __init__(self, agent: Agent, cb: TurnCallbacks, cancel: threading.Event, lease: Lease):
+        self.agent, self.cb, self.cancel, self.lease = agent, cb, cancel, lease
         self.app, self.store, self.sid = agent.app, agent.store, agent.sid
         self.config = self.app.config
         self.redact = self.app.redactor.apply
@@ -153,6 +142,7 @@ class _Turn:
         return TurnResult(self.number, "stopped", text)
 
     def request(self) -> Reply:
+        self.lease.renew()
         report = takes.take(self.app, self.sid, self.number)
         for receipt in report.receipts:
             self.cb.on_notice(receipt)
@@ -199,6 +189,7 @@ class _Turn:
         for seq, call in calls:
             if self.cancel.is_set():
                 return False
+            self.lease.renew()
             self.cb.on_call(seq, self.redact(call_text(call)))
             env = self.cell_env()
             result = evaluate_call(call.name, call.input, env)
@@ -236,6 +227,8 @@ class _Turn:
 
 def make_cell_env(app: "App", sid: str, *, approve: Any, extra: dict | None = None) -> CellEnv:
     """The environment cells of this session run in."""
+    import nodecode.recall  # noqa: F401  (registers the recall verbs; cli ↔ agent cycle)
+
     try:
         config = app.config
         timeout, removed = config.shell_timeout, set(config.key_envs)

@@ -94,6 +94,14 @@ def m006_create_leases(db: sqlite3.Connection) -> None:
                                        expires REAL NOT NULL)""")
 
 
+@migration
+def m007_index_events_kind_turn(db: sqlite3.Connection) -> None:
+    # Takes, pending edits and the newest round look events up by kind and turn
+    # on every request; without these they scan the whole session.
+    db.execute("CREATE INDEX events_session_kind ON events (session, kind, seq)")
+    db.execute("CREATE INDEX events_session_turn ON events (session, turn, seq)")
+
+
 def apply(db: sqlite3.Connection) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
     db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied REAL)")

@@ -118,7 +118,7 @@ def anthropic_body(messages: list[Message], *, model: str, system: str, tools: l
                    max_tokens: int, previous: list[tuple[int, str]] | None = None) -> Built:
     arranged = arrange(messages)
     sent = [(m.id, m.digest) for m in arranged]
-    blocks = [_anthropic_block(m) for m in arranged]
+    blocks = [_block_of(m) for m in arranged]
     marks = [len(blocks) - 1]
     prefix = common_prefix(sent, previous)
     if 0 < prefix < len(blocks):
@@ -143,6 +143,15 @@ def anthropic_body(messages: list[Message], *, model: str, system: str, tools: l
         "messages": wire,
     }
     return Built(body, sent, [arranged[i].id for i in marks])
+
+
+def _block_of(m: Message) -> dict[str, Any]:
+    """The message's block, made once per message object (messages are immutable)."""
+    block = m.__dict__.get("_anthropic_block")
+    if block is None:
+        block = _anthropic_block(m)
+        m.__dict__["_anthropic_block"] = block
+    return block
 
 
 def _anthropic_block(m: Message) -> dict[str, Any]:

@@ -99,6 +99,7 @@ class Provider:
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self._api_key = api_key or None
+        _WORKERS.prestart()
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT), transport=transport
         )
@@ -264,6 +265,53 @@ class _Cancelled(Exception):
     """The caller's cancel event was set while waiting for the server."""
 
 
+class _Workers:
+    """Daemon threads kept for the pumps: a request starts no thread of its own
+    (a thread start costs milliseconds on a busy machine, on the path to the
+    first token), and a stalled request never holds the interpreter's exit."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]]] = (
+            queue.SimpleQueue())
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def prestart(self) -> None:
+        with self._lock:
+            if self._idle == 0:
+                self._spawn()
+
+    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        with self._lock:
+            if self._idle == 0:
+                self._spawn()
+            self._idle -= 1
+        self._jobs.put((fn, args))
+
+    def _spawn(self) -> None:
+        self._idle += 1
+        threading.Thread(target=self._loop, name=IDLE, daemon=True).start()
+
+    def _loop(self) -> None:
+        me = threading.current_thread()
+        while True:
+            fn, args = self._jobs.get()
+            me.name = BUSY  # a busy pump is visible by name (tests wait for it to end)
+            try:
+                fn(*args)
+            except BaseException:  # noqa: BLE001 - a pump reports through its queue
+                pass
+            me.name = IDLE
+            with self._lock:
+                self._idle += 1
+
+
+BUSY, IDLE = "nodecode-provider", "nodecode-provider-idle"
+
+
+_WORKERS = _Workers()
+
+
 class _Pump:
     """Runs one POST in a daemon thread and hands its body over a queue.
 
@@ -278,13 +326,7 @@ class _Pump:
         self._queue: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._response: httpx.Response | None = None
         self._aborted = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run,
-            args=(client, url, headers, body),
-            name="nodecode-provider",
-            daemon=True,
-        )
-        self._thread.start()
+        _WORKERS.submit(self._run, client, url, headers, body)
 
     def _run(
         self, client: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any]
