@@ -208,6 +208,15 @@ def newest_round(store: Store, sid: str, turn: turn_tree.Turn | None,
     return keep | {i for i in own if i > last_request}
 
 
+def snapshot(store: Store, order: list[Message]) -> dict[str, Any]:
+    """The payload that records ``order`` as the context (put it under "context"
+    in a snapshot event: receipt, evict or fork); rewritten texts go to blobs."""
+    return {"order": [m.id for m in order],
+            "texts": [[m.id, store.put_blob(m.text.encode("utf-8", "surrogatepass"))]
+                      for m in order if m.rewritten],
+            "restored": [m.id for m in order if m.restored]}
+
+
 def take_count(store: Store, sid: str) -> int:
     """How many takes this session has had: edits taken, evictions, tree moves, forks."""
     rows = store.read(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from nodecode import session as sessions
 from nodecode.context import fileformat
 from nodecode.context.edits import Applied, Edit, apply, read_file_edit, read_form_edit
-from nodecode.context.model import Message, State, message_of, state, take_count
+from nodecode.context.model import Message, State, message_of, snapshot, state, take_count
 from nodecode.paths import write_private
 from nodecode.store import Event, Store
 
@@ -236,12 +236,8 @@ def _cache_line(before: list[Message], after: list[Message]) -> str:
 def _log_take(app: "App", sid: str, turn: int | None, taken: list[int], sections: list[str],
               order: list[Message], report: TakeReport) -> None:
     store = app.store
-    snapshot = {"order": [m.id for m in order],
-                "texts": [[m.id, store.put_blob(m.text.encode("utf-8", "surrogatepass"))]
-                          for m in order if m.rewritten],
-                "restored": [m.id for m in order if m.restored]}
     event = store.append(sid, "receipt", turn=turn,
-                         payload={"edits": taken, "context": snapshot},
+                         payload={"edits": taken, "context": snapshot(store, order)},
                          text=lambda seq: "\n".join(s.replace("{seq}", str(seq))
                                                     for s in sections))
     report.receipts.append(event.text)
