@@ -159,3 +159,21 @@ def test_cli_ask_stopped_by_sigint_exits_130(loopback, home, workspace):
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 130 and "stopped" in err
+
+
+def test_a_turn_killed_mid_stream_is_marked_stopped_on_the_next_open(loopback, home, workspace):
+    srv = loopback([{"text": " ".join(f"w{i}" for i in range(400))}], chunk_delay=0.05)
+    write_config(home, srv)
+    sid = subprocess.run([sys.executable, "-m", "nodecode", "--home", str(home), "new"],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    proc = subprocess.Popen([sys.executable, "-m", "nodecode", "--home", str(home), "--cwd",
+                             str(workspace), "ask", "talk"], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.read(2)
+    proc.kill()
+    proc.wait()
+    app = App.open(home, "default", workspace, environ={})
+    events = app.store.events(sid)
+    assert [e.kind for e in events] == ["user", "stopped"]
+    assert app.store.read("PRAGMA integrity_check")[0][0] == "ok"
+    assert app.store.read("SELECT status FROM turns")[0][0] == "stopped"
+    app.close()

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from nodecode import session as sessions
+from nodecode import turns as turn_tree
 from nodecode.config import Config, load_config
 from nodecode.context import model as context_model
 from nodecode.paths import ensure_dir, home_dir
@@ -28,6 +29,7 @@ class App:
         self.cwd = cwd
         self.environ = environ
         self.store: Store = open_store(home, store_name)
+        turn_tree.recover(self.store)
 
     @classmethod
     def open(cls, home: str | os.PathLike | None = None, store: str = "default",

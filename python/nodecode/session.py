@@ -142,6 +142,15 @@ class Lease:
         self.release()
 
 
+def lease_live(store: Store, sid: str) -> bool:
+    """Whether some process holds an unexpired lease on ``sid``."""
+    rows = store.read("SELECT pid, host, expires FROM leases WHERE session = ?", (sid,))
+    if not rows:
+        return False
+    pid, host, expires = rows[0]
+    return expires > time.time() and _alive(pid, host, socket.gethostname())
+
+
 def _alive(pid: int, host: str, this_host: str) -> bool:
     if host != this_host:
         return True  # cannot check another machine's processes: trust the expiry

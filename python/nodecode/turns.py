@@ -97,3 +97,19 @@ def _lineage_turns(store: Store, sid: str) -> dict[int, Turn]:
                 known[turn.number] = turn
         limit = sessions.get(store, owner).fork_seq
     return known
+
+
+def recover(store: Store) -> list[tuple[str, int]]:
+    """Mark stopped every turn left running by a process that died (killed, or
+    its machine went down): a ``stopped`` event is appended, nothing rewritten."""
+    done = []
+    with store.atomic() as db:
+        rows = db.execute("SELECT session, number FROM turns WHERE status = 'running'").fetchall()
+        for sid, number in rows:
+            if sessions.lease_live(store, sid):
+                continue
+            event = store.append(sid, "stopped", turn=number,
+                                 text="interrupted: the process running this turn ended")
+            finish(store, sid, number, event.seq, "stopped")
+            done.append((sid, number))
+    return done
