@@ -33,15 +33,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
-import re
 import signal
 import socket
 import socketserver
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -57,12 +54,21 @@ from nodecode.loopback_cache import (
     anthropic_blocks,
     anthropic_tokens,
     breakpoints,
-    count_text,
     last_user_text,
     load_script,
     openai_tokens,
     parse_round,
     scale_parts,
+)
+
+from nodecode.loopback_wire import (
+    output_tokens,
+    anthropic_frame,
+    openai_frame,
+    anthropic_events,
+    anthropic_reply,
+    openai_chunks,
+    openai_reply,
 )
 
 __all__ = ["EXHAUSTED_TEXT", "LoopbackServer", "Recorded", "Round", "main"]
@@ -71,177 +77,12 @@ ANTHROPIC, OPENAI = "anthropic", "openai"
 STREAM_KINDS = ("drop", "stall", "sse_error")
 SSE_TYPE = "text/event-stream; charset=utf-8"
 JSON_TYPE = "application/json"
-MAX_TEXT_DELTAS = 48  # long replies stream in grouped words, not one event per word
 _ROUTES = {
     ("POST", "/v1/messages"): ANTHROPIC,
     ("POST", "/v1/chat/completions"): OPENAI,
     ("POST", "/v1/messages/count_tokens"): "count_tokens",
     ("GET", "/health"): "health",
 }
-
-
-# ---------------------------------------------------------------- wire pieces
-
-
-def text_chunks(text: str) -> list[str]:
-    """``text`` cut on word boundaries into at most ``MAX_TEXT_DELTAS`` pieces."""
-    words = re.findall(r"\s*\S+|\s+", text)
-    per = max(1, math.ceil(len(words) / MAX_TEXT_DELTAS))
-    return ["".join(words[i : i + per]) for i in range(0, len(words), per)]
-
-
-def json_fragments(value: dict, pieces: int = 4) -> list[str]:
-    """``value`` as JSON text cut into about ``pieces`` fragments."""
-    text = json.dumps(value, ensure_ascii=False)
-    size = max(1, math.ceil(len(text) / pieces))
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def output_tokens(rnd: Round) -> int:
-    calls = sum(count_text(f"{name} {json.dumps(args)}") for name, args in rnd.calls)
-    return max(1, count_text(rnd.text) + calls)
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def anthropic_frame(event: dict) -> bytes:
-    """One SSE event; ``event:`` always equals the JSON ``type``, ping spelled as on the wire."""
-    data = '{"type": "ping"}' if event["type"] == "ping" else _compact(event)
-    return f"event: {event['type']}\ndata: {data}\n\n".encode()
-
-
-def openai_frame(chunk: dict | str) -> bytes:
-    return f"data: {chunk if isinstance(chunk, str) else _compact(chunk)}\n\n".encode()
-
-
-def _anthropic_usage(usage: dict, output: int) -> dict:
-    return {
-        "input_tokens": usage["input"],
-        "cache_creation_input_tokens": usage["cache_write"],
-        "cache_read_input_tokens": usage["cache_read"],
-        "output_tokens": output,
-    }
-
-
-def _anthropic_message(msg_id: str, model: str, content: list, stop: Any, usage: dict) -> dict:
-    full_usage = _anthropic_usage(usage, usage["output"] if stop else 1)
-    full_usage["cache_creation"] = {
-        "ephemeral_5m_input_tokens": usage["cache_write"],
-        "ephemeral_1h_input_tokens": 0,
-    }
-    full_usage["service_tier"] = "standard"
-    return {
-        "id": msg_id, "type": "message", "role": "assistant", "model": model,
-        "content": content, "stop_reason": stop, "stop_sequence": None, "usage": full_usage,
-    }  # fmt: skip
-
-
-def _tool_block(tool_id: str, name: str, tool_input: dict) -> dict:
-    return {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}
-
-
-def anthropic_events(rnd: Round, first_id: int, model: str, msg_id: str, usage: dict) -> list[dict]:
-    """The full Messages event sequence of one round, shaped like recorded streams."""
-    start = _anthropic_message(msg_id, model, [], None, usage)
-    events: list[dict] = [{"type": "message_start", "message": start}]
-    index = 0
-    if rnd.text:
-        events.append(
-            {
-                "type": "content_block_start",
-                "index": 0,
-                "content_block": {"type": "text", "text": ""},
-            }
-        )
-        events += [
-            _delta(0, {"type": "text_delta", "text": piece}) for piece in text_chunks(rnd.text)
-        ]
-        events.append({"type": "content_block_stop", "index": 0})
-        index = 1
-    for k, (name, tool_input) in enumerate(rnd.calls):
-        block = _tool_block(f"toolu_lb{first_id + k}", name, {}) | {"caller": {"type": "direct"}}
-        events.append({"type": "content_block_start", "index": index, "content_block": block})
-        pieces = ["", *json_fragments(tool_input)]
-        events += [_delta(index, {"type": "input_json_delta", "partial_json": p}) for p in pieces]
-        events.append({"type": "content_block_stop", "index": index})
-        index += 1
-    events.insert(min(2, len(events)), {"type": "ping"})
-    stop = {"stop_reason": "tool_use" if rnd.calls else "end_turn", "stop_sequence": None}
-    events.append(
-        {"type": "message_delta", "delta": stop, "usage": _anthropic_usage(usage, usage["output"])}
-    )
-    events.append({"type": "message_stop"})
-    return events
-
-
-def _delta(index: int, delta: dict) -> dict:
-    return {"type": "content_block_delta", "index": index, "delta": delta}
-
-
-def anthropic_reply(rnd: Round, first_id: int, model: str, msg_id: str, usage: dict) -> dict:
-    """The non-streaming Messages reply of one round."""
-    content: list[dict] = [{"type": "text", "text": rnd.text}] if rnd.text else []
-    content += [_tool_block(f"toolu_lb{first_id + k}", n, i) for k, (n, i) in enumerate(rnd.calls)]
-    return _anthropic_message(
-        msg_id, model, content, "tool_use" if rnd.calls else "end_turn", usage
-    )
-
-
-def _openai_usage(usage: dict) -> dict:
-    return {
-        "prompt_tokens": usage["input"],
-        "completion_tokens": usage["output"],
-        "total_tokens": usage["input"] + usage["output"],
-        "prompt_tokens_details": {"cached_tokens": usage["cache_read"], "audio_tokens": 0},
-        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
-    }
-
-
-def openai_chunks(
-    rnd: Round, first_id: int, model: str, cid: str, usage: dict, with_usage: bool
-) -> list:
-    """The Chat Completions chunk sequence of one round, ending with ``[DONE]``."""
-    created = int(time.time())
-
-    def chunk(delta: dict | None, finish: str | None = None) -> dict:
-        choices = (
-            []
-            if delta is None
-            else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
-        )
-        body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                "system_fingerprint": "fp_loopback", "choices": choices}  # fmt: skip
-        return body | ({"usage": None} if with_usage else {})
-
-    chunks = [chunk({"role": "assistant", "content": "" if rnd.text else None, "refusal": None})]
-    chunks += [chunk({"content": piece}) for piece in text_chunks(rnd.text)]
-    for k, (name, tool_input) in enumerate(rnd.calls):
-        head = {"index": k, "id": f"call_lb{first_id + k}", "type": "function",
-                "function": {"name": name, "arguments": ""}}  # fmt: skip
-        chunks.append(chunk({"tool_calls": [head]}))
-        for piece in json_fragments(tool_input):
-            chunks.append(chunk({"tool_calls": [{"index": k, "function": {"arguments": piece}}]}))
-    chunks.append(chunk({}, "tool_calls" if rnd.calls else "stop"))
-    if with_usage:
-        chunks.append(chunk(None) | {"usage": _openai_usage(usage)})
-    return [*chunks, "[DONE]"]
-
-
-def openai_reply(rnd: Round, first_id: int, model: str, cid: str, usage: dict) -> dict:
-    """The non-streaming Chat Completions reply of one round."""
-    message: dict[str, Any] = {"role": "assistant", "content": rnd.text or None, "refusal": None}
-    if rnd.calls:
-        message["tool_calls"] = [
-            {"id": f"call_lb{first_id + k}", "type": "function",
-             "function": {"name": name, "arguments": json.dumps(args)}}
-            for k, (name, args) in enumerate(rnd.calls)
-        ]  # fmt: skip
-    choice = {"index": 0, "message": message, "logprobs": None,
-              "finish_reason": "tool_calls" if rnd.calls else "stop"}  # fmt: skip
-    return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [choice], "usage": _openai_usage(usage)}  # fmt: skip
 
 
 # ---------------------------------------------------------------- replies and errors
