@@ -221,7 +221,7 @@ def test_text_before_the_first_header_is_refused(harness):
 def test_a_malformed_own_header_is_refused_but_a_foreign_one_is_body_text(harness):
     path, text = export(harness)
     n = nonce_of(text)
-    path.write_text(text.replace("\nReading.\n", f"\nReading.\n[[m:zzzz 3 user]]\n"))
+    path.write_text(text.replace("\nReading.\n", "\nReading.\n[[m:zzzz 3 user]]\n"))
     next_request(harness)
     assert "rewrote 1 (3)" in receipt(harness)
     path, text = export(harness)

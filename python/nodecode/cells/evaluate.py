@@ -83,7 +83,7 @@ def _code_of(input: Any) -> str | CellError:
                          f"found {_json_kind(input)}")
     if "code" not in input:
         keys = ", ".join(json.dumps(str(k)) for k in sorted(map(str, input)))
-        return CellError(f'eval input must have a "code" string, found '
+        return CellError('eval input must have a "code" string, found '
                          + (f"only the keys {keys}" if keys else "an empty object"))
     if not isinstance(input["code"], str):
         return CellError(f'eval input "code" must be a string, found {_json_kind(input["code"])}')
