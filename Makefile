@@ -23,8 +23,6 @@ test: install
 demo: install
 	$(PY) -m nodecode.demo
 
-# Each benchmark prints its own ratio (SPEC section 11).
+# Every benchmark of SPEC section 11, reduced sizes, one table (BENCH_FULL=1: defaults).
 bench: install
-	@set -e; for f in bench/[!_]*.py; do \
-	  [ -e "$$f" ] || continue; echo "== $$f"; $(PY) "$$f"; \
-	done
+	@$(PY) bench/run_all.py

@@ -9,7 +9,9 @@ local M = {}
 ---@field store string
 ---@field approve 'confirm'|'select'|fun(kind: string, detail: string, done: fun(yes: boolean))
 ---@field chat { position: string, size: integer, input_height: integer }
----@field keymaps table<string, string|false>
+---@field context { position: string, open_newest: integer }
+---@field picker { backend: 'auto'|'telescope'|'builtin' }
+---@field keymaps table<string, string|false|table<string, string|false>>
 
 ---@type nodecode.Config
 M.defaults = {
@@ -31,17 +33,62 @@ M.defaults = {
     -- Height of the input area that `:Nodecode` (no text) opens under the chat.
     input_height = 6,
   },
-  -- Buffer-local keys; false disables one.
+  context = {
+    -- Where :NodecodeContext opens context.txt: 'current', 'split', 'vsplit' or 'tab'.
+    -- (From the chat or its input area, 'current' opens a split above instead.)
+    position = 'current',
+    -- How many of the newest blocks start unfolded (the rest start folded).
+    open_newest = 3,
+  },
+  picker = {
+    -- 'auto': telescope when installed, else the built-in floating picker;
+    -- 'telescope' or 'builtin' to choose.
+    backend = 'auto',
+  },
+  -- Buffer-local keys; false disables one. Every action also has a
+  -- <Plug>(nodecode-ACTION) mapping (see :help nodecode-mappings).
   keymaps = {
     send = '<CR>', -- input area, normal mode: send the whole input as the ask
     send_insert = '<C-s>', -- input area, insert mode: the same
     stop = '<C-c>', -- chat and input area, normal mode: :NodecodeStop
+    -- Chat and context buffers, normal mode:
+    undo = '<localleader>u', -- :NodecodeUndo (the ask comes back into the input area)
+    redo = '<localleader>r', -- :NodecodeRedo
+    tree = '<localleader>t', -- :NodecodeTree
+    status = '<localleader>s', -- :NodecodeStatus
+    recall = '<localleader>/', -- :NodecodeRecall
+    evict = '<localleader>e', -- :NodecodeEvict (down to 50%)
+    fork = '<localleader>f', -- :NodecodeFork
+    context = '<localleader>c', -- :NodecodeContext (in the context buffer: re-export)
+    chat = '<localleader>n', -- :Nodecode (the chat and its input area)
+    restore = '<localleader>m', -- context buffer: pick a removed message, insert its header
+    -- The recall picker (prompt, insert and normal mode):
+    picker = {
+      open = '<CR>', -- the whole entry in a scratch buffer
+      insert = '<C-y>', -- (recall-entry N) at the cursor of the window you came from
+      restore = '<C-r>', -- the message back into the context buffer
+      toggle = '<C-t>', -- this session's log <-> every session (full-text search)
+      next = '<C-n>',
+      prev = '<C-p>',
+      close = '<Esc>',
+    },
+    -- The tree buffer (:NodecodeTree), normal mode, on a turn's line:
+    tree_buffer = {
+      continue = 'c', -- head to this turn, files stay
+      rewind = 'r', -- head to this turn, files return to their state after it
+      rewind_force = 'R', -- the same, overwriting files changed since (saved as blobs)
+      fork = 'f', -- a new session from this turn
+      open = '<CR>', -- this turn's messages in a scratch buffer
+      close = 'q',
+    },
   },
 }
 
 -- Keys whose default is nil (absent from the table above).
 local OPTIONAL = { python = true, home = true }
 local POSITIONS = { right = true, left = true, below = true, tab = true, current = true }
+local CONTEXT_POSITIONS = { current = true, split = true, vsplit = true, tab = true }
+local BACKENDS = { auto = true, telescope = true, builtin = true }
 
 ---@type nodecode.Config
 local current = vim.deepcopy(M.defaults)
@@ -94,9 +141,23 @@ local function validate(c)
   check_one_of('chat.position', c.chat.position, POSITIONS)
   check('chat.size', c.chat.size, 'number')
   check('chat.input_height', c.chat.input_height, 'number')
+  check('context', c.context, 'table')
+  check('context.position', c.context.position, 'string')
+  check_one_of('context.position', c.context.position, CONTEXT_POSITIONS)
+  check('context.open_newest', c.context.open_newest, 'number')
+  check('picker', c.picker, 'table')
+  check('picker.backend', c.picker.backend, 'string')
+  check_one_of('picker.backend', c.picker.backend, BACKENDS)
   check('keymaps', c.keymaps, 'table')
-  for key in pairs(M.defaults.keymaps) do
-    check('keymaps.' .. key, c.keymaps[key], { 'string', 'boolean' })
+  for key, default in pairs(M.defaults.keymaps) do
+    if type(default) == 'table' then
+      check('keymaps.' .. key, c.keymaps[key], 'table')
+      for sub in pairs(default) do
+        check(('keymaps.%s.%s'):format(key, sub), c.keymaps[key][sub], { 'string', 'boolean' })
+      end
+    else
+      check('keymaps.' .. key, c.keymaps[key], { 'string', 'boolean' })
+    end
   end
 end
 

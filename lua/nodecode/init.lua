@@ -10,10 +10,12 @@ function M.setup(opts)
   require('nodecode.config').apply(opts)
 end
 
---- A short statusline string; empty for now.
+--- A short statusline string, fill and budget: `ctx 41k/196k 21%` (empty
+--- until the host has run). Cached: refreshed after each turn and change,
+--- so calling it from 'statusline' never blocks.
 ---@return string
 function M.status()
-  return ''
+  return require('nodecode.ui.status').line()
 end
 
 return M

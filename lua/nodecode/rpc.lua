@@ -144,12 +144,43 @@ function M.info()
   return info
 end
 
+--- A remote function of the pinned session: fn(...) = F(place, ...).
+---@param fname string
+---@return fun(...): any
+local function remote(fname)
+  return function(...)
+    return call(fname, require('nodecode.config').place(), ...)
+  end
+end
+
+-- The context buffer, recall and sessions (python/nodecode/host.py has the contracts).
+M.context = remote('NodecodeContext') ---@type fun(): table export + blocks
+M.validate = remote('NodecodeValidate') ---@type fun(text: string): table {ok, errors, summary}
+M.removed = remote('NodecodeRemoved') ---@type fun(): table[]
+M.recall = remote('NodecodeRecall') ---@type fun(query?: string, everywhere: boolean): table[]
+M.recall_entry = remote('NodecodeRecallEntry') ---@type fun(seq: integer, session?: string): string
+M.turn_messages = remote('NodecodeTurnMessages') ---@type fun(turn: integer): table[]
+M.sessions = remote('NodecodeSessions') ---@type fun(): table[]
+M.use_session = remote('NodecodeUseSession') ---@type fun(id?: string): table
+-- Budget and checkpoints.
+M.evict = remote('NodecodeEvict') ---@type fun(arg?: string): table {receipt}
+M.status = remote('NodecodeStatus') ---@type fun(): table
+M.budget = remote('NodecodeBudget') ---@type fun(n?: integer|'clear'): table {lines}
+M.undo = remote('NodecodeUndo') ---@type fun(force: boolean): table {lines, ask}
+M.redo = remote('NodecodeRedo') ---@type fun(force: boolean): table {lines}
+M.tree = remote('NodecodeTree') ---@type fun(): table[]
+M.continue_ = remote('NodecodeContinue') ---@type fun(turn: integer): any
+M.rewind = remote('NodecodeRewind') ---@type fun(turn: integer, force: boolean): any
+M.fork = remote('NodecodeFork') ---@type fun(turn?: integer): table {id}
+
 --- Entry point of the host's events (nodecode.host module docstring lists them).
 ---@param event table
 function M._on_event(event)
-  local ok, err = pcall(require('nodecode.ui.chat').on_event, event)
-  if not ok then
-    require('nodecode.message').error('showing %s failed: %s', tostring(event.kind), first_line(err))
+  for _, mod in ipairs({ 'nodecode.ui.chat', 'nodecode.ui.context', 'nodecode.ui.status' }) do
+    local ok, err = pcall(require(mod).on_event, event)
+    if not ok then
+      require('nodecode.message').error('showing %s failed: %s', tostring(event.kind), first_line(err))
+    end
   end
 end
 

@@ -8,26 +8,25 @@ implement them.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from nodecode import budget as budgets
+from nodecode import evict as evictions
 from nodecode import turns as turn_tree
 from nodecode.cells import CellEnv, CellResult, evaluate_call
-from nodecode.context import model as context_model
 from nodecode.context import request as request_builder
 from nodecode.context import take as takes
 from nodecode.context import verbs as _context_verbs  # noqa: F401  (registers (context …))
-from nodecode.errors import NodecodeError, ProviderError
+from nodecode.errors import ContextOverflow, NodecodeError, ProviderError
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS
 from nodecode.providers.types import Reply, ToolCall
 from nodecode.session import LEASE_SECONDS, Lease
 
 if TYPE_CHECKING:
     from nodecode.app import App
-
-DEFAULT_MAX_TOKENS = 8192
-
 
 class TurnCallbacks:
     """What the person sees of a running turn. Every method is optional."""
@@ -48,6 +47,7 @@ class TurnResult:
     status: str  # done | stopped | failed | round-limit
     text: str = ""
     error: str | None = None
+    user_error: bool = False  # failed for a reason the person must fix (CLI exit 1)
 
 
 def format_result(output: str, seq: int, limit: int) -> str:
@@ -97,8 +97,6 @@ class _Turn:
         provider_cfg = self.config.require_provider(self.app.environ)
         self.ptype = provider_cfg.type
         self.provider = self.app.provider()
-        self.max_tokens = int(provider_cfg.model_entry(self.config.model or "").get(
-            "max_tokens", DEFAULT_MAX_TOKENS))
         self.number = 0
 
     def log(self, kind: str, *, role: str | None = None, text: Any = "",
@@ -124,6 +122,9 @@ class _Turn:
                 message = self.redact(str(e))
                 self.log("error", text=message, payload={"status": e.status})
                 return TurnResult(self.number, "failed", final, message)
+            except evictions.DoesNotFit as e:
+                self.log("error", text=str(e), payload={"budget": True})
+                return TurnResult(self.number, "failed", final, str(e), user_error=True)
             calls = self.log_reply(reply)
             if reply.stopped or self.cancel.is_set():
                 return self.stopped(reply.text)
@@ -143,13 +144,28 @@ class _Turn:
 
     def request(self) -> Reply:
         self.lease.renew()
-        report = takes.take(self.app, self.sid, self.number)
+        plan = budgets.of(self.app)
+        meter = budgets.Meter(self.app, self.sid, self.ptype)
+        report = takes.take(self.app, self.sid, self.number, budget=plan.tokens,
+                            count=meter.fill)
         for receipt in report.receipts:
             self.cb.on_notice(receipt)
-        messages = context_model.build(self.store, self.sid)
+        ready = evictions.before_request(self.app, self.sid, self.number, meter, plan,
+                                         report.receipts)
+        try:
+            return self.send(ready)
+        except ContextOverflow as e:  # a ceiling learned: evict and retry once
+            ready = evictions.after_overflow(self.app, self.sid, self.number, meter, e, ready,
+                                             report.receipts)
+            return self.send(ready)
+
+    def send(self, ready: evictions.Prepared) -> Reply:
+        """Build the request from the prepared context, stream it, log it."""
+        for notice in ready.notices:
+            self.cb.on_notice(notice)
         built = request_builder.build(
-            self.ptype, messages, model=self.config.model, system=SYSTEM_PROMPT,
-            tools=TOOLS, max_tokens=self.max_tokens, previous=self.previous_sent())
+            self.ptype, ready.messages, model=self.config.model, system=SYSTEM_PROMPT,
+            tools=TOOLS, max_tokens=ready.budget.reply, previous=self.previous_sent())
         reply = self.provider.stream(built.body, on_text=self._on_text, cancel=self.cancel,
                                      on_retry=self.cb.on_retry)
         u = reply.usage
@@ -159,7 +175,7 @@ class _Turn:
             "breakpoints": built.breakpoints, "retries": reply.retries,
             "usage": {"input": u.input, "output": u.output, "cache_read": u.cache_read,
                       "cache_write": u.cache_write},
-            "stop_reason": reply.stop_reason})
+            "stop_reason": reply.stop_reason, **ready.log_fields()})
         return reply
 
     def _on_text(self, chunk: str) -> None:
@@ -197,8 +213,11 @@ class _Turn:
         return not self.cancel.is_set()
 
     def cell_env(self) -> CellEnv:
+        from nodecode import shadow  # checkpoints: shell changes via the shadow git store
+
         return make_cell_env(self.app, self.sid, approve=self.approve,
-                             extra={"turn": self.number})
+                             extra={"turn": self.number,
+                                    "on_shell": shadow.watch(self.app, self.sid)})
 
     def approve(self, kind: str, detail: str) -> bool:
         if kind in self.config.auto_approve:
@@ -213,6 +232,9 @@ class _Turn:
             payload["output"] = output
         if env.changes:
             payload["changes"] = [self._change(c) for c in env.changes]
+            payload["workspace"] = os.path.realpath(env.workspace)
+        if env.extra.get("shell_untracked"):
+            payload["shell_untracked"] = env.extra["shell_untracked"]
         event = self.log("tool", role="tool", payload=payload,
                          text=lambda seq: format_result(output, seq, limit))
         self.cb.on_result(event.seq, event.text, result.error)

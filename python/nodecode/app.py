@@ -83,10 +83,11 @@ class App:
 
         cfg = self.config.require_provider(self.environ)
         key = (cfg.type, cfg.base_url, self.config.api_key(self.environ),
-               self.config.max_retries, self.config.retry_backoff)
+               self.config.max_retries, self.config.retry_backoff, self.config.timeout)
         if getattr(self, "_provider_key", None) != key:
             self._provider = make_provider(cfg.type, base_url=cfg.base_url, api_key=key[2],
-                                           max_retries=key[3], backoff_base=key[4])
+                                           max_retries=key[3], backoff_base=key[4],
+                                           timeout=key[5])
             self._provider_key = key
         return self._provider
 

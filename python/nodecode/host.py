@@ -253,6 +253,156 @@ class Host:
         return [{"id": j.id, "session": j.session, "status": j.status}
                 for j in self._jobs.values()]
 
+    # --- the context buffer, recall and sessions (ui/context.lua, picker, tree)
+
+    def context(self, ctx: Any) -> dict[str, Any]:
+        """Export the context (a new context.txt) and describe it for the buffer:
+        {path, first, nonce, export, blocks: [{id, role, tokens, line}], cached_through}."""
+        from nodecode.context import view
+
+        app, sid = self._pinned(ctx)
+        return view.open_export(app, sid)
+
+    def validate(self, ctx: Any, text: str) -> dict[str, Any]:
+        """A dry run of taking ``text`` as the saved context.txt: {ok, errors, summary}."""
+        from nodecode.context import take
+
+        app, sid = self._pinned(ctx)
+        return take.validate(app, sid, str(text))
+
+    def removed(self, ctx: Any) -> list[dict[str, Any]]:
+        """Messages a restore can bring back: [{id, role, turn, first_line}]."""
+        from nodecode.context import view
+
+        app, sid = self._pinned(ctx)
+        return view.removed(app.store, sid)
+
+    def recall(self, ctx: Any, query: str | None, everywhere: bool) -> list[dict[str, Any]]:
+        """Picker rows: this session's log matching ``query``, or (everywhere) a search."""
+        from nodecode.recall import recall_items
+
+        app, sid = self._pinned(ctx)
+        return recall_items(app.store, sid, query=query or None, everywhere=bool(everywhere))
+
+    def recall_entry(self, ctx: Any, seq: int, session: str | None = None) -> str:
+        """``(recall-entry N)`` of this session, or of ``session`` (a search hit's)."""
+        from nodecode.recall import recall_entry
+
+        app, sid = self._pinned(ctx)
+        return recall_entry(app.store, session or sid, int(seq))
+
+    def turn_messages(self, ctx: Any, turn: int) -> list[dict[str, Any]]:
+        """One turn's messages (undone turns too), for the tree's open action."""
+        from nodecode.context import view
+
+        app, sid = self._pinned(ctx)
+        return view.turn_messages(app.store, sid, int(turn))
+
+    def sessions(self, ctx: Any) -> list[dict[str, Any]]:
+        """The store's sessions, newest first, the pinned one marked."""
+        from nodecode.context import view
+
+        app, sid = self._pinned(ctx)
+        return view.session_rows(app.store, sid)
+
+    def use_session(self, ctx: Any, sid: str | None) -> dict[str, Any]:
+        """Pin session ``sid`` (None: a new one) for this Neovim and make it the
+        store's current session; refused while a turn of this Neovim runs."""
+        from nodecode import session as sessions
+
+        place = Place.from_lua(ctx)
+        app = self._app(place)
+        running = [j for j in self._jobs.values() if j.running]
+        if running:
+            raise UserError(f"job {running[0].id} is running: stop it first (:NodecodeStop)")
+        if sid:
+            sessions.set_current(app.store, str(sid))
+        else:
+            sid = app.new_session()
+        with self._lock:
+            self._pins[(place.home, place.store)] = str(sid)
+        return self.session(ctx)
+
+    # --- checkpoints: undo, redo, the tree, fork (SPEC §6) -----------------
+
+    def undo(self, ctx: Any, force: bool = False) -> dict[str, Any]:
+        """Undo the head turn: {op, from, to, lines, ask} (ask: for the input area)."""
+        from nodecode import checkpoints
+
+        app, sid = self._pinned(ctx)
+        return checkpoints.undo(app, sid, force=bool(force)).as_dict()
+
+    def redo(self, ctx: Any, force: bool = False) -> dict[str, Any]:
+        from nodecode import checkpoints
+
+        app, sid = self._pinned(ctx)
+        return checkpoints.redo(app, sid, force=bool(force)).as_dict()
+
+    def tree(self, ctx: Any) -> list[dict[str, Any]]:
+        """The turn tree: [{number, parent, session, ask, first_seq, last_seq, span,
+        status, on_path, head}] by number."""
+        from nodecode import tree
+
+        app, sid = self._pinned(ctx)
+        return [n.as_dict() for n in tree.nodes(app.store, sid)]
+
+    def continue_(self, ctx: Any, turn: int) -> dict[str, Any]:
+        from nodecode import checkpoints
+
+        app, sid = self._pinned(ctx)
+        return checkpoints.continue_(app, sid, int(turn)).as_dict()
+
+    def rewind(self, ctx: Any, turn: int, force: bool = False) -> dict[str, Any]:
+        from nodecode import checkpoints
+
+        app, sid = self._pinned(ctx)
+        return checkpoints.rewind(app, sid, int(turn), force=bool(force)).as_dict()
+
+    def fork(self, ctx: Any, turn: int | None = None) -> dict[str, Any]:
+        """Fork here (or at ``turn``); this Neovim then works in the child: {id, parent}."""
+        from nodecode import checkpoints
+
+        place = Place.from_lua(ctx)
+        app, sid = self._pinned(ctx)
+        child = checkpoints.fork(app, sid, int(turn) if turn is not None else None)
+        with self._lock:
+            self._pins[(place.home, place.store)] = child
+        return {"id": child, "parent": sid}
+
+    # --- the budget: /context, /evict, /budget (SPEC §3-4) -----------------
+
+    def status(self, ctx: Any) -> dict[str, Any]:
+        """The /context report (:NodecodeStatus): {window, source, reply, budget,
+        fill, percent, parts, per_turn, last_request, warn_at, evict_to, pending, text}."""
+        from nodecode import status
+
+        app, sid = self._pinned(ctx)
+        report = status.report(app, sid)
+        return {**report, "text": status.render(report)}
+
+    def budget(self, ctx: Any, n: Any = None) -> dict[str, Any]:
+        """:NodecodeBudget [N | clear]: set or clear the store's override, then
+        {window, source, reply, budget, ceiling, sources, lines}."""
+        from nodecode import budget as budgets
+        from nodecode import status
+
+        app, _ = self._pinned(ctx)
+        if isinstance(n, str) and n.strip() == "clear":
+            budgets.clear_override(app)
+        elif n not in (None, ""):
+            budgets.set_override(app, int(n) if str(n).strip().isdigit() else n)
+        plan = budgets.of(app)
+        return {**plan.as_dict(), "lines": status.budget_lines(plan)}
+
+    def evict(self, ctx: Any, arg: Any = None) -> dict[str, Any]:
+        """:NodecodeEvict / :NodecodeCompact [PERCENT | through TURN]: {receipt}.
+        Refused (session busy) while a turn runs in this session."""
+        from nodecode import evict as evictions
+
+        app, sid = self._pinned(ctx)
+        percent, through = evictions.parse_words(str(arg) if arg not in (None, "") else None)
+        return {"receipt": evictions.manual(app, sid, percent=percent, through=through)}
+
     # --- internals ----------------------------------------------------------
 
     def _app(self, place: Place) -> Any:
@@ -263,6 +413,12 @@ class Host:
             with self._lock:
                 app = self._apps.setdefault(place, app)
         return app
+
+    def _pinned(self, ctx: Any) -> tuple[Any, str]:
+        """The App and the pinned session for a Lua ``ctx``."""
+        place = Place.from_lua(ctx)
+        app = self._app(place)
+        return app, self._session(app, place)
 
     def _session(self, app: Any, place: Place) -> str:
         """The session pinned by this Neovim for (home, store); resolved once."""

@@ -21,8 +21,10 @@ counting only the two model endpoints, faulted requests included); a fault
 added without ``at`` hits the next model request. Kinds: an HTTP status
 ("429", "529", "500", ...; ``retry_after`` sets the header), "drop" (part of
 the stream, then the connection closes without the terminal chunk), "stall"
-(part of the stream, ``seconds`` of silence, then the same close) and
-"sse_error" (part of the stream, then the provider's in-stream error).
+(part of the stream, ``seconds`` of silence, then the same close),
+"sse_error" (part of the stream, then the provider's in-stream error) and
+"garbage" (part of the stream, then lines that are not SSE and data that is
+not JSON, then a clean end of body; without streaming, a body that is not JSON).
 
 Run it alone with ``python -m nodecode.loopback --script FILE``: it prints
 its URL on one line and serves until SIGTERM or SIGINT.
@@ -74,7 +76,9 @@ from nodecode.loopback_wire import (
 __all__ = ["EXHAUSTED_TEXT", "LoopbackServer", "Recorded", "Round", "main"]
 
 ANTHROPIC, OPENAI = "anthropic", "openai"
-STREAM_KINDS = ("drop", "stall", "sse_error")
+STREAM_KINDS = ("drop", "stall", "sse_error", "garbage")
+GARBAGE_FRAMES = [b"this line is not server-sent events\n", b"\x00\xff\xfe\r\n",
+                  b'data: {"type": "content_block_delta", "delta": {"text": "cut\n\n']
 SSE_TYPE = "text/event-stream; charset=utf-8"
 JSON_TYPE = "application/json"
 _ROUTES = {
@@ -421,6 +425,8 @@ class LoopbackServer:
             return error_reply(flavor, int(kind), headers=headers)
         if kind == "sse_error" and not body.get("stream"):
             return error_reply(flavor, 529, headers=headers)
+        if kind == "garbage" and not body.get("stream"):
+            return Reply(200, b"{not json at all", headers=headers)
         # The partial reply shows the round that would come next, without taking it.
         total = anthropic_tokens(body) if flavor == ANTHROPIC else openai_tokens(body)
         with self._lock:
@@ -436,6 +442,8 @@ class LoopbackServer:
         cut = int(fault.get("after", max(1, min(len(frames) // 2, len(frames) - 2))))
         if kind == "sse_error":
             reply.frames = [*frames[:cut], stream_error_frame(flavor)]
+        elif kind == "garbage":
+            reply.frames = [*frames[:cut], *GARBAGE_FRAMES]
         else:
             reply.frames, reply.abort, reply.stall = frames[:cut], True, stall
         return reply

@@ -21,7 +21,11 @@ def home_dir(explicit: str | os.PathLike | None = None,
 
 def ensure_dir(path: Path) -> Path:
     """Create ``path`` (and parents) as 0700 directories; tighten an existing one."""
+    # mkdir(parents=True) gives the parents it creates the umask's mode, not ``mode``.
+    missing = [p for p in (path, *path.parents) if not p.exists()]
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for created in missing:
+        os.chmod(created, 0o700)
     os.chmod(path, 0o700)
     return path
 

@@ -95,8 +95,20 @@ def _lineage_turns(store: Store, sid: str) -> dict[int, Turn]:
             turn = _turn(row)
             if turn.number not in known and (limit is None or turn.first_seq <= limit):
                 known[turn.number] = turn
-        limit = sessions.get(store, owner).fork_seq
+        limit = lower_limit(limit, sessions.get(store, owner).fork_seq)
     return known
+
+
+def visible(store: Store, sid: str) -> dict[int, Turn]:
+    """Every turn ``sid`` can see, by number: its own, then each ancestor's up to the fork."""
+    return _lineage_turns(store, sid)
+
+
+def lower_limit(limit: int | None, fork_seq: int | None) -> int | None:
+    """The last seq an ancestor lends: a grandparent lends no more than the parent saw."""
+    if fork_seq is None:
+        return limit
+    return fork_seq if limit is None else min(limit, fork_seq)
 
 
 def recover(store: Store) -> list[tuple[str, int]]:

@@ -92,6 +92,7 @@ local function chat_buf()
   if stop then
     vim.keymap.set('n', stop, M.stop, { buffer = buf, desc = 'nodecode: stop the turn' })
   end
+  require('nodecode.keymaps').attach(buf, 'chat')
   state.buf, state.view = buf, Transcript.new(buf)
   vim.api.nvim_create_autocmd('BufWinEnter', {
     buffer = buf,
@@ -141,6 +142,7 @@ end
 ---@return integer win
 function M.open(opts)
   local win = chat_win()
+  require('nodecode.ui.status').refresh()
   if opts and opts.input then
     require('nodecode.ui.input').open(win)
   end
@@ -182,6 +184,27 @@ end
 function M.say(text)
   chat_buf()
   state.view:say(text)
+end
+
+--- Show the session's history again (after an undo, a tree move, a session
+--- switch). Left alone while a turn streams into it.
+function M.reload()
+  if not (state.buf and vim.api.nvim_buf_is_valid(state.buf)) or state.job then
+    return
+  end
+  local buf = state.buf
+  vim.bo[buf].modifiable = true
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, {})
+  vim.api.nvim_buf_clear_namespace(buf, vim.api.nvim_create_namespace('nodecode_transcript'), 0, -1)
+  state.view = Transcript.new(buf)
+  local ok, history = pcall(require('nodecode.rpc').messages)
+  if not ok then
+    return message().error('%s', reason(history))
+  end
+  state.view:history(history)
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    setup_win(win)
+  end
 end
 
 --- The job running in this chat, if any.

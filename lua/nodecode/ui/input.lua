@@ -43,13 +43,28 @@ local function input_buf()
   if keys.stop then
     vim.keymap.set('n', keys.stop, require('nodecode.ui.chat').stop, { buffer = buf, desc = 'nodecode: stop the turn' })
   end
+  require('nodecode.keymaps').attach(buf, 'chat')
   return buf
 end
 
---- Show the input area under window `chat` and start typing in it.
+--- Show the input area under window `chat` and start typing in it; with
+--- `text`, the input becomes that text (or gets it added, with `append`),
+--- the cursor at its end (the undone ask comes back this way).
 ---@param chat integer
-function M.open(chat)
+---@param text? string
+---@param append? boolean
+function M.open(chat, text, append)
   local b = input_buf()
+  if text then
+    local lines = vim.split(text, '\n', { plain = true })
+    local old = vim.api.nvim_buf_get_lines(b, 0, -1, false)
+    if append and not (#old == 1 and old[1] == '') then
+      local last = old[#old]
+      vim.api.nvim_buf_set_text(b, #old - 1, #last, #old - 1, #last, lines)
+    else
+      vim.api.nvim_buf_set_lines(b, 0, -1, false, lines)
+    end
+  end
   local win = vim.fn.bufwinid(b)
   if win == -1 then
     local height = require('nodecode.config').get().chat.input_height
@@ -57,7 +72,13 @@ function M.open(chat)
     vim.wo[win][0].winfixheight = true
   end
   vim.api.nvim_set_current_win(win)
-  vim.cmd('startinsert')
+  if text then
+    local n = vim.api.nvim_buf_line_count(b)
+    vim.api.nvim_win_set_cursor(win, { n, #vim.api.nvim_buf_get_lines(b, n - 1, n, true)[1] })
+    vim.cmd('startinsert!')
+  else
+    vim.cmd('startinsert')
+  end
 end
 
 return M

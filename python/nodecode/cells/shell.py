@@ -49,11 +49,17 @@ def shell(env: CellEnv, cmd: str, *, timeout: float | None = None) -> str:
         raise CellError("shell: CMD contains a NUL character")
     if not env.approve("shell", cmd):
         raise CellError("shell not approved")
+    # Checkpoints snapshot the workspace around the command (see nodecode.shadow).
+    hook = env.extra.get("on_shell")
+    if hook is not None:
+        hook(env, "before")
     proc = _spawn(env, cmd)
     try:
         out, status = _run(proc, limit)
     finally:
         proc.stdout.close()  # type: ignore[union-attr]
+        if hook is not None:
+            hook(env, "after")
     return _report(out, status)
 
 

@@ -50,6 +50,8 @@ class Applied:
 def split_notes(body: str, original: str) -> tuple[str, list[str]]:
     """A body's own text and the notes added under it. ``[[note]]`` lines the
     exported text already had are body text; the first extra one starts notes."""
+    if body == original or NOTE_LINE not in body:  # no extra [[note]] line possible
+        return body, []
     lines = body.split("\n")
     had = sum(1 for line in original.split("\n") if line.rstrip() == NOTE_LINE)
     at = [i for i, line in enumerate(lines) if line.rstrip() == NOTE_LINE]
@@ -138,9 +140,13 @@ def _check_deleted_calls(edit: Edit, exported: list[Block], st: State) -> None:
 # -- reading a form -----------------------------------------------------------
 
 
-def read_form_edit(form: dict[str, Any], order: list[Message], st: State) -> Edit:
-    """``(context :drop SPANS :keep IDS :note TEXT)`` against the current order."""
+def read_form_edit(form: dict[str, Any], order: list[Message], st: State,
+                   made_at: int | None = None) -> Edit:
+    """``(context :drop SPANS :keep IDS :note TEXT)`` against the current order. Seqs
+    and spans reach only messages older than the form (``made_at``, its event's seq):
+    the ask that follows an idle form is newer than it, like messages after an export."""
     edit = Edit()
+    older = [m for m in order if made_at is None or m.id < made_at]
     present = {m.id: m for m in order}
     drop: set[int] = set()
     spec = form.get("drop")
@@ -148,18 +154,31 @@ def read_form_edit(form: dict[str, Any], order: list[Message], st: State) -> Edi
         drop = {m.id for m in order if m.id not in st.newest}
     elif spec:
         for item in spec:
-            hit = _containing(item, order)
+            hit = _containing(item, older)
             if not hit:
                 edit.errors.append((None, f":drop {_show(item)}: no message of the context "
                                           "contains it"))
             drop |= hit
     drop -= set(form.get("keep") or [])
     edit.deleted = [m.id for m in order if m.id in drop]
+    if made_at is not None:
+        _check_newer_results(edit, st, made_at)
     note = form.get("note")
     if isinstance(note, str) and note.strip():
         edit.notes.append((order[-1].id if order else None, note))
     edit.kept = [i for i in present if i not in drop]
     return edit
+
+
+def _check_newer_results(edit: Edit, st: State, made_at: int) -> None:
+    """As for a file: a call whose result was logged after the form (the cell that
+    ran it, say) is newer than the form and cannot be dropped by it."""
+    results = {m.call_id: m.id for m in st.path_messages.values() if m.role == "tool"}
+    for i in edit.deleted:
+        m = st.path_messages.get(i)
+        if m is not None and m.role == "call" and results.get(i, 0) > made_at:
+            edit.errors.append((None, f"deleting call {i} whose result {results[i]} was "
+                                      "logged after this form: that pair is newer than the form"))
 
 
 def _containing(item: Any, order: list[Message]) -> set[int]:
@@ -207,7 +226,8 @@ def apply(order: list[Message], edit: Edit, st: State,
     out = _rewrite(out, edit, st, done)
     out = _restore(out, edit, st, done)
     out = _insert_notes(out, edit, new_note, done)
-    done.kept = sum(1 for m in out if m.id in set(edit.kept))
+    kept = set(edit.kept)
+    done.kept = sum(1 for m in out if m.id in kept)
     return out, done
 
 

@@ -153,7 +153,7 @@ def _path_events(store: Store, sid: str, path: list[turn_tree.Turn]) -> list[Eve
     for owner in turn_tree.lineage(store, sid):
         events += store.context_events(owner, numbers, upto=upto, kinds=SNAPSHOT_KINDS,
                                        turnless=owner == sid)
-        upto = sessions.get(store, owner).fork_seq
+        upto = turn_tree.lower_limit(upto, sessions.get(store, owner).fork_seq)
     return events
 
 

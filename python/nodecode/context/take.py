@@ -73,8 +73,10 @@ def export(app: "App", sid: str) -> Path:
                      text=fileformat.first_line(app.store_name, sid, number, nonce),
                      payload={"number": number, "nonce": nonce, "base": take_count(store, sid),
                               "blob": store.put_blob(raw), "ids": [m.id for m in st.messages]})
-        path = context_file(app, sid)
-        write_private(path, raw)
+    # Written once the export is committed: a crash in between must not leave a
+    # file naming an export the log does not have.
+    path = context_file(app, sid)
+    write_private(path, raw)
     return path
 
 
@@ -100,8 +102,10 @@ def record_file_edit(app: "App", sid: str) -> Event | None:
 
 
 def _recorded_files(store: Store, sid: str) -> set[str]:
-    return {e.payload.get("blob") for e in store.events(sid, kinds=("edit",))
-            if e.payload.get("source") == "file"}
+    # Any export's own bytes are no edit either: a crash between an export's
+    # commit and its file write leaves the previous export on disk.
+    return {e.payload.get("blob") for e in store.events(sid, kinds=("edit", "export"))
+            if e.kind == "export" or e.payload.get("source") == "file"}
 
 
 def record_form_edit(store: Store, sid: str, form: dict[str, Any], turn: int | None) -> Event:
@@ -121,7 +125,7 @@ def pending_edits(store: Store, sid: str) -> list[Event]:
 
 def read_edit(store: Store, sid: str, e: Event, order: list[Message], st: State) -> Edit:
     if e.payload.get("source") == "form":
-        return read_form_edit(e.payload, order, st)
+        return read_form_edit(e.payload, order, st, made_at=e.seq)
     exp = _export(store, sid, e.payload["export"])
     raw = store.blob(e.payload["blob"]) or b""
     try:
@@ -155,19 +159,20 @@ def take(app: "App", sid: str, turn: int | None, *, budget: int | None = None,
         order = list(st.messages)
         sections: list[str] = []
         taken: list[int] = []
+        notices: list[Message] = []
         for e in pending:
             edit = Edit(errors=[(None, STALE)]) if e.payload.get("base", -1) < current \
                 else read_edit(store, sid, e, order, st)
             reason = edit.error()
             if reason is not None:
-                _refuse(app, sid, turn, e, reason, report)
+                notices.append(_refuse(app, sid, turn, e, reason, report))
                 continue
             before = order
             order, done = apply(order, edit, st, lambda text: _note(store, sid, turn, text))
             sections.append(_section(app, sid, e, done, before, order, budget, count))
             taken.append(e.seq)
-        if taken:
-            _log_take(app, sid, turn, taken, sections, order, report)
+        if taken:  # refusal notices logged before the snapshot stay in it, at the end
+            _log_take(app, sid, turn, taken, sections, order + notices, report)
     _write_receipts(app, sid, report)
     return report
 
@@ -177,14 +182,14 @@ def _note(store: Store, sid: str, turn: int | None, text: str) -> Message:
 
 
 def _refuse(app: "App", sid: str, turn: int | None, e: Event, reason: str,
-            report: TakeReport) -> None:
+            report: TakeReport) -> Message:
     head = _receipt_head(app, sid, e)
     event = app.store.append(sid, "receipt", turn=turn, payload={"edits": [e.seq]},
                              text=lambda seq: f"{head}\nrefused at seq {seq}: {reason}")
     report.receipts.append(event.text)
     notice = f"Your context edit ({_what(e)}) was refused: {reason}"
-    app.store.append(sid, "notice", role="notice", turn=turn, text=notice)
     report.notices.append(notice)
+    return message_of(app.store.append(sid, "notice", role="notice", turn=turn, text=notice))
 
 
 def _what(e: Event) -> str:

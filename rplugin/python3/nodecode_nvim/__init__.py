@@ -48,6 +48,10 @@ def _arg(args: list, i: int, default: Any = None) -> Any:
     return args[i] if len(args) > i and args[i] is not None else default
 
 
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None or value == "" else int(value)
+
+
 class _NvimPort:
     """``nodecode.host.Port`` over pynvim: the only path from threads to Neovim."""
 
@@ -99,6 +103,96 @@ class NodecodePlugin:
     @never_raise
     def info(self, args: list) -> dict:
         return self.host.session(_arg(args, 0, {}))
+
+    # --- the context buffer, recall, sessions (lua/nodecode/ui/*) -----------
+
+    @pynvim.function("NodecodeContext", sync=True)
+    @never_raise
+    def context(self, args: list) -> dict:
+        return self.host.context(_arg(args, 0, {}))
+
+    @pynvim.function("NodecodeValidate", sync=True)
+    @never_raise
+    def validate(self, args: list) -> dict:
+        return self.host.validate(_arg(args, 0, {}), str(_arg(args, 1, "")))
+
+    @pynvim.function("NodecodeRemoved", sync=True)
+    @never_raise
+    def removed(self, args: list) -> list:
+        return self.host.removed(_arg(args, 0, {}))
+
+    @pynvim.function("NodecodeRecall", sync=True)
+    @never_raise
+    def recall(self, args: list) -> list:
+        return self.host.recall(_arg(args, 0, {}), _arg(args, 1), bool(_arg(args, 2, False)))
+
+    @pynvim.function("NodecodeRecallEntry", sync=True)
+    @never_raise
+    def recall_entry(self, args: list) -> str:
+        return self.host.recall_entry(_arg(args, 0, {}), int(_arg(args, 1, 0)), _arg(args, 2))
+
+    @pynvim.function("NodecodeTurnMessages", sync=True)
+    @never_raise
+    def turn_messages(self, args: list) -> list:
+        return self.host.turn_messages(_arg(args, 0, {}), int(_arg(args, 1, 0)))
+
+    @pynvim.function("NodecodeSessions", sync=True)
+    @never_raise
+    def sessions(self, args: list) -> list:
+        return self.host.sessions(_arg(args, 0, {}))
+
+    @pynvim.function("NodecodeUseSession", sync=True)
+    @never_raise
+    def use_session(self, args: list) -> dict:
+        return self.host.use_session(_arg(args, 0, {}), _arg(args, 1))
+
+    # --- budget and checkpoints ---------------------------------------------
+
+    @pynvim.function("NodecodeEvict", sync=True)
+    @never_raise
+    def evict(self, args: list) -> Any:
+        return self.host.evict(_arg(args, 0, {}), _arg(args, 1))
+
+    @pynvim.function("NodecodeStatus", sync=True)
+    @never_raise
+    def status(self, args: list) -> Any:
+        return self.host.status(_arg(args, 0, {}))
+
+    @pynvim.function("NodecodeBudget", sync=True)
+    @never_raise
+    def budget(self, args: list) -> Any:
+        return self.host.budget(_arg(args, 0, {}), _arg(args, 1))  # N, "clear" or nil
+
+    @pynvim.function("NodecodeUndo", sync=True)
+    @never_raise
+    def undo(self, args: list) -> Any:
+        return self.host.undo(_arg(args, 0, {}), bool(_arg(args, 1, False)))
+
+    @pynvim.function("NodecodeRedo", sync=True)
+    @never_raise
+    def redo(self, args: list) -> Any:
+        return self.host.redo(_arg(args, 0, {}), bool(_arg(args, 1, False)))
+
+    @pynvim.function("NodecodeTree", sync=True)
+    @never_raise
+    def tree(self, args: list) -> Any:
+        return self.host.tree(_arg(args, 0, {}))
+
+    @pynvim.function("NodecodeContinue", sync=True)
+    @never_raise
+    def continue_(self, args: list) -> Any:
+        return self.host.continue_(_arg(args, 0, {}), int(_arg(args, 1, 0)))
+
+    @pynvim.function("NodecodeRewind", sync=True)
+    @never_raise
+    def rewind(self, args: list) -> Any:
+        return self.host.rewind(_arg(args, 0, {}), int(_arg(args, 1, 0)),
+                                bool(_arg(args, 2, False)))
+
+    @pynvim.function("NodecodeFork", sync=True)
+    @never_raise
+    def fork(self, args: list) -> Any:
+        return self.host.fork(_arg(args, 0, {}), _int_or_none(_arg(args, 1)))
 
     def _notify(self, text: str) -> None:
         self.nvim.exec_lua("require('nodecode.message').error(...)", text, async_=True)

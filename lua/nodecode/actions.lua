@@ -1,0 +1,181 @@
+-- What the budget, checkpoint and session commands do: call the host, say
+-- what happened, and make every view follow (files, chat, context buffer,
+-- tree, statusline).
+
+local M = {}
+
+local function rpc()
+  return require('nodecode.rpc')
+end
+
+local function message()
+  return require('nodecode.message')
+end
+
+--- Lines of a host reply, whatever its shape: a string, a list of lines, or
+--- a table with `lines`, `text` or `message`.
+---@param r any
+---@return string[]
+function M.lines(r)
+  if r == nil or r == vim.NIL then
+    return {}
+  end
+  if type(r) == 'string' then
+    return vim.split(vim.trim(r), '\n', { plain = true })
+  end
+  if type(r) ~= 'table' then
+    return { tostring(r) }
+  end
+  if vim.islist(r) and (#r == 0 or type(r[1]) == 'string') then
+    return r
+  end
+  for _, key in ipairs({ 'lines', 'text', 'message', 'receipt' }) do
+    local v = r[key]
+    if v ~= nil and v ~= vim.NIL then
+      return M.lines(v)
+    end
+  end
+  return {}
+end
+
+--- Tell the person what the host said (info), or `fallback`.
+---@param r any
+---@param fallback string
+local function say(r, fallback)
+  local lines = M.lines(r)
+  message().info('%s', #lines > 0 and table.concat(lines, '\n') or fallback)
+end
+
+--- Re-read files a move changed. :checktime alone only looks at buffers in a
+--- window, so each loaded, unmodified file buffer is checked by number.
+function M.reload_files()
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    local bo = vim.bo[buf]
+    if vim.api.nvim_buf_is_loaded(buf) and bo.buftype == '' and not bo.modified
+      and vim.api.nvim_buf_get_name(buf) ~= '' then
+      pcall(vim.cmd, ('silent! checktime %d'):format(buf))
+    end
+  end
+end
+
+--- Something moved the head or changed the context: files, chat, context
+--- buffer, tree and statusline follow. Each step on its own, so one failing
+--- does not stop the others.
+function M.after_change()
+  for _, step in ipairs({
+    function()
+      M.reload_files()
+    end,
+    function()
+      require('nodecode.ui.chat').reload()
+    end,
+    function()
+      require('nodecode.ui.context').follow()
+    end,
+    function()
+      require('nodecode.ui.tree').refresh()
+    end,
+    function()
+      require('nodecode.ui.status').refresh()
+    end,
+  }) do
+    local ok, err = pcall(step)
+    if not ok then
+      message().error('%s', (tostring(err):gsub('^nodecode: ', '')))
+    end
+  end
+end
+
+--- :NodecodeEvict [percent | through TURN] (and :NodecodeCompact).
+---@param arg string
+function M.evict(arg)
+  arg = vim.trim(arg or '')
+  local r = rpc().evict(arg ~= '' and arg or nil)
+  say(r, 'evicted')
+  M.after_change()
+end
+
+--- :NodecodeBudget [N | clear]: show the budget, or set (clear) the store's
+--- window override.
+---@param arg string
+function M.budget(arg)
+  arg = vim.trim(arg or '')
+  local n = nil
+  if arg == 'clear' then
+    n = arg
+  elseif arg ~= '' then
+    n = tonumber(arg)
+    if not n or n <= 0 or n % 1 ~= 0 then
+      error(('nodecode: :NodecodeBudget expects a window in tokens or "clear" (got %q)'):format(arg), 0)
+    end
+  end
+  say(rpc().budget(n), 'budget: unknown')
+  require('nodecode.ui.status').refresh()
+end
+
+--- :NodecodeUndo[!]: rewind the last turn; its ask comes back into the input area.
+---@param force boolean
+function M.undo(force)
+  local r = rpc().undo(force)
+  say(r, 'undone')
+  M.after_change()
+  local ask = type(r) == 'table' and r.ask
+  if type(ask) == 'string' and ask ~= '' then
+    local chat = require('nodecode.ui.chat')
+    require('nodecode.ui.input').open(chat.open(), ask)
+  end
+end
+
+--- :NodecodeRedo[!]
+---@param force? boolean
+function M.redo(force)
+  say(rpc().redo(force == true), 'redone')
+  M.after_change()
+end
+
+--- :NodecodeFork [TURN]: a new session from here (or from TURN), pinned at once.
+---@param turn? integer
+function M.fork(turn)
+  local r = rpc().fork(turn) -- the host pins the child
+  local id = type(r) == 'table' and r.id or r
+  if type(id) == 'string' then
+    message().info('forked: this Neovim now works in session %s', id)
+  else
+    say(r, 'forked')
+  end
+  M.after_change()
+end
+
+--- Work in session `id` (nil: a new one) from now on.
+---@param id? string
+function M.use_session(id)
+  local info = rpc().use_session(id)
+  message().info('now in session %s', info.id)
+  M.after_change()
+end
+
+--- :NodecodeSessions [ID]: resume ID, or pick one (or a new one).
+---@param arg string
+function M.sessions(arg)
+  arg = vim.trim(arg or '')
+  if arg ~= '' then
+    return M.use_session(arg)
+  end
+  require('nodecode.ui.picker').sessions(rpc().sessions(), function(item)
+    M.use_session(item.id)
+  end)
+end
+
+--- Run `fn`, turning its error into one message (for picker and tree callbacks).
+---@param fn fun(...)
+---@return fun(...)
+function M.guard(fn)
+  return function(...)
+    local ok, err = pcall(fn, ...)
+    if not ok then
+      message().error('%s', (tostring(err):gsub('^nodecode: ', '')))
+    end
+  end
+end
+
+return M

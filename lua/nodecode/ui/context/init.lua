@@ -1,0 +1,303 @@
+-- The context buffer: context.txt opened as a real file buffer (filetype
+-- nodecode-context). One manual fold per block (closed, the newest few open)
+-- with the fold text `ID ROLE · N tokens · first line`, token counts as
+-- virtual text on headers, a virtual line where the last request's cached
+-- prefix ends. `:w` validates through the core, shows problems as
+-- diagnostics and writes the file byte for byte: the saved file is the edit,
+-- which the core takes (or refuses) at the next request. This module opens,
+-- follows and restores; view.lua draws (folds, marks), write.lua writes.
+
+local M = {}
+
+local api = vim.api
+M.ns_diag = api.nvim_create_namespace('nodecode_context_diag')
+
+---@class nodecode.Block
+---@field id integer
+---@field role string
+---@field line integer 1-based line of the header
+---@field tokens? integer
+
+---@class nodecode.ContextState
+---@field path string
+---@field session string
+---@field first string line 1 as exported
+---@field nonce string
+---@field blocks nodecode.Block[] as the buffer stands (rescanned after edits)
+---@field tokens table<integer, integer> tokens of each exported block, by id
+---@field cached_through? integer
+---@field header string Lua pattern of this export's headers, capturing the ID
+
+---@type table<integer, nodecode.ContextState>
+local states = {}
+
+local function rpc()
+  return require('nodecode.rpc')
+end
+
+local function message()
+  return require('nodecode.message')
+end
+
+local function view()
+  return require('nodecode.ui.context.view')
+end
+
+---@param v any
+local function nonil(v)
+  if v == vim.NIL then
+    return nil
+  end
+  return v
+end
+
+--- The state of `buf` (0: current), if it is a context buffer.
+---@param buf? integer
+---@return nodecode.ContextState?
+function M.state(buf)
+  buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
+  return states[buf]
+end
+
+--- The loaded context buffer of `session` (any, when nil).
+---@param session? string
+---@return integer?
+function M.find(session)
+  for buf, st in pairs(states) do
+    if api.nvim_buf_is_loaded(buf) and (session == nil or st.session == session) then
+      return buf
+    end
+  end
+end
+
+-- Opening and following -------------------------------------------------
+
+---@type table<integer, uv.uv_timer_t>
+local timers = {}
+
+---@param buf integer
+local function on_change(buf)
+  local t = timers[buf] or vim.uv.new_timer()
+  timers[buf] = t
+  t:stop()
+  t:start(200, 0, vim.schedule_wrap(function()
+    local st = states[buf]
+    if st and api.nvim_buf_is_loaded(buf) and #view().scan(buf, st) ~= #st.blocks then
+      view().refresh(buf)
+    end
+  end))
+end
+
+---@param buf integer
+local function autocmds(buf)
+  local group = api.nvim_create_augroup('nodecode_context_' .. buf, { clear = true })
+  api.nvim_create_autocmd('BufWriteCmd', { group = group, buffer = buf, callback = function(ev)
+    require('nodecode.ui.context.write').write(ev.buf, ev.match)
+  end })
+  api.nvim_create_autocmd('BufWinEnter', { group = group, buffer = buf, callback = function(ev)
+    local st = states[ev.buf]
+    if st then -- (also fires while `:edit!` reloads: the lines may be another export's)
+      st.blocks = view().scan(ev.buf, st)
+      view().fold(api.nvim_get_current_win(), ev.buf, st)
+    end
+  end })
+  api.nvim_create_autocmd({ 'TextChanged', 'InsertLeave' }, { group = group, buffer = buf,
+    callback = function(ev)
+      on_change(ev.buf)
+    end })
+  api.nvim_create_autocmd('BufWipeout', { group = group, buffer = buf, callback = function(ev)
+    states[ev.buf] = nil
+    if timers[ev.buf] then
+      timers[ev.buf]:close()
+      timers[ev.buf] = nil
+    end
+  end })
+end
+
+--- Make `buf` (context.txt, loaded) the context buffer of export `data`.
+---@param buf integer
+---@param data table what rpc.context() returned
+function M.attach(buf, data)
+  local tokens = {}
+  for _, b in ipairs(data.blocks) do
+    tokens[b.id] = b.tokens
+  end
+  require('nodecode.ui.highlights').setup()
+  local fresh = states[buf] == nil
+  states[buf] = { path = data.path, session = data.session, first = data.first,
+    nonce = data.nonce, blocks = data.blocks, tokens = tokens,
+    cached_through = nonil(data.cached_through),
+    header = '^%[%[m:' .. data.nonce .. ' (%d+) %l+%]%]$' }
+  if vim.bo[buf].filetype ~= 'nodecode-context' then
+    vim.bo[buf].filetype = 'nodecode-context'
+  end
+  vim.diagnostic.reset(M.ns_diag, buf)
+  if fresh then
+    autocmds(buf)
+    require('nodecode.keymaps').attach(buf, 'context')
+  end
+  view().decorate(buf, states[buf])
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    view().fold(win, buf, states[buf])
+  end
+end
+
+--- The window to open the buffer in, per context.position.
+---@return integer
+local function target_window()
+  local pos = require('nodecode.config').get().context.position
+  local ft = vim.bo.filetype
+  if pos == 'current' and (ft == 'nodecode-chat' or ft == 'nodecode-input' or ft == 'nodecode-tree') then
+    pos = 'above'
+  end
+  local cmd = ({ split = 'split', vsplit = 'vsplit', tab = 'tabnew', above = 'aboveleft split' })[pos]
+  if cmd then
+    vim.cmd(cmd)
+  end
+  return api.nvim_get_current_win()
+end
+
+--- Load export `data` into `buf` (or a new buffer) shown in window `win`.
+---@param data table
+---@param win integer
+---@return integer buf
+local function load(data, win)
+  local buf = -1
+  for _, b in ipairs(api.nvim_list_bufs()) do -- the exact name (bufnr() takes a pattern)
+    if api.nvim_buf_get_name(b) == data.path then
+      buf = b
+    end
+  end
+  if buf > 0 and api.nvim_buf_is_loaded(buf) then
+    api.nvim_win_set_buf(win, buf)
+    api.nvim_buf_call(buf, function()
+      vim.cmd('silent edit!')
+    end)
+  else
+    api.nvim_win_call(win, function()
+      vim.cmd('silent edit ' .. vim.fn.fnameescape(data.path))
+    end)
+    buf = api.nvim_win_get_buf(win)
+  end
+  return buf
+end
+
+--- :NodecodeContext — export, then open context.txt with folds and marks.
+---@return integer buf
+function M.open()
+  for buf in pairs(states) do
+    if api.nvim_buf_is_loaded(buf) and vim.bo[buf].modified then
+      vim.cmd('drop ' .. vim.fn.fnameescape(api.nvim_buf_get_name(buf)))
+      message().warn('the context buffer has unsaved changes: write them (:w) or drop them (:e!) before a new export')
+      return buf
+    end
+  end
+  local data = rpc().context()
+  local buf = load(data, target_window())
+  M.attach(buf, data)
+  require('nodecode.ui.status').refresh()
+  return buf
+end
+
+--- Re-export into every loaded, unmodified context buffer of the session
+--- (after a turn, an undo, an eviction…); modified ones are left alone.
+function M.follow()
+  local buf = M.find()
+  if not buf then
+    return
+  end
+  if vim.bo[buf].modified then
+    return message().warn('the context changed; the context buffer has unsaved changes, so it stays on its export')
+  end
+  local data = rpc().context()
+  if data.path ~= states[buf].path then
+    return -- another session is pinned now: this buffer is not its context
+  end
+  local wins = vim.fn.win_findbuf(buf)
+  local views = {}
+  for _, win in ipairs(wins) do
+    views[win] = api.nvim_win_call(win, vim.fn.winsaveview)
+  end
+  api.nvim_buf_call(buf, function()
+    vim.cmd('silent edit!')
+  end)
+  M.attach(buf, data)
+  for win, view in pairs(views) do
+    api.nvim_win_call(win, function()
+      vim.fn.winrestview(view)
+    end)
+  end
+end
+
+--- Host events: a receipt is shown; a finished turn is followed.
+---@param ev table
+function M.on_event(ev)
+  if ev.kind == 'notice' and type(ev.text) == 'string' and ev.text:find('^%[%[receipt ') then
+    local refused = ev.text:find('\nrefused at seq ') ~= nil
+    ;(refused and message().warn or message().info)('%s', ev.text)
+  elseif ev.kind == 'done' and M.find() then
+    vim.schedule(function()
+      local ok, err = pcall(M.follow)
+      if not ok then
+        message().error('%s', (tostring(err):gsub('^nodecode: ', '')))
+      end
+    end)
+  end
+end
+
+-- Restoring -------------------------------------------------------------
+
+--- Insert the restore header of message `id` into `buf` at its place
+--- (before the first block with a higher ID); returns its line.
+---@param buf integer
+---@param id integer
+---@param role string
+---@return integer lnum
+function M.insert_header(buf, id, role)
+  local st = assert(states[buf], 'not a context buffer')
+  st.blocks = view().scan(buf, st)
+  local at = api.nvim_buf_line_count(buf) + 1
+  for _, b in ipairs(st.blocks) do
+    if b.id == id then
+      error(('nodecode: message %d is in the buffer already (line %d)'):format(id, b.line), 0)
+    end
+    if b.id > id then
+      at = b.line
+      break
+    end
+  end
+  local header = ('[[m:%s %d %s]]'):format(st.nonce, id, role)
+  api.nvim_buf_set_lines(buf, at - 1, at - 1, false, { header })
+  view().refresh(buf)
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    api.nvim_win_set_cursor(win, { at, 0 })
+  end
+  return at
+end
+
+--- Restore message `id` into the open context buffer (or say how to).
+---@param id integer
+---@param role string
+function M.restore(id, role)
+  local buf = M.find()
+  if not buf then
+    return message().info('open the context buffer (:NodecodeContext) first, then restore message %d', id)
+  end
+  local lnum = M.insert_header(buf, id, role)
+  message().info('message %d goes back into the context at line %d: :w to save the edit', id, lnum)
+end
+
+--- The restore action: pick a removed message, insert its header.
+---@param buf? integer
+function M.pick_removed(buf)
+  buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
+  local items = rpc().removed()
+  if #items == 0 then
+    return message().info('nothing to restore: every message of the path is in the context')
+  end
+  require('nodecode.ui.picker').removed(items, function(item)
+    M.insert_header(buf, item.id, item.role)
+  end)
+end
+
+return M

@@ -1,0 +1,175 @@
+-- The context buffer's view: its blocks (scanned from the header lines),
+-- one manual fold per block with the fold text `ID ROLE · N tokens · first
+-- line`, token counts drawn on headers, and the cached-prefix line.
+
+local M = {}
+
+local api = vim.api
+local ns = api.nvim_create_namespace('nodecode_context')
+local ns_tokens = api.nvim_create_namespace('nodecode_context_tokens')
+
+---@param buf integer
+---@return nodecode.ContextState?
+local function state(buf)
+  return require('nodecode.ui.context').state(buf)
+end
+
+--- The blocks of the buffer as it stands: every header with this export's nonce.
+---@param buf integer
+---@param st nodecode.ContextState
+---@return nodecode.Block[]
+function M.scan(buf, st)
+  local pat = '^%[%[m:' .. st.nonce .. ' (%d+) (%l+)%]%]$'
+  local out = {}
+  for i, line in ipairs(api.nvim_buf_get_lines(buf, 0, -1, false)) do
+    if line:sub(1, 4) == '[[m:' then
+      local id, role = line:match(pat)
+      if id then
+        out[#out + 1] = { id = tonumber(id), role = role, line = i }
+      end
+    end
+  end
+  return out
+end
+
+--- The token count shown on the header at `row` (0-based), if it is one.
+---@param buf integer
+---@param row integer
+---@return string?
+function M.token_text(buf, row)
+  local st = state(buf)
+  local line = st and api.nvim_buf_get_lines(buf, row, row + 1, false)[1]
+  if not line or line:sub(1, 4) ~= '[[m:' then
+    return nil
+  end
+  local id = line:match(st.header)
+  local n = id and st.tokens[tonumber(id)]
+  return n and ('%d tok'):format(n) or nil
+end
+
+-- Token counts are drawn as each header line is (ephemeral marks): opening a
+-- 20,000-line buffer sets none, and edits never leave one on the wrong line.
+api.nvim_set_decoration_provider(ns_tokens, {
+  on_win = function(_, _, buf)
+    return state(buf) ~= nil
+  end,
+  on_line = function(_, _, buf, row)
+    local text = M.token_text(buf, row)
+    if text then
+      api.nvim_buf_set_extmark(buf, ns_tokens, row, 0, { ephemeral = true,
+        virt_text = { { text, 'NodecodeTokens' } }, virt_text_pos = 'right_align' })
+    end
+  end,
+})
+
+--- The cached-prefix line: a virtual line where the cached prefix ends.
+---@param buf integer
+---@param st nodecode.ContextState
+function M.decorate(buf, st)
+  api.nvim_buf_clear_namespace(buf, ns, 0, -1)
+  local total, mark = 0, nil
+  for k, b in ipairs(st.blocks) do
+    total = total + (st.tokens[b.id] or 0)
+    if b.id == st.cached_through then
+      mark = { k = k, total = total }
+      break
+    end
+  end
+  if not mark then
+    return
+  end
+  local text = ('──── cached through %d · %d tokens ────'):format(st.cached_through, mark.total)
+  local nxt = st.blocks[mark.k + 1]
+  local row = nxt and nxt.line - 1 or api.nvim_buf_line_count(buf) - 1
+  api.nvim_buf_set_extmark(buf, ns, row, 0, {
+    virt_lines = { { { text, 'NodecodeCached' } } },
+    virt_lines_above = nxt ~= nil,
+  })
+end
+
+--- One closed fold per block in `win`, the newest few open; blocks whose
+--- fold state is in `closed` (by id) keep it.
+---@param win integer
+---@param buf integer
+---@param st nodecode.ContextState
+---@param closed? table<integer, boolean>
+function M.fold(win, buf, st, closed)
+  local wo = vim.wo[win][0]
+  wo.foldmethod, wo.foldenable, wo.foldlevel = 'manual', true, 0
+  wo.foldtext = "v:lua.require'nodecode.ui.context.view'.foldtext()"
+  wo.fillchars = 'fold: '
+  local n = api.nvim_buf_line_count(buf)
+  local newest = #st.blocks - require('nodecode.config').get().context.open_newest
+  local cmds, open = { 'normal! zE' }, {}
+  for k, b in ipairs(st.blocks) do
+    local last = st.blocks[k + 1] and st.blocks[k + 1].line - 1 or n
+    if last > b.line then
+      cmds[#cmds + 1] = ('%d,%dfold'):format(b.line, last)
+      local shut = closed and closed[b.id]
+      if shut == false or (shut == nil and k > newest) then
+        open[#open + 1] = ('%dfoldopen'):format(b.line)
+      end
+    end
+  end
+  vim.list_extend(cmds, open)
+  api.nvim_win_call(win, function()
+    vim.cmd(table.concat(cmds, '\n'))
+  end)
+end
+
+--- Which blocks are folded shut in `win`, by id.
+---@param win integer
+---@param st nodecode.ContextState
+---@return table<integer, boolean>
+function M.closed_in(win, st)
+  local out = {}
+  api.nvim_win_call(win, function()
+    for _, b in ipairs(st.blocks) do
+      out[b.id] = vim.fn.foldclosed(b.line) ~= -1
+    end
+  end)
+  return out
+end
+
+--- Rescan after edits: folds (keeping what was open or shut) and marks.
+---@param buf integer
+function M.refresh(buf)
+  local st = state(buf)
+  if not st then
+    return
+  end
+  local before = {}
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    before[win] = M.closed_in(win, st)
+  end
+  st.blocks = M.scan(buf, st)
+  for win, closed in pairs(before) do
+    M.fold(win, buf, st, closed)
+  end
+  M.decorate(buf, st)
+end
+
+--- 'foldtext': `ID ROLE · N tokens · first line`.
+---@return table chunks
+function M.foldtext()
+  local s, e = vim.v.foldstart, vim.v.foldend
+  local lines = api.nvim_buf_get_lines(0, s - 1, math.min(e, s + 5), false)
+  local st = state(api.nvim_get_current_buf())
+  local id, role = lines[1]:match('^%[%[m:%w+ (%d+) (%l+)%]%]$')
+  local head = id and (id .. ' ' .. role) or lines[1]
+  local chunks = { { head, 'NodecodeHeader' } }
+  local n = st and id and st.tokens[tonumber(id)]
+  if n then
+    chunks[#chunks + 1] = { (' · %d tokens'):format(n), 'NodecodeTokens' }
+  end
+  for i = 2, #lines do
+    local text = vim.trim(lines[i])
+    if text ~= '' then
+      chunks[#chunks + 1] = { ' · ' .. text, 'Normal' }
+      break
+    end
+  end
+  return chunks
+end
+
+return M

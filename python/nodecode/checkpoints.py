@@ -1,0 +1,439 @@
+"""Checkpoints (SPEC §6): undo, redo, continue, rewind and fork, with file changes.
+
+Every head move appends one ``move`` event (turn = the new head; payload
+``{op, from, to, files}``) and sets the session's head, in one transaction,
+under the session's lease. The context follows from the head's path (see
+``context.model``); a move counts as a take, so older exports go stale.
+
+File changes come from the turns' ``tool`` events (``changes``: path, blob
+before, blob after — file verbs and, through the shadow git store, shell
+commands). A move reverts the changes of the turns it leaves (newest first)
+and re-applies those of the turns it enters (oldest first), netted per file.
+A file whose bytes are not what the log says they should be was changed by
+the person: it is skipped and reported, or with ``force`` overwritten after
+its bytes are kept as a blob (``nodecode blob HASH`` prints them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nodecode import session as sessions
+from nodecode import tree as trees
+from nodecode import turns as turn_tree
+from nodecode.cli import EXIT_OK, command
+from nodecode.context import model
+from nodecode.errors import UserError
+from nodecode.session import Lease
+from nodecode.store import Store
+
+if TYPE_CHECKING:
+    from nodecode.app import App
+
+
+@dataclass
+class Moved:
+    """What a move did, for the CLI and the host."""
+
+    op: str
+    source: int | None  # the head before
+    target: int | None  # the head after
+    lines: list[str] = field(default_factory=list)
+    ask: str | None = None  # undo: the undone ask, offered back for editing
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"op": self.op, "from": self.source, "to": self.target, "lines": self.lines,
+                "ask": self.ask}
+
+
+@dataclass
+class _Step:
+    """One file's net change over a move: it should hold ``expect`` and will hold ``target``."""
+
+    path: str
+    expect: str | None
+    target: str | None
+    workspace: str
+    why: str  # what "changed" means for this file, for the skip line
+
+
+# -- the plan: which turns a move leaves and enters --------------------------------------
+
+
+def name(turn: int | None) -> str:
+    return f"turn {turn}" if turn is not None else "the start (no turn)"
+
+
+def _path_to(known: dict[int, turn_tree.Turn], number: int | None) -> list[turn_tree.Turn]:
+    out = []
+    while number is not None and number in known:
+        out.append(known[number])
+        number = known[number].parent
+    return out[::-1]
+
+
+def plan(store: Store, sid: str, target: int | None
+         ) -> tuple[list[turn_tree.Turn], list[turn_tree.Turn]]:
+    """(turns left, newest first; turns entered, oldest first) moving the head to ``target``."""
+    known = turn_tree.visible(store, sid)
+    here, there = turn_tree.path(store, sid), _path_to(known, target)
+    common = 0
+    while common < min(len(here), len(there)) and here[common].number == there[common].number:
+        common += 1
+    return here[common:][::-1], there[common:]
+
+
+def turn_changes(store: Store, turn: turn_tree.Turn
+                 ) -> tuple[list[tuple[dict[str, Any], str | None]], list[str]]:
+    """The turn's file changes in order (each with the workspace it ran in) and the
+    reasons its shell changes were not tracked, if any."""
+    events = store.context_events(turn.session, [turn.number], upto=None, kinds=(),
+                                  turnless=False)
+    changes, untracked = [], []
+    for e in events:
+        if e.role != "tool":
+            continue
+        changes += [(c, e.payload.get("workspace")) for c in e.payload.get("changes", [])]
+        if e.payload.get("shell_untracked"):
+            untracked.append(str(e.payload["shell_untracked"]))
+    return changes, untracked
+
+
+def _steps(store: Store, sid: str, leave: list[turn_tree.Turn], enter: list[turn_tree.Turn],
+           cwd: str) -> tuple[list[_Step], list[str]]:
+    """Each file's net change (reverting ``leave`` newest first, then applying ``enter``
+    oldest first), by path; and the report's notes (untracked shell, inherited turns)."""
+    notes: list[str] = []
+    flat: list[tuple[dict[str, Any], str, bool, str]] = []
+    for turns, back in ((leave, True), (enter, False)):
+        for t in turns:
+            changes, untracked = turn_changes(store, t)
+            if t.session != sid:  # a fork's inherited turn: its files are the parent's
+                if changes:
+                    notes.append(f"files of turn {t.number} were left as they are: it ran in "
+                                 f"session {t.session}, which this one forked from")
+                continue
+            notes += [f"shell changes of turn {t.number} were not tracked: {reason}"
+                      for reason in dict.fromkeys(untracked)]
+            why = f"changed since turn {t.number}" if back else \
+                f"differs from its state before turn {t.number}"
+            ordered = changes[::-1] if back else changes
+            flat += [(c, ws or cwd, back, why) for c, ws in ordered]
+    net: dict[str, _Step] = {}
+    for c, ws, back, why in flat:
+        before, after = (c["after"], c["before"]) if back else (c["before"], c["after"])
+        if c["path"] in net:
+            net[c["path"]].target = after
+        else:
+            net[c["path"]] = _Step(c["path"], before, after, ws, why)
+    return sorted((s for s in net.values() if s.expect != s.target), key=lambda s: s.path), notes
+
+
+# -- files ----------------------------------------------------------------------------
+
+
+def _digest(data: bytes | None) -> str | None:
+    return hashlib.sha256(data).hexdigest() if data is not None else None
+
+
+def _shown(step: _Step) -> str:
+    p = Path(step.path)
+    return p.relative_to(step.workspace).as_posix() if p.is_relative_to(step.workspace) \
+        else step.path
+
+
+def _refusal(app: App, step: _Step) -> str | None:
+    """Why this path must not be touched, or None."""
+    ws = os.path.realpath(step.workspace)
+    if not Path(step.path).is_relative_to(ws):
+        return f"outside the workspace {ws}"
+    if Path(step.path).is_relative_to(os.path.realpath(app.home)):
+        return "one of nodecode's own files"
+    if os.path.realpath(step.path) != step.path:
+        return "now reached through a symlink"
+    return None
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def _write(path: str, data: bytes | None) -> None:
+    if data is None:
+        os.unlink(path)
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    # In place, so an existing file keeps its mode, owner and hard links.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with open(fd, "wb") as f:
+        f.write(data)
+
+
+def restore(app: App, step: _Step, force: bool) -> dict[str, Any] | None:
+    """Bring one file to ``step.target``; the report entry, or None when it already is."""
+    shown = _shown(step)
+    refusal = _refusal(app, step)
+    if refusal is not None:
+        return {"path": step.path, "action": "skipped", "line": f"skipped {shown}: {refusal}"}
+    try:
+        current = _read(step.path)
+        now = _digest(current)
+        if now == step.target:
+            return None
+        if now != step.expect and not force:
+            return {"path": step.path, "action": "skipped", "line": f"skipped {shown}: {step.why}"}
+        kept = app.store.put_blob(current) if now != step.expect and current is not None else None
+        data = app.store.blob(step.target) if step.target is not None else None
+        if step.target is not None and data is None:
+            raise OSError(f"blob {step.target[:12]} is missing from the store")
+        _write(step.path, data)
+    except OSError as e:
+        return {"path": step.path, "action": "failed",
+                "line": f"failed {shown}: {e.strerror or e}"}
+    action = "deleted" if data is None else "recreated" if current is None else "restored"
+    line = f"{action} {shown}"
+    if now != step.expect:
+        line += f" (forced: {step.why}" + (
+            f"; your version is kept: nodecode blob {kept[:12]})" if kept else ")")
+    return {"path": step.path, "action": action, "line": line, "kept": kept}
+
+
+# -- moves ------------------------------------------------------------------------------
+
+
+def _move(app: App, sid: str, target: int | None, op: str, *, files: bool,
+          force: bool = False) -> Moved:
+    """Move the head (the caller holds the lease): files, then one event and the head."""
+    store = app.store
+    source = sessions.get(store, sid).head
+    report: list[dict[str, Any]] = []
+    if files:
+        leave, enter = plan(store, sid, target)
+        steps, notes = _steps(store, sid, leave, enter, os.path.realpath(app.cwd))
+        report = [r for r in (restore(app, s, force) for s in steps) if r is not None]
+        report += [{"path": None, "action": "note", "line": n} for n in notes]
+    lines = [r["line"] for r in report]
+    with store.atomic():
+        store.append(sid, "move", turn=target,
+                     text="\n".join([f"{op}: head {name(source)} → {name(target)}", *lines]),
+                     payload={"op": op, "from": source, "to": target, "files": report})
+        sessions.set_head(store, sid, target)
+    return Moved(op, source, target, lines)
+
+
+def _turn(store: Store, sid: str, number: int, verb: str) -> turn_tree.Turn:
+    known = turn_tree.visible(store, sid)
+    if number not in known:
+        have = f"its turns are {min(known)}–{max(known)}" if known else "it has no turns"
+        raise UserError(f"{verb}: no turn {number} in session {sid} ({have})")
+    return known[number]
+
+
+def undo(app: App, sid: str, *, force: bool = False) -> Moved:
+    """Rewind the head turn and its file changes; the undone ask comes back."""
+    store = app.store
+    with Lease(store, sid):
+        head = sessions.get(store, sid).head
+        if head is None:
+            raise UserError(f"undo: nothing to undo in session {sid} (no turn is the head)")
+        turn = _turn(store, sid, head, "undo")
+        moved = _move(app, sid, turn.parent, "undo", files=True, force=force)
+        moved.ask = trees.ask_text(store, turn)
+    return moved
+
+
+def redo_stack(store: Store, sid: str) -> list[int]:
+    """The turns undone since the last new turn, continue or rewind (the top is redone next)."""
+    stack: list[int] = []
+    starts = {row[0] for row in store.read("SELECT first_seq FROM turns WHERE session = ?",
+                                           (sid,))}
+    moves = {e.seq: e for e in store.events(sid, kinds=("move",))}
+    for seq in sorted(starts | set(moves)):
+        op = moves[seq].payload.get("op") if seq in moves else "turn"
+        if op == "undo":
+            stack.append(moves[seq].payload.get("from"))
+        elif op == "redo":
+            stack = stack[:-1]
+        else:
+            stack = []
+    return stack
+
+
+def redo(app: App, sid: str, *, force: bool = False) -> Moved:
+    """Step forward along the branch the undos left, re-applying one turn's changes."""
+    store = app.store
+    with Lease(store, sid):
+        stack = redo_stack(store, sid)
+        head = sessions.get(store, sid).head
+        known = turn_tree.visible(store, sid)
+        if not stack or stack[-1] not in known or known[stack[-1]].parent != head:
+            raise UserError(f"redo: nothing to redo in session {sid} (no undo since the last "
+                            "ask, continue or rewind)")
+        return _move(app, sid, stack[-1], "redo", files=True, force=force)
+
+
+def continue_(app: App, sid: str, number: int) -> Moved:
+    """Move the head to turn ``number``; files stay as they are."""
+    with Lease(app.store, sid):
+        _turn(app.store, sid, number, "continue")
+        return _move(app, sid, number, "continue", files=False)
+
+
+def rewind(app: App, sid: str, number: int, *, force: bool = False) -> Moved:
+    """Move the head to turn ``number`` and return files to their state after it."""
+    with Lease(app.store, sid):
+        _turn(app.store, sid, number, "rewind")
+        return _move(app, sid, number, "rewind", files=True, force=force)
+
+
+# -- fork -------------------------------------------------------------------------------
+
+
+def fork(app: App, sid: str, at: int | None = None) -> str:
+    """A child session whose context is this one's at turn ``at`` (default: the head);
+    it becomes the current session. Returns its id."""
+    store = app.store
+    with Lease(store, sid):
+        info = sessions.get(store, sid)
+        number = info.head if at is None else at
+        if number is None:
+            raise UserError(f"fork: session {sid} has no turn to fork at")
+        turn = _turn(store, sid, number, "fork")
+        if turn.last_seq is None:
+            raise UserError(f"fork: turn {number} is still running; fork when it has finished")
+        with store.atomic():
+            order = model.build(store, sid) if number == info.head else None
+            child = sessions.create(store, title=info.title, parent=sid,
+                                    fork_seq=turn.last_seq,
+                                    fork_turn=turn_tree.next_number(store, sid) - 1,
+                                    head=number)
+            if order is not None:
+                _start_with(store, child, sid, number, order)
+    return child
+
+
+def _start_with(store: Store, child: str, parent: str, number: int,
+                order: list[model.Message]) -> None:
+    """Give the child exactly ``order`` as its context: a ``fork`` snapshot. Messages
+    the child cannot see (logged after the fork point, e.g. notes of an idle take)
+    are copied into it first as new events."""
+    present = model.state(store, child).path_messages
+    own: list[model.Message] = []
+    for m in order:
+        if m.id in present:
+            own.append(m)
+            continue
+        copy = store.append(child, m.role, role=m.role, turn=number, text=m.text,
+                            payload={**m.payload, "copy_of": [parent, m.id]})
+        own.append(model.Message(copy.seq, m.role, m.text, number, copy.payload,
+                                 restored=m.restored))
+    store.append(child, "fork", turn=number, text=f"forked from {parent} at turn {number}",
+                 payload={"context": model.snapshot(store, own), "parent": parent,
+                          "at": number})
+
+
+# -- blobs ------------------------------------------------------------------------------
+
+
+def find_blob(store: Store, prefix: str) -> bytes:
+    """A blob by its hash or a unique prefix of it (6 characters or more)."""
+    if len(prefix) < 6 or any(ch not in "0123456789abcdef" for ch in prefix):
+        raise UserError(f"blob: expected a hash or a prefix of 6+ hex digits (got {prefix!r})")
+    rows = store.read("SELECT hash FROM blobs WHERE hash >= ? AND hash < ? LIMIT 2",
+                      (prefix, prefix + "g"))
+    if len(rows) != 1:
+        raise UserError(f"blob: {'no' if not rows else 'more than one'} blob matches {prefix}")
+    return store.blob(rows[0][0]) or b""
+
+
+# -- commands ---------------------------------------------------------------------------
+
+
+def _report(moved: Moved) -> None:
+    for line in moved.lines:
+        print(line, file=sys.stderr)
+
+
+@command("undo", "undo the head turn and its file changes; prints the undone ask",
+         lambda p: p.add_argument("--force", action="store_true",
+                                  help="overwrite files changed since (keeping a copy)"))
+def cmd_undo(app: App, args: argparse.Namespace) -> int:
+    moved = undo(app, app.resolve_session(args.session, create=False), force=args.force)
+    _report(moved)
+    print(f"undid {name(moved.source)}; the head is {name(moved.target)}")
+    if moved.ask:
+        print(moved.ask)
+    return EXIT_OK
+
+
+@command("redo", "redo the turn the last undo left, re-applying its file changes",
+         lambda p: p.add_argument("--force", action="store_true",
+                                  help="overwrite files changed since (keeping a copy)"))
+def cmd_redo(app: App, args: argparse.Namespace) -> int:
+    moved = redo(app, app.resolve_session(args.session, create=False), force=args.force)
+    _report(moved)
+    print(f"redid {name(moved.target)}")
+    return EXIT_OK
+
+
+@command("tree", "the session's turn tree",
+         lambda p: p.add_argument("--json", action="store_true"))
+def cmd_tree(app: App, args: argparse.Namespace) -> int:
+    nodes = trees.nodes(app.store, app.resolve_session(args.session, create=False))
+    if args.json:
+        print(json.dumps([n.as_dict() for n in nodes], ensure_ascii=False))
+    elif nodes:
+        print(trees.render(nodes))
+    else:
+        print("(no turns yet)", file=sys.stderr)
+    return EXIT_OK
+
+
+@command("continue", "move the head to TURN; files stay",
+         lambda p: p.add_argument("turn", type=int, metavar="TURN"))
+def cmd_continue(app: App, args: argparse.Namespace) -> int:
+    moved = continue_(app, app.resolve_session(args.session, create=False), args.turn)
+    print(f"the head is {name(moved.target)} (files unchanged)")
+    return EXIT_OK
+
+
+def _rewind_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("turn", type=int, metavar="TURN")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite files changed since (keeping a copy)")
+
+
+@command("rewind", "move the head to TURN and return files to their state after it",
+         _rewind_args)
+def cmd_rewind(app: App, args: argparse.Namespace) -> int:
+    moved = rewind(app, app.resolve_session(args.session, create=False), args.turn,
+                   force=args.force)
+    _report(moved)
+    print(f"rewound to {name(moved.target)}")
+    return EXIT_OK
+
+
+@command("fork", "fork a child session here (or at TURN); prints its id",
+         lambda p: p.add_argument("--at", type=int, metavar="TURN"))
+def cmd_fork(app: App, args: argparse.Namespace) -> int:
+    print(fork(app, app.resolve_session(args.session, create=False), args.at))
+    return EXIT_OK
+
+
+@command("blob", "print a stored blob (a file version kept by undo --force)",
+         lambda p: p.add_argument("hash", metavar="HASH"))
+def cmd_blob(app: App, args: argparse.Namespace) -> int:
+    sys.stdout.buffer.write(find_blob(app.store, args.hash.lower()))
+    sys.stdout.flush()
+    return EXIT_OK

