@@ -238,3 +238,13 @@ def test_a_refused_edit_changes_nothing_and_the_log_keeps_every_row(harness):
     assert ("assistant", "Reading.") in sent
     after = {e.seq: e.text for e in harness.app.store.events(harness.sid)}
     assert all(after[s] == t for s, t in before)
+
+
+def test_an_idle_take_belongs_to_the_head_and_lists_each_message_once(harness):
+    path, text = export(harness)
+    path.write_text(remove_block(text, 10))
+    report = takes.take(harness.app, harness.sid, None)
+    assert report.taken
+    from nodecode.context.model import build
+    ids = [m.id for m in build(harness.app.store, harness.sid)]
+    assert len(ids) == len(set(ids)) and 10 not in ids and 11 in ids

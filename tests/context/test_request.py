@@ -108,9 +108,10 @@ def test_breakpoints_system_end_and_previous_prefix():
     msgs = [user(1), reply(2), call(3), result(4, 3)]
     second = anthropic_body(msgs, **KW, previous=first.sent)
     marked = [b for m in second.body["messages"] for b in m["content"] if "cache_control" in b]
-    assert len(marked) == 2
+    assert len(marked) == 3  # the previous end, the newest reply's end, the end
     assert marked[0] == {"type": "text", "text": "ask", "cache_control": {"type": "ephemeral"}}
-    assert second.breakpoints == [1, 4]
+    assert marked[1]["type"] == "tool_use" and marked[2]["type"] == "tool_result"
+    assert second.breakpoints == [1, 3, 4]
 
 
 def test_at_most_four_breakpoints():

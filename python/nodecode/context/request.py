@@ -119,10 +119,7 @@ def anthropic_body(messages: list[Message], *, model: str, system: str, tools: l
     arranged = arrange(messages)
     sent = [(m.id, m.digest) for m in arranged]
     blocks = [_block_of(m) for m in arranged]
-    marks = [len(blocks) - 1]
-    prefix = common_prefix(sent, previous)
-    if 0 < prefix < len(blocks):
-        marks.insert(0, prefix - 1)
+    marks = _breakpoints(arranged, common_prefix(sent, previous))
     for at in marks:
         blocks[at] = {**blocks[at], "cache_control": CACHE}
     wire: list[dict[str, Any]] = []
@@ -143,6 +140,23 @@ def anthropic_body(messages: list[Message], *, model: str, system: str, tools: l
         "messages": wire,
     }
     return Built(body, sent, [arranged[i].id for i in marks])
+
+
+def _breakpoints(arranged: list[Message], prefix: int) -> list[int]:
+    """Where cache entries are written (with the system one, at most 4): the last
+    block unchanged since the previous request, the end of the newest reply, and
+    the end. The newest reply's end gets an entry of its own so that a later edit
+    just after it (dropping the next turn, say) still finds its prefix cached."""
+    end = len(arranged) - 1
+    marks = {end}
+    if 0 < prefix <= end:
+        marks.add(prefix - 1)
+    at = end
+    while at >= 0 and arranged[at].role not in ASSISTANT_SIDE:
+        at -= 1
+    if at >= max(prefix - 1, 0):
+        marks.add(at)
+    return sorted(marks)
 
 
 def _block_of(m: Message) -> dict[str, Any]:

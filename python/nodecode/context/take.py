@@ -146,10 +146,13 @@ def _export(store: Store, sid: str, number: int) -> Event:
 
 def take(app: "App", sid: str, turn: int | None, *, budget: int | None = None,
          count: Callable[[list[Message]], int] | None = None) -> TakeReport:
-    """Process every pending edit (SPEC §2 "Taking an edit")."""
+    """Process every pending edit (SPEC §2 "Taking an edit"). With no running
+    turn, the take belongs to the head (changes made while it is the head)."""
     store = app.store
     report = TakeReport()
     with store.atomic():
+        if turn is None:
+            turn = head_turn(store, sid)
         record_file_edit(app, sid)
         pending = pending_edits(store, sid)
         if not pending:
