@@ -61,7 +61,7 @@ def options(script: Path, full: bool) -> tuple[list[str], bool, str]:
     """The arguments to run ``script`` with, whether it speaks --json, and a size note."""
     try:
         helped = subprocess.run([sys.executable, str(script), "--help"], capture_output=True,
-                                text=True, timeout=120).stdout
+                                text=True, timeout=120, check=False).stdout
     except subprocess.TimeoutExpired:
         helped = ""
     supports = set(re.findall(r"(--[a-z][a-z0-9-]*)", helped))
@@ -92,7 +92,7 @@ def run(script: Path, full: bool, timeout: float) -> list[Row]:
     print(f"== bench/{script.name} {' '.join(args)}", file=sys.stderr, flush=True)
     try:
         done = subprocess.run([sys.executable, str(script), *args], capture_output=True,
-                              text=True, timeout=timeout, cwd=BENCH.parent)
+                              text=True, timeout=timeout, cwd=BENCH.parent, check=False)
     except subprocess.TimeoutExpired:
         return [Row(name, script.stem, "-", "-", f"ERROR timed out after {timeout:g} s")]
     except OSError as exc:

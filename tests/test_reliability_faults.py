@@ -12,7 +12,6 @@ import threading
 import time
 
 import pytest
-
 from helpers import run_cli, write_config
 from nodecode.agent import TurnCallbacks
 from nodecode.app import App
@@ -98,6 +97,7 @@ def test_retry_after_is_honoured(make_app):
     assert app.agent(sid).ask("question", seen).status == "done"
     assert time.monotonic() - started >= 0.9
     assert seen.retries[0].startswith("retrying in 1.0 s") and "429" in seen.retries[0]
+    assert len(srv.model_requests) == 2
     assert kinds(app, sid) == ["user", "request", "assistant"]
 
 
@@ -173,7 +173,7 @@ def test_a_stop_during_a_stalled_stream_keeps_the_partial_reply(make_app):
     assert result.status == "stopped" and time.monotonic() - started < 10
     [partial] = [e for e in app.store.events(sid) if e.kind == "assistant"]
     assert REPLY.startswith(partial.text) and partial.text != REPLY
-    assert kinds(app, sid)[-1] == "stopped"
+    assert kinds(app, sid)[-1] == "stopped" and len(srv.model_requests) == 1  # no retry
 
 
 def test_sigint_during_a_retry_backoff_stops_the_cli_at_once(loopback, home, workspace):
@@ -191,7 +191,7 @@ def test_sigint_during_a_retry_backoff_stops_the_cli_at_once(loopback, home, wor
         assert "retrying in 30.0 s" in line, line
         sent = time.monotonic()
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        _, err = proc.communicate(timeout=20)
     finally:
         proc.kill()
     assert proc.returncode == 130 and time.monotonic() - sent < 10

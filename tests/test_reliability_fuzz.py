@@ -23,10 +23,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from helpers import write_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from helpers import write_config
 from nodecode.agent import TurnCallbacks, make_cell_env
 from nodecode.app import App
 from nodecode.cells import CellResult, evaluate

@@ -12,7 +12,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
 from helpers import run_cli, write_config
 from nodecode.agent import TurnCallbacks
 from nodecode.app import App
@@ -117,7 +116,7 @@ def test_workspace_escapes_are_refused_through_the_agent(loopback, tmp_path, esc
 
 
 def test_a_symlinked_workspace_root_is_allowed(loopback, tmp_path, escape_world):
-    ws, outside = escape_world
+    ws, _ = escape_world
     linked = tmp_path / "linked-ws"
     linked.symlink_to(ws, target_is_directory=True)
     srv = loopback([{"text": "working", "calls": [
@@ -193,7 +192,7 @@ def test_the_api_key_appears_nowhere_even_after_the_agent_goes_looking(loopback,
 class _Echoing(BaseHTTPRequestHandler):
     """A provider that echoes the key it was sent in its error, as some do."""
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length") or 0))
         body = json.dumps({"type": "error", "error": {
             "type": "authentication_error",

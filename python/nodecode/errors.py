@@ -4,7 +4,8 @@ NodecodeError                 base; ``str(e)`` is one line a person can act on
 ├── UserError                 bad input from the person (CLI exit 1)
 │   ├── ConfigError           config.jsonc or environment is wrong
 │   ├── SessionError          unknown session, no current session
-│   └── SessionBusy           another process runs a turn in this session
+│   ├── SessionBusy           another process runs a turn in this session
+│   └── DoesNotFit            even after eviction the request is over the budget
 ├── StoreError                the database cannot be opened or migrated
 ├── CellError                 a cell could not be read or a verb failed;
 │   │                         becomes the call's error result, never a crash
@@ -40,6 +41,11 @@ class SessionError(UserError):
 
 class SessionBusy(UserError):
     """Another process holds the lease of this session."""
+
+
+class DoesNotFit(UserError):
+    """Even with everything evictable evicted, the request is over the budget:
+    it is not sent (a person's problem to solve, not the provider's)."""
 
 
 class StoreError(NodecodeError):

@@ -25,7 +25,7 @@ from nodecode import budget as budgets
 from nodecode import turns as turn_tree
 from nodecode.cells import first_comment
 from nodecode.context.model import Message, State, message_of, snapshot, state
-from nodecode.errors import ContextOverflow, UserError
+from nodecode.errors import ContextOverflow, DoesNotFit, UserError
 from nodecode.paths import write_private
 from nodecode.session import Lease
 from nodecode.store import Store
@@ -36,11 +36,6 @@ if TYPE_CHECKING:
 CONTENT = ("user", "assistant", "call", "tool")
 WARNING_PREFIX = "[context at "
 CELL_LINE_MAX = 100
-
-
-class DoesNotFit(UserError):
-    """Even with everything evictable evicted, the request is over the budget:
-    it is not sent (a person's problem to solve, not the provider's)."""
 
 
 def warning_text(fill: int, budget: int) -> str:
