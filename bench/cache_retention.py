@@ -56,7 +56,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Report, arg_parser  # noqa: E402
+from _common import WORDS, Report, arg_parser, prose, write_config  # noqa: E402
 
 from nodecode.agent import TurnCallbacks  # noqa: E402
 from nodecode.app import App  # noqa: E402
@@ -75,29 +75,14 @@ HEADERS = {"anthropic-version": "2023-06-01", "accept": "text/event-stream",
 
 # ------------------------------------------------------------------ realistic texts
 
-_WORDS = ("the parser function returns value list error file test module config buffer "
-          "context request token stream line column index read write call result path "
-          "session turn message cache provider model event store seq handle check update "
-          "should would because when then with without into from after before instead").split()
 _FILES = ["src/parser.py", "src/lexer.py", "src/config.py", "src/store.py", "src/cli.py",
           "src/render.py", "tests/test_parser.py", "tests/test_store.py"]
-
-
-def _prose(rng: random.Random, chars: int) -> str:
-    out: list[str] = []
-    size = 0
-    while size < chars:
-        sentence = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(6, 16)))
-        sentence = sentence[0].upper() + sentence[1:] + "."
-        out.append(sentence)
-        size += len(sentence) + 1
-    return " ".join(out)
 
 
 def _source(rng: random.Random, lines: int) -> str:
     out = []
     for n in range(lines):
-        w = [rng.choice(_WORDS) for _ in range(4)]
+        w = [rng.choice(WORDS) for _ in range(4)]
         out.append(rng.choice([
             f"def {w[0]}_{w[1]}({w[2]}, {w[3]}=None):",
             f"    return {w[0]}.{w[1]}({w[2]})",
@@ -123,7 +108,7 @@ def _call(rng: random.Random) -> dict:
     code = rng.choice([
         f'(read-file "{f}" :from {start} :to {start + rng.randint(12, 40)})',
         f'(read-file "{f}" :from {start} :to {start + rng.randint(12, 40)})',
-        f'(grep "def {rng.choice(_WORDS)}_{rng.choice(_WORDS)}" :path "src")',
+        f'(grep "def {rng.choice(WORDS)}_{rng.choice(WORDS)}" :path "src")',
         '(list-files "src")',
     ])
     return {"code": code}
@@ -133,18 +118,10 @@ def turn_rounds(rng: random.Random) -> list[dict]:
     """One turn's scripted replies: 0–2 tool rounds (text + 1–2 calls), then an answer."""
     rounds = []
     for _ in range(rng.choice([0, 1, 1, 2])):
-        text = _prose(rng, rng.randint(60, 300)) if rng.random() < 0.7 else ""
+        text = prose(rng, rng.randint(60, 300)) if rng.random() < 0.7 else ""
         rounds.append({"text": text, "calls": [_call(rng) for _ in range(rng.choice([1, 1, 2]))]})
-    rounds.append({"text": _prose(rng, rng.randint(300, 1500))})
+    rounds.append({"text": prose(rng, rng.randint(300, 1500))})
     return rounds
-
-
-def write_config(home: Path, url: str) -> None:
-    config = {"provider": "loopback", "model": "loopback-model", "auto_approve": ["shell"],
-              "providers": {"loopback": {"type": "anthropic", "base_url": url,
-                                         "api_key_env": None}}}
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.jsonc").write_text("// bench config\n" + json.dumps(config, indent=2))
 
 
 class _Quiet(TurnCallbacks):
@@ -185,11 +162,11 @@ def build_base(root: Path, seed: int, turns: int) -> Base:
     make_workspace(ws, rng)
     srv = LoopbackServer([], cache_min_tokens=MIN_TOKENS).start()
     try:
-        write_config(home, srv.url)
+        write_config(home, srv.url, auto_approve=["shell"])
         app = App.open(home=home, store=STORE, cwd=ws, environ={})
         sid = app.new_session(title=f"cache bench {seed}")
         for _ in range(turns):
-            ask(app, sid, srv, _prose(rng, rng.randint(100, 600)), turn_rounds(rng))
+            ask(app, sid, srv, prose(rng, rng.randint(100, 600)), turn_rounds(rng))
         messages = len(context_model.build(app.store, sid))
         app.close()
         reqs = srv.model_requests
@@ -314,21 +291,21 @@ def run_scenario(root: Path, base: Base, kind: str, depth: float | None, n: int)
                 send(client, naive_srv, end_only(body))
             if replayed["cache_read"] != usage["cache_read"]:
                 raise RuntimeError("the replayed history did not reproduce the base's cache")
-            write_config(home, ours_srv.url)
+            write_config(home, ours_srv.url, auto_approve=["shell"])
             app = App.open(home=home, store=STORE, cwd=base.ws, environ={})
             sid = base.sid
-            question = _prose(rng, 300)
+            question = prose(rng, 300)
             target = ""
             if kind == "append":
-                ask(app, sid, ours_srv, question, [{"text": _prose(rng, 400)}])
+                ask(app, sid, ours_srv, question, [{"text": prose(rng, 400)}])
                 measured_at = len(base.bodies)
             elif kind.startswith("file"):
                 m = _target(app, sid, depth, None if kind == "file delete" else "tool")
                 target = f"{m.role} {m.id}"
                 rewrite = None if kind == "file delete" else \
-                    _prose(rng, max(40, len(m.text) // 2)) + "\n(shortened by the person)"
+                    prose(rng, max(40, len(m.text) // 2)) + "\n(shortened by the person)"
                 _edit_file(app, sid, m.id, rewrite)
-                ask(app, sid, ours_srv, question, [{"text": _prose(rng, 400)}])
+                ask(app, sid, ours_srv, question, [{"text": prose(rng, 400)}])
                 measured_at = len(base.bodies)
             else:  # form drop: the agent's own (context :drop …) call, taken next round
                 lo, hi = _turn_span(app, sid, depth)
@@ -336,7 +313,7 @@ def run_scenario(root: Path, base: Base, kind: str, depth: float | None, n: int)
                 ask(app, sid, ours_srv, question, [
                     {"text": "Dropping an exchange that is no longer needed.",
                      "calls": [{"code": f"(context :drop (({lo} . {hi})))"}]},
-                    {"text": _prose(rng, 400)}])
+                    {"text": prose(rng, 400)}])
                 measured_at = len(base.bodies) + 1
             reqs = ours_srv.model_requests
             previous, body = reqs[measured_at - 1].body, reqs[measured_at].body

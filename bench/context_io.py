@@ -47,10 +47,10 @@ from pathlib import Path
 from collections.abc import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Report, arg_parser, median  # noqa: E402
+from _common import (FILES, WORDS, Report, arg_parser, log_message, median,  # noqa: E402
+                     numbered_lines, prose, spread)
 
 from nodecode import turns as turn_tree  # noqa: E402
-from nodecode.agent import format_result  # noqa: E402
 from nodecode.app import App  # noqa: E402
 from nodecode.context import edits  # noqa: E402
 from nodecode.context import model as context_model  # noqa: E402
@@ -61,48 +61,29 @@ from nodecode.loopback_cache import count_text  # noqa: E402
 GOAL = 3.0
 STORE = "default"
 
-_WORDS = ("the parser function returns value list error file test module config buffer "
-          "context request token stream line column index read write call result path "
-          "session turn message cache provider model event store seq handle check update "
-          "should would because when then with without into from after before instead").split()
-_FILES = ["src/parser.py", "src/lexer.py", "src/config.py", "tests/test_parser.py",
-          "src/store.py", "README.md", "src/cli.py", "src/render.py"]
-
 
 def _prose(rng: random.Random, chars: int) -> str:
-    out: list[str] = []
-    size = 0
-    while size < chars:
-        sentence = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(6, 16)))
-        out.append(sentence[0].upper() + sentence[1:] + ".")
-        size += len(out[-1]) + 1
-    text = " ".join(out)
+    text = prose(rng, chars)
     if rng.random() < 0.3:  # replies often hold a short list or code span
-        text += "\n\n" + "\n".join(f"- `{rng.choice(_WORDS)}_{rng.choice(_WORDS)}()` "
+        text += "\n\n" + "\n".join(f"- `{rng.choice(WORDS)}_{rng.choice(WORDS)}()` "
                                    f"{_prose(rng, 40) if chars > 200 else 'ok'}"
                                    for _ in range(rng.randint(2, 4)))
     return text
 
 
 def _code(rng: random.Random) -> str:
-    f = rng.choice(_FILES)
+    f = rng.choice(FILES)
     return rng.choice([
         f'(read-file "{f}" :from {rng.randint(1, 400)} :to {rng.randint(401, 800)})',
-        f'(grep "{rng.choice(_WORDS)}_{rng.choice(_WORDS)}" :path "src")',
-        f'(edit-file "{f}" "return {rng.choice(_WORDS)}" "return {rng.choice(_WORDS)}")',
+        f'(grep "{rng.choice(WORDS)}_{rng.choice(WORDS)}" :path "src")',
+        f'(edit-file "{f}" "return {rng.choice(WORDS)}" "return {rng.choice(WORDS)}")',
         '(shell "python -m pytest -q tests/test_parser.py")',
     ])
 
 
 def _output(rng: random.Random) -> str:
-    lines, size, n = [], 0, rng.randint(1, 300)
-    target = rng.randint(300, 1600)
-    while size < target:
-        words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 9)))
-        lines.append(f"{n}: {rng.choice(['def', 'return', 'if', '#', 'x ='])} {words}")
-        size += len(lines[-1]) + 1
-        n += 1
-    return "\n".join(lines)
+    first = rng.randint(1, 300)
+    return numbered_lines(rng, first, rng.randint(300, 1600))
 
 
 def _turn(rng: random.Random) -> list[tuple]:
@@ -141,18 +122,7 @@ def build(root: Path, n: int) -> tuple[App, str]:
                 continue
             if count == n or (count == n - 1 and item[0] == "call"):
                 break
-            kind, text = item
-            if kind == "call":
-                event = store.append(sid, "call", role="call", turn=number, text=text, payload={
-                    "name": "eval", "input": {"code": text},
-                    "provider_id": f"toolu_b{store.last_seq(sid) + 1}"})
-                pending.append(event.seq)
-            elif kind == "tool":
-                event = store.append(sid, "tool", role="tool", turn=number,
-                                     payload={"call": pending.pop(0), "error": False},
-                                     text=lambda seq, t=text: format_result(t, seq, 20000))
-            else:
-                event = store.append(sid, kind, role=kind, turn=number, text=text)
+            event = log_message(store, sid, number, *item, pending)
             sent.append([event.seq, context_model.message_of(event).digest])
             count += 1
         turn_tree.finish(store, sid, number, store.last_seq(sid), "done")
@@ -290,10 +260,10 @@ def run(report: Report, n: int, reps: int, warmup: int, profile: int) -> None:
             report.note(f"  whole takes.take (+ the file's blob, receipt event and snapshot, "
                         f"receipt file): {median(ours_t):.1f} ms → "
                         f"{median(ours_t) / median(base_t):.2f}× the json round-trip")
-            report.note(f"  export runs (ms): {' '.join(f'{x:.1f}' for x in sorted(ours_e))}")
-            report.note(f"  take runs (ms):   {' '.join(f'{x:.1f}' for x in sorted(pure_t))}")
-            report.note(f"  takes.take (ms):  {' '.join(f'{x:.1f}' for x in sorted(ours_t))}")
-            report.note(f"  json runs (ms):   {' '.join(f'{x:.1f}' for x in sorted(base_e))}")
+            report.note(f"  export runs (ms): {spread(ours_e)}")
+            report.note(f"  take runs (ms):   {spread(pure_t)}")
+            report.note(f"  takes.take (ms):  {spread(ours_t)}")
+            report.note(f"  json runs (ms):   {spread(base_e)}")
             if profile:
                 for name, fn in (("export", lambda p: (p.enable(), takes.export(app, sid),
                                                        p.disable())),

@@ -27,7 +27,7 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Report, arg_parser, median
+from _common import Report, arg_parser, median, spread
 from first_token import build_template
 from nodecode import budget as budgets
 from nodecode import turns as turn_tree
@@ -89,8 +89,8 @@ def measure(report: Report, root: Path, n: int, reps: int, warmup: int) -> None:
                      f"{'PASS' if ok else 'FAIL'}"),
                append_ms=round(mine, 3), recount_ms=round(base, 3), messages=messages,
                tokens=tokens, reps=reps)
-    report.note(f"  after an append (ms): {' '.join(f'{x:.2f}' for x in sorted(appended))}")
-    report.note(f"  full recount (ms):    {' '.join(f'{x:.1f}' for x in sorted(full))}")
+    report.note(f"  after an append (ms): {spread(appended, 2)}")
+    report.note(f"  full recount (ms):    {spread(full)}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,13 +43,15 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Report, arg_parser, median  # noqa: E402
+from _common import (FILES, WORDS, Report, arg_parser, log_message, median,  # noqa: E402
+                     numbered_lines, prose, spread, write_config)
 
 from nodecode import turns as turn_tree  # noqa: E402
-from nodecode.agent import TurnCallbacks, format_result  # noqa: E402
+from nodecode.agent import TurnCallbacks  # noqa: E402
 from nodecode.app import App  # noqa: E402
 from nodecode.context import model as context_model
 from nodecode.context import request as request_builder
+from nodecode import budget as budgets
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS  # noqa: E402
 from nodecode.loopback import LoopbackServer  # noqa: E402
 
@@ -63,61 +65,35 @@ HEADERS = {"anthropic-version": "2023-06-01", "accept": "text/event-stream"}
 
 # ------------------------------------------------------------------ the template session
 
-_WORDS = ("the parser function returns value list error file test module config buffer "
-          "context request token stream line column index read write call result path "
-          "session turn message cache provider model event store seq handle check update "
-          "should would because when then with without into from after before instead").split()
-_FILES = ["src/parser.py", "src/lexer.py", "src/config.py", "tests/test_parser.py",
-          "src/store.py", "README.md", "src/cli.py", "src/render.py"]
-
-
-def _prose(rng: random.Random, chars: int) -> str:
-    out: list[str] = []
-    size = 0
-    while size < chars:
-        sentence = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(6, 16)))
-        sentence = sentence[0].upper() + sentence[1:] + "."
-        out.append(sentence)
-        size += len(sentence) + 1
-    return " ".join(out)
-
 
 def _code(rng: random.Random) -> str:
-    f = rng.choice(_FILES)
+    f = rng.choice(FILES)
     return rng.choice([
         f'(read-file "{f}" :from {rng.randint(1, 400)} :to {rng.randint(401, 800)})',
-        f'(shell "rg -n \\"{rng.choice(_WORDS)}_{rng.choice(_WORDS)}\\" src tests")',
-        f'(edit-file "{f}" :old "return {rng.choice(_WORDS)}" :new "return {rng.choice(_WORDS)}'
-        f'_{rng.choice(_WORDS)}(value)")',
+        f'(shell "rg -n \\"{rng.choice(WORDS)}_{rng.choice(WORDS)}\\" src tests")',
+        f'(edit-file "{f}" :old "return {rng.choice(WORDS)}" :new "return {rng.choice(WORDS)}'
+        f'_{rng.choice(WORDS)}(value)")',
         '(shell "python -m pytest -q tests/test_parser.py")',
         f'(list-files "{f.rsplit("/", 1)[0]}")',
     ])
 
 
 def _output(rng: random.Random) -> str:
-    lines = []
-    size, target = 0, rng.randint(350, 1400)
-    n = rng.randint(1, 300)
-    while size < target:
-        words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(3, 9)))
-        line = f"{n}: {rng.choice(['def', 'return', 'if', '#', 'x ='])} {words}"
-        lines.append(line)
-        size += len(line) + 1
-        n += 1
-    return "\n".join(lines)
+    chars = rng.randint(350, 1400)
+    return numbered_lines(rng, rng.randint(1, 300), chars)
 
 
 def _turn_plan(rng: random.Random) -> list[tuple]:
     """One turn as the agent logs it: ('request',) marks a round's request event."""
-    plan: list[tuple] = [("user", _prose(rng, rng.randint(120, 600)))]
+    plan: list[tuple] = [("user", prose(rng, rng.randint(120, 600)))]
     for _ in range(rng.randint(1, 4)):
         plan.append(("request",))
         if rng.random() < 0.4:
-            plan.append(("assistant", _prose(rng, rng.randint(80, 400))))
+            plan.append(("assistant", prose(rng, rng.randint(80, 400))))
         calls = rng.choice([1, 1, 1, 2])
         plan += [("call", _code(rng)) for _ in range(calls)]
         plan += [("tool", _output(rng)) for _ in range(calls)]
-    plan += [("request",), ("assistant", _prose(rng, rng.randint(400, 1500)))]
+    plan += [("request",), ("assistant", prose(rng, rng.randint(400, 1500)))]
     return plan
 
 
@@ -163,19 +139,7 @@ def build_template(root: Path, n: int, url: str) -> tuple[Path, str, int, int]:
                                             "cache_read": 38 * len(sent), "cache_write": 90},
                     "stop_reason": "end_turn"})
                 continue
-            text = item[1]
-            if kind == "call":
-                event = store.append(sid, "call", role="call", turn=number, text=text, payload={
-                    "name": "eval", "input": {"code": text},
-                    "provider_id": f"toolu_lb{store.last_seq(sid) + 1}"})
-                pending.append(event.seq)
-            elif kind == "tool":
-                call = pending.pop(0)
-                event = store.append(sid, "tool", role="tool", turn=number,
-                                     payload={"call": call, "error": False},
-                                     text=lambda seq, t=text: format_result(t, seq, 20000))
-            else:
-                event = store.append(sid, kind, role=kind, turn=number, text=text)
+            event = log_message(store, sid, number, kind, item[1], pending)
             sent.append((event.seq, context_model.message_of(event).digest))
             count += 1
         turn_tree.finish(store, sid, number, store.last_seq(sid), "done")
@@ -183,15 +147,6 @@ def build_template(root: Path, n: int, url: str) -> tuple[Path, str, int, int]:
     chars = sum(len(m.text) for m in context_model.build(store, sid))
     app.close()  # checkpoints the WAL: the template is the one .db file
     return home, sid, messages if messages == n else -messages, chars
-
-
-def write_config(home: Path, url: str) -> None:
-    """As tests/conftest.py: the home's provider is a loopback server (Anthropic format)."""
-    config = {"provider": "loopback", "model": "loopback-model",
-              "providers": {"loopback": {"type": "anthropic", "base_url": url,
-                                         "api_key_env": None}}}
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "config.jsonc").write_text("// bench config\n" + json.dumps(config, indent=2))
 
 
 # ------------------------------------------------------------------ the two paths
@@ -251,11 +206,12 @@ class Bench:
         app.config, app.redactor  # noqa: B018 - loaded once per host, not per ask
         app.session_path_messages(self.sid)  # the host has shown the chat: store read once
         app.provider()  # the host keeps one HTTP client for its life
-        # The host sent this session's previous request: its messages' digests and
-        # wire blocks are already made (they are cached per message).
+        # The host sent this session's previous request: its messages' digests,
+        # wire blocks and token counts are already made (cached per message).
         request_builder.build("anthropic", context_model.build(app.store, self.sid),
                               model="loopback-model", system=SYSTEM_PROMPT, tools=TOOLS,
                               max_tokens=8192)
+        budgets.fill_of(app, self.sid)
         return app
 
     def ask(self, app: App, profiler: cProfile.Profile | None = None) -> float:
@@ -347,8 +303,8 @@ def measure(report: Report, root: Path, url: str, n: int, reps: int, warmup: int
                      f"{base:.1f} ms → overhead {over:.1f} ms (goal ≤ {goal:g} ms) "
                      f"{'PASS' if ok else 'FAIL'}"),
                nodecode_ms=round(mine, 2), raw_ms=round(base, 2), messages=n, reps=reps)
-    report.note(f"  nodecode runs (ms): {' '.join(f'{x:.1f}' for x in sorted(ours))}")
-    report.note(f"  raw runs (ms):      {' '.join(f'{x:.1f}' for x in sorted(raws))}")
+    report.note(f"  nodecode runs (ms): {spread(ours)}")
+    report.note(f"  raw runs (ms):      {spread(raws)}")
     if profile:
         profiler = cProfile.Profile()
         for _ in range(5):

@@ -34,7 +34,7 @@ from pathlib import Path
 import pynvim
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Report, arg_parser, median
+from _common import Report, arg_parser, median, spread
 from nodecode import turns as turn_tree
 from nodecode.app import App
 from nodecode.context import model as context_model
@@ -146,9 +146,9 @@ def run(report: Report, tmp: Path, reps: int, turns: int) -> None:
                lines=lines, reps=reps)
     report.note(f"  whole :NodecodeContext with its export: {full:.1f} ms "
                 f"→ {full / base:.2f}× plain")
-    report.note(f"  open runs (ms):  {' '.join(f'{x:.1f}' for x in sorted(opens))}")
-    report.note(f"  plain runs (ms): {' '.join(f'{x:.1f}' for x in sorted(raws))}")
-    report.note(f"  whole runs (ms): {' '.join(f'{x:.1f}' for x in sorted(fulls))}")
+    report.note(f"  open runs (ms):  {spread(opens)}")
+    report.note(f"  plain runs (ms): {spread(raws)}")
+    report.note(f"  whole runs (ms): {spread(fulls)}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,7 +81,7 @@ function M.after_change()
   }) do
     local ok, err = pcall(step)
     if not ok then
-      message().error('%s', (tostring(err):gsub('^nodecode: ', '')))
+      message().caught(err)
     end
   end
 end
@@ -173,7 +173,7 @@ function M.guard(fn)
   return function(...)
     local ok, err = pcall(fn, ...)
     if not ok then
-      message().error('%s', (tostring(err):gsub('^nodecode: ', '')))
+      message().caught(err)
     end
   end
 end

@@ -49,16 +49,6 @@ M.commands = {
       require('nodecode.actions').evict(o.args)
     end,
   },
-  NodecodeCompact = {
-    desc = 'nodecode: alias of :NodecodeEvict',
-    nargs = '*',
-    complete = function(lead, line)
-      return M.complete_evict(lead, line)
-    end,
-    impl = function(o)
-      require('nodecode.actions').evict(o.args)
-    end,
-  },
   NodecodeRecall = {
     desc = 'nodecode: recall from the log in a picker (a key toggles every-session search)',
     nargs = '*',
@@ -131,6 +121,9 @@ M.commands = {
     end,
   },
 }
+-- :NodecodeCompact is :NodecodeEvict by another name.
+M.commands.NodecodeCompact =
+  vim.tbl_extend('force', M.commands.NodecodeEvict, { desc = 'nodecode: alias of :NodecodeEvict' })
 
 -- Completion ------------------------------------------------------------
 
@@ -188,7 +181,7 @@ end
 function M.run(name, opts)
   local ok, err = pcall(M.commands[name].impl, opts)
   if not ok then
-    require('nodecode.message').error('%s', (tostring(err):gsub('^nodecode: ', '')))
+    require('nodecode.message').caught(err)
   end
 end
 

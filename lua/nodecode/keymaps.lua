@@ -35,7 +35,7 @@ M.actions = {
       end
       local ok, err = pcall(context.pick_removed, 0)
       if not ok then
-        require('nodecode.message').error('%s', (tostring(err):gsub('^nodecode: ', '')))
+        require('nodecode.message').caught(err)
       end
     end,
   },

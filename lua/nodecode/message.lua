@@ -18,4 +18,17 @@ M.info = notifier(vim.log.levels.INFO)
 M.warn = notifier(vim.log.levels.WARN)
 M.error = notifier(vim.log.levels.ERROR)
 
+--- The text of an error caught by pcall, without the `nodecode: ` it may carry.
+---@param err any
+---@return string
+function M.reason(err)
+  return (tostring(err):gsub('^nodecode: ', ''))
+end
+
+--- An error caught by pcall, as one error message (prefixed once).
+---@param err any
+function M.caught(err)
+  M.error('%s', M.reason(err))
+end
+
 return M

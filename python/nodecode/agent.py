@@ -182,11 +182,7 @@ class _Turn:
         self.cb.on_text(self.redact(chunk))
 
     def previous_sent(self) -> list[tuple[int, str]] | None:
-        rows = self.store.read("SELECT seq FROM events WHERE session = ? AND kind = 'request' "
-                               "ORDER BY seq DESC LIMIT 1", (self.sid,))
-        if not rows:
-            return None
-        event = self.store.event(self.sid, rows[0][0])
+        event = self.store.last_event(self.sid, "request")
         return [tuple(p) for p in event.payload.get("sent", [])] if event else None
 
     def log_reply(self, reply: Reply) -> list[tuple[int, ToolCall]]:

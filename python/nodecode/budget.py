@@ -346,8 +346,11 @@ class Meter:
         self.encoding = encoding(name)
         self.cache: dict[tuple[int, str], int] = self.store.cache.setdefault(f"fill:{name}", {})
         self._memo = f"_nc_tokens_{name}"  # per message object: (key, tokens, blank)
-        self.system = self.text(SYSTEM_PROMPT)
-        self.tools = sum(self.text(t) for t in tool_json(ptype))
+        fixed = self.store.cache.setdefault(f"fill-fixed:{name}:{ptype}", {})
+        if not fixed:  # the system prompt and tool definition are constants
+            fixed["system"] = self.text(SYSTEM_PROMPT)
+            fixed["tools"] = sum(self.text(t) for t in tool_json(ptype))
+        self.system, self.tools = fixed["system"], fixed["tools"]
         self._begins = Message(0, "user", CONTEXT_BEGINS)
 
     def text(self, text: str) -> int:

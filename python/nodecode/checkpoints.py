@@ -365,9 +365,12 @@ def _report(moved: Moved) -> None:
         print(line, file=sys.stderr)
 
 
-@command("undo", "undo the head turn and its file changes; prints the undone ask",
-         lambda p: p.add_argument("--force", action="store_true",
-                                  help="overwrite files changed since (keeping a copy)"))
+def _force_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--force", action="store_true",
+                   help="overwrite files changed since (keeping a copy)")
+
+
+@command("undo", "undo the head turn and its file changes; prints the undone ask", _force_arg)
 def cmd_undo(app: App, args: argparse.Namespace) -> int:
     moved = undo(app, app.resolve_session(args.session, create=False), force=args.force)
     _report(moved)
@@ -377,9 +380,7 @@ def cmd_undo(app: App, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@command("redo", "redo the turn the last undo left, re-applying its file changes",
-         lambda p: p.add_argument("--force", action="store_true",
-                                  help="overwrite files changed since (keeping a copy)"))
+@command("redo", "redo the turn the last undo left, re-applying its file changes", _force_arg)
 def cmd_redo(app: App, args: argparse.Namespace) -> int:
     moved = redo(app, app.resolve_session(args.session, create=False), force=args.force)
     _report(moved)
@@ -410,8 +411,7 @@ def cmd_continue(app: App, args: argparse.Namespace) -> int:
 
 def _rewind_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("turn", type=int, metavar="TURN")
-    p.add_argument("--force", action="store_true",
-                   help="overwrite files changed since (keeping a copy)")
+    _force_arg(p)
 
 
 @command("rewind", "move the head to TURN and return files to their state after it",

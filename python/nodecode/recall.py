@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from nodecode import session as sessions
+from nodecode import turns as turn_tree
 from nodecode.cells import CellEnv, verb
 from nodecode.cli import EXIT_OK, command
 from nodecode.errors import CellError
@@ -48,27 +48,7 @@ class Hit:
         return self.role or self.kind
 
 
-# -- the lineage: which events a session's recall reads ------------------------------
-
-
-def lineage(store: Store, sid: str) -> list[sessions.SessionInfo]:
-    """The session and its ancestors, nearest first."""
-    out = [sessions.get(store, sid)]
-    while out[-1].parent is not None:
-        out.append(sessions.get(store, out[-1].parent))
-    return out
-
-
-def scopes(store: Store, sid: str) -> list[tuple[str, int | None]]:
-    """The session and its ancestors, nearest first, each with the last seq it lends (None: all)."""
-    out: list[tuple[str, int | None]] = []
-    upto: int | None = None
-    for info in lineage(store, sid):
-        out.append((info.id, upto))
-        if info.parent is not None:
-            upto = min(info.fork_seq or 0, _NO_BOUND if upto is None else upto)
-    return out
-
+# -- the head path (which ancestor events a session reads: turns.scopes) ------------
 
 # Up the turn tree from one turn while the parent stays above a floor. A parent
 # is always numbered below its child, which also bounds the walk on bad data.
@@ -88,7 +68,7 @@ def head_path(store: Store, sid: str, low: int = 1) -> set[tuple[str, int]]:
     before a fork point are read in the nearest ancestor, as turns.get does.
     """
     out: set[tuple[str, int]] = set()
-    infos = lineage(store, sid)
+    infos = turn_tree.ancestry(store, sid)
     number = infos[0].head
     for info in infos:
         if number is None or number < low:
@@ -133,7 +113,7 @@ def log_hits(store: Store, sid: str, *, match: str | None = None, before: int | 
         where, pattern = like_clause(match)
         params.append(pattern)
     rows: list[tuple] = []
-    for owner, upto in scopes(store, sid):
+    for owner, upto in turn_tree.scopes(store, sid):
         want = _NO_BOUND if limit is None else limit - len(rows)
         if want <= 0:
             break
@@ -194,7 +174,7 @@ def recall_search(store: Store, words: str, *, limit: int = DEFAULT_LIMIT) -> li
 
 def entry_hit(store: Store, sid: str, n: int) -> Hit:
     """The whole event at seq N, resolved in the nearest ancestor that has it."""
-    for owner, upto in scopes(store, sid):
+    for owner, upto in turn_tree.scopes(store, sid):
         if upto is not None and n > upto:
             continue
         rows = store.read("SELECT session, seq, kind, role, turn, text, payload FROM events "
@@ -226,7 +206,7 @@ def _whole_text(hit: Hit) -> str:
 
 def _extent(store: Store, sid: str) -> str:
     low = None
-    for owner, upto in scopes(store, sid):
+    for owner, upto in turn_tree.scopes(store, sid):
         row = store.read("SELECT MIN(seq) FROM events WHERE session = ? AND seq <= ?",
                          (owner, _NO_BOUND if upto is None else upto))[0]
         low = row[0] if row[0] is not None else low

@@ -60,16 +60,15 @@ def report(app: "App", sid: str) -> dict[str, Any]:
 
 
 def _last_request(store: Any, sid: str, ptype: str) -> dict[str, Any] | None:
-    rows = store.read("SELECT seq FROM events WHERE session = ? AND kind = 'request' "
-                      "ORDER BY seq DESC LIMIT 1", (sid,))
-    if not rows:
+    event = store.last_event(sid, "request")
+    if event is None:
         return None
-    p = store.event(sid, rows[0][0]).payload
+    p = event.payload
     usage = p.get("usage") or {}
     prompt = int(usage.get("input") or 0)
     if ptype == "anthropic":
         prompt += int(usage.get("cache_read") or 0) + int(usage.get("cache_write") or 0)
-    return {"seq": rows[0][0], "cache_read": int(usage.get("cache_read") or 0),
+    return {"seq": event.seq, "cache_read": int(usage.get("cache_read") or 0),
             "cache_write": int(usage.get("cache_write") or 0), "prompt": prompt,
             "breakpoints": list(p.get("breakpoints") or []), "fill": p.get("fill"),
             "counted": p.get("counted")}

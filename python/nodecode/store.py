@@ -157,9 +157,26 @@ class Store:
         return [_event(r) for r in self.read(sql, params)]
 
     def event(self, session: str, seq: int) -> Event | None:
+        """One event. Events never change, so decoded ones are kept (a request's
+        payload is read again at the next request)."""
+        cache = self.cache.setdefault("events", {})
+        hit = cache.get((session, seq))
+        if hit is not None:
+            return hit
         rows = self.read(f"SELECT {_COLUMNS} FROM events WHERE session = ? AND seq = ?",
                          (session, seq))
-        return _event(rows[0]) if rows else None
+        if not rows:
+            return None
+        if len(cache) > 512:
+            cache.clear()
+        cache[(session, seq)] = event = _event(rows[0])
+        return event
+
+    def last_event(self, session: str, kind: str) -> Event | None:
+        """The session's newest event of ``kind``."""
+        rows = self.read("SELECT MAX(seq) FROM events WHERE session = ? AND kind = ?",
+                         (session, kind))
+        return self.event(session, rows[0][0]) if rows[0][0] is not None else None
 
     def last_seq(self, session: str) -> int:
         row = self.read("SELECT MAX(seq) FROM events WHERE session = ?", (session,))[0]

@@ -41,13 +41,27 @@ def get(store: Store, sid: str, number: int) -> Turn | None:
     return None
 
 
-def lineage(store: Store, sid: str) -> list[str]:
+def ancestry(store: Store, sid: str) -> list[sessions.SessionInfo]:
     """The session and its ancestors, nearest first."""
-    out = []
-    cur: str | None = sid
-    while cur is not None:
-        out.append(cur)
-        cur = sessions.get(store, cur).parent
+    out = [sessions.get(store, sid)]
+    while out[-1].parent is not None:
+        out.append(sessions.get(store, out[-1].parent))
+    return out
+
+
+def lineage(store: Store, sid: str) -> list[str]:
+    """The ids of the session and its ancestors, nearest first."""
+    return [info.id for info in ancestry(store, sid)]
+
+
+def scopes(store: Store, sid: str) -> list[tuple[str, int | None]]:
+    """The session and its ancestors, nearest first, each with the last seq it lends
+    (None: all): the one place that decides which ancestor events a fork sees."""
+    out: list[tuple[str, int | None]] = []
+    upto: int | None = None
+    for info in ancestry(store, sid):
+        out.append((info.id, upto))
+        upto = lower_limit(upto, info.fork_seq)
     return out
 
 
@@ -89,13 +103,11 @@ def path(store: Store, sid: str) -> list[Turn]:
 def _lineage_turns(store: Store, sid: str) -> dict[int, Turn]:
     """Every turn visible from ``sid``: its own, then each ancestor's up to the fork."""
     known: dict[int, Turn] = {}
-    limit: int | None = None
-    for owner in lineage(store, sid):
+    for owner, limit in scopes(store, sid):
         for row in store.read(f"SELECT {_COLS} FROM turns WHERE session = ?", (owner,)):
             turn = _turn(row)
             if turn.number not in known and (limit is None or turn.first_seq <= limit):
                 known[turn.number] = turn
-        limit = lower_limit(limit, sessions.get(store, owner).fork_seq)
     return known
 
 

@@ -22,12 +22,6 @@ local function message()
   return require('nodecode.message')
 end
 
----@param err any
----@return string
-local function reason(err)
-  return (tostring(err):gsub('^nodecode: ', ''))
-end
-
 -- Approvals -------------------------------------------------------------
 
 ---@param kind string write | shell
@@ -54,7 +48,8 @@ local function approve(ev)
   vim.schedule(function()
     prompt(ev.approval, ev.detail, function(yes)
       local ok, err = pcall(require('nodecode.rpc').approval, ev.job, ev.id, yes)
-      local said = (yes and 'approved' or 'refused') .. (ok and '' or (' (' .. reason(err) .. ')'))
+      local said = (yes and 'approved' or 'refused')
+        .. (ok and '' or (' (' .. message().reason(err) .. ')'))
       if state.view then
         state.view:quote(ev.approval, said)
       end
@@ -104,8 +99,8 @@ local function chat_buf()
   if ok then
     state.view:history(history)
   else
-    state.view:quote('error', reason(history))
-    message().error('%s', reason(history))
+    state.view:quote('error', message().reason(history))
+    message().caught(history)
   end
   return buf
 end
@@ -164,8 +159,8 @@ function M.ask(text)
   state.view:reply_header()
   local ok, job = pcall(require('nodecode.rpc').ask, text)
   if not ok then
-    state.view:done('failed', reason(job))
-    message().error('%s', reason(job))
+    state.view:done('failed', message().reason(job))
+    message().caught(job)
     return
   end
   state.job = job
@@ -199,7 +194,7 @@ function M.reload()
   state.view = Transcript.new(buf)
   local ok, history = pcall(require('nodecode.rpc').messages)
   if not ok then
-    return message().error('%s', reason(history))
+    return message().caught(history)
   end
   state.view:history(history)
   for _, win in ipairs(vim.fn.win_findbuf(buf)) do

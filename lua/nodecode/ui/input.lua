@@ -18,7 +18,7 @@ function M.send()
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, {})
   local ok, err = pcall(require('nodecode.ui.chat').ask, text)
   if not ok then
-    require('nodecode.message').error('%s', (tostring(err):gsub('^nodecode: ', '')))
+    require('nodecode.message').caught(err)
   end
 end
 

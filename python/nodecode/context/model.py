@@ -149,11 +149,9 @@ def _path_events(store: Store, sid: str, path: list[turn_tree.Turn]) -> list[Eve
     ancestors' (each ancestor's only up to the fork point below it)."""
     numbers = [t.number for t in path]
     events: list[Event] = []
-    upto: int | None = None
-    for owner in turn_tree.lineage(store, sid):
+    for owner, upto in turn_tree.scopes(store, sid):
         events += store.context_events(owner, numbers, upto=upto, kinds=SNAPSHOT_KINDS,
                                        turnless=owner == sid)
-        upto = turn_tree.lower_limit(upto, sessions.get(store, owner).fork_seq)
     return events
 
 

@@ -74,9 +74,7 @@ def cached_through(store: Store, sid: str, messages: list[context_model.Message]
     """The last message of the context that the next request can still read
     from the provider's cache: where the last request's messages and the
     context as it is now (``messages``) stop agreeing (None before any request)."""
-    rows = store.read("SELECT seq FROM events WHERE session = ? AND kind = 'request' "
-                      "ORDER BY seq DESC LIMIT 1", (sid,))
-    event = store.event(sid, rows[0][0]) if rows else None
+    event = store.last_event(sid, "request")
     sent = event.payload.get("sent") if event else None
     if not sent:
         return None

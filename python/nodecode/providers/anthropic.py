@@ -8,15 +8,14 @@ policy asks of clients.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from nodecode.errors import ProviderError
-from nodecode.providers.base import Provider, StreamParser, TextSink
+from nodecode.providers.base import Provider, StreamParser, TextSink, load_data, parse_input
 from nodecode.providers.overflow import parse_overflow
 from nodecode.providers.sse import ServerSentEvent
-from nodecode.providers.types import Reply, ToolCall
+from nodecode.providers.types import ToolCall
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -33,9 +32,7 @@ class AnthropicProvider(Provider):
     """The Messages API; ``base_url`` is the host, e.g. https://api.anthropic.com."""
 
     name = "anthropic"
-
-    def __init__(self, base_url: str | None = None, api_key: str | None = None, **kw: Any) -> None:
-        super().__init__(base_url or DEFAULT_BASE_URL, api_key, **kw)
+    default_base_url = DEFAULT_BASE_URL
 
     def url(self) -> str:
         return f"{self.base_url}/v1/messages"
@@ -74,7 +71,7 @@ class AnthropicParser(StreamParser):
         self._blocks: dict[int, _Block] = {}
 
     def feed(self, event: ServerSentEvent) -> None:
-        data = _load(event.data)
+        data = load_data(event.data, "event")
         kind = data.get("type") or event.event
         if kind == "error" or event.event == "error":
             raise _stream_error(event.data, data)
@@ -132,31 +129,12 @@ class AnthropicParser(StreamParser):
         "message_stop": _on_message_stop,
     }  # ping and unknown events are skipped
 
-    def _reply(self, *, partial: bool) -> Reply:
-        calls = [
-            ToolCall(block.id, block.name, _parse_input("".join(block.json)))
+    def _tool_calls(self, *, partial: bool) -> list[ToolCall]:
+        return [
+            ToolCall(block.id, block.name, parse_input("".join(block.json)))
             for _, block in sorted(self._blocks.items())
             if block.type == "tool_use" and (block.done or not partial)
         ]
-        return Reply(text=self.text, calls=calls, usage=self.usage, stop_reason=self.stop_reason)
-
-
-def _parse_input(raw: str) -> Any:
-    """A tool's input: ``""`` is ``{}`` (no-argument tools), unparsable stays the raw string."""
-    if not raw.strip():
-        return {}
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
-
-
-def _load(data: str) -> dict[str, Any]:
-    try:
-        value = json.loads(data)
-    except ValueError:
-        raise ProviderError(f"malformed stream event: {data[:120]}", retryable=True) from None
-    return value if isinstance(value, dict) else {}
 
 
 def _stream_error(raw: str, data: dict[str, Any]) -> ProviderError:

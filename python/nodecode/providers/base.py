@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 import email.utils
+import json
 import queue
 import random
 import socket
@@ -26,7 +27,7 @@ import httpx
 from nodecode.errors import ContextOverflow, ProviderError, ProviderFailed
 from nodecode.providers.overflow import parse_overflow, unwrap_error
 from nodecode.providers.sse import EventReader, LineSplitter, ServerSentEvent
-from nodecode.providers.types import Reply, Usage
+from nodecode.providers.types import Reply, ToolCall, Usage
 
 MAX_RETRY_AFTER = 60.0
 MAX_BACKOFF = 8.0
@@ -67,6 +68,11 @@ class StreamParser:
         return reply
 
     def _reply(self, *, partial: bool) -> Reply:
+        return Reply(text=self.text, calls=self._tool_calls(partial=partial), usage=self.usage,
+                     stop_reason=self.stop_reason)
+
+    def _tool_calls(self, *, partial: bool) -> list[ToolCall]:
+        """The tool calls so far; when ``partial``, only those whose input completed."""
         raise NotImplementedError
 
     def emit_text(self, text: str) -> None:
@@ -84,10 +90,11 @@ class Provider:
     """One model endpoint: ``stream(body)`` POSTs a complete wire body and returns a Reply."""
 
     name = "provider"
+    default_base_url = ""  # used when the config names no base_url
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | None = None,
         api_key: str | None = None,
         *,
         timeout: float = 120.0,
@@ -95,7 +102,7 @@ class Provider:
         backoff_base: float = 0.5,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url = (base_url or self.default_base_url).rstrip("/")
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self._api_key = api_key or None
@@ -234,6 +241,25 @@ class Provider:
         if retry_after is not None:
             return min(retry_after, MAX_RETRY_AFTER)
         return min(self.backoff_base * 2**attempt, MAX_BACKOFF) * (1 - 0.25 * random.random())
+
+
+def load_data(data: str, unit: str) -> dict[str, Any]:
+    """One event's JSON data (not an object: ``{}``); malformed data is a dropped stream."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        raise ProviderError(f"malformed stream {unit}: {data[:120]}", retryable=True) from None
+    return value if isinstance(value, dict) else {}
+
+
+def parse_input(raw: str) -> Any:
+    """A tool's streamed input: ``""`` is ``{}`` (no-argument tools), unparsable stays raw."""
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
 
 
 class _Frames:

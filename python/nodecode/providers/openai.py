@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodecode.errors import ProviderError
-from nodecode.providers.base import Provider, StreamParser, TextSink
+from nodecode.providers.base import Provider, StreamParser, TextSink, load_data, parse_input
 from nodecode.providers.overflow import parse_overflow, unwrap_error
 from nodecode.providers.sse import DONE, ServerSentEvent
-from nodecode.providers.types import Reply, ToolCall
+from nodecode.providers.types import ToolCall
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _TRANSIENT = re.compile(
@@ -34,9 +34,7 @@ class OpenAIProvider(Provider):
     """Chat Completions; ``base_url`` includes ``/v1`` (https://api.openai.com/v1)."""
 
     name = "openai"
-
-    def __init__(self, base_url: str | None = None, api_key: str | None = None, **kw: Any) -> None:
-        super().__init__(base_url or DEFAULT_BASE_URL, api_key, **kw)
+    default_base_url = DEFAULT_BASE_URL
 
     def url(self) -> str:
         return f"{self.base_url}/chat/completions"
@@ -84,7 +82,7 @@ class OpenAIParser(StreamParser):
         if event.data == DONE:
             self.finished = True
             return
-        data = _load(event.data)
+        data = load_data(event.data, "chunk")
         if data.get("error"):
             raise _stream_error(event.data)
         if "choices" in data or "usage" in data:
@@ -161,13 +159,12 @@ class OpenAIParser(StreamParser):
             self.stop_reason = data.get("done_reason") or "stop"
             self.finished = True
 
-    def _reply(self, *, partial: bool) -> Reply:
-        calls = [
+    def _tool_calls(self, *, partial: bool) -> list[ToolCall]:
+        return [
             ToolCall(call.id, call.name, _input(call))
             for n, call in enumerate(self._calls)
             if not partial or self._call_done(n, call)
         ]
-        return Reply(text=self.text, calls=calls, usage=self.usage, stop_reason=self.stop_reason)
 
     def _call_done(self, n: int, call: _Call) -> bool:
         """Finished when a later call began, the choice finished, or its JSON is whole."""
@@ -183,27 +180,11 @@ class OpenAIParser(StreamParser):
 
 def _input(call: _Call) -> Any:
     """Arguments as parsed JSON: ``""`` is ``{}``, unparsable stays the raw string."""
-    if call.obj is not None:
-        return call.obj
-    raw = "".join(call.args)
-    if not raw.strip():
-        return {}
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
+    return call.obj if call.obj is not None else parse_input("".join(call.args))
 
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _load(data: str) -> dict[str, Any]:
-    try:
-        value = json.loads(data)
-    except ValueError:
-        raise ProviderError(f"malformed stream chunk: {data[:120]}", retryable=True) from None
-    return value if isinstance(value, dict) else {}
 
 
 def _stream_error(raw: str) -> ProviderError:

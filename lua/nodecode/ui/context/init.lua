@@ -239,7 +239,7 @@ function M.on_event(ev)
     vim.schedule(function()
       local ok, err = pcall(M.follow)
       if not ok then
-        message().error('%s', (tostring(err):gsub('^nodecode: ', '')))
+        message().caught(err)
       end
     end)
   end

@@ -111,7 +111,7 @@ function M.write(buf, target)
   end
   local ok, r = pcall(rpc().validate, text)
   if not ok then
-    return refuse(buf, { { 1, tostring(r):gsub('^nodecode: ', '') } })
+    return refuse(buf, { { 1, message().reason(r) } })
   end
   if not r.ok then
     return refuse(buf, r.errors)
