@@ -53,6 +53,11 @@ def not_private(home: Path) -> list[str]:
         mode = stat.S_IMODE(path.lstat().st_mode)
         if mode != (0o700 if path.is_dir() else 0o600):
             wrong.append(f"{path} is {mode:o}")
+    # The shadow git store: git makes its objects read-only; no one else may read any.
+    for path in (home / "shadow").rglob("*"):
+        mode = stat.S_IMODE(path.lstat().st_mode)
+        if mode & 0o077:
+            wrong.append(f"{path} is {mode:o}")
     return wrong
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodecode.cells.env import CellEnv, FileChange
 from nodecode.errors import NodecodeError
-from nodecode.paths import ensure_dir
+from nodecode.paths import ensure_dir, write_private
 
 if TYPE_CHECKING:
     from nodecode.app import App
@@ -113,8 +113,8 @@ class Shadow:
         ensure_dir(self.root)
         self._git("init", "-q", "--bare", str(self.git_dir), init=True)
         info = ensure_dir(self.git_dir / "info")
-        (info / "attributes").write_text(_ATTRIBUTES)
-        (info / "exclude").write_text(self._excludes())
+        write_private(info / "attributes", _ATTRIBUTES)
+        write_private(info / "exclude", self._excludes())
 
     def _excludes(self) -> str:
         """The home's own files are never tracked, even when it lies in the workspace."""
@@ -136,7 +136,8 @@ class Shadow:
                 env.pop(name)
         try:
             done = subprocess.run(["git", *_GIT_CONFIG, *args], cwd=self.workspace, env=env,
-                                  input=stdin, capture_output=True, timeout=120, check=False)
+                                  input=stdin, capture_output=True, timeout=120, check=False,
+                                  umask=0o077)  # the home's files are 0600 in 0700 dirs
         except (OSError, subprocess.TimeoutExpired) as e:
             raise ShadowError(f"git {args[0]} failed: {e}") from None
         if done.returncode not in ok:

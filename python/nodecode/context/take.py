@@ -95,10 +95,24 @@ def record_file_edit(app: "App", sid: str) -> Event | None:
     digest = hashlib.sha256(raw).hexdigest()
     if digest == exp.payload["blob"] or digest in _recorded_files(store, sid):
         return None
+    exp = _named_export(store, sid, raw) or exp
     store.put_blob(raw)
     return store.append(sid, "edit", turn=head_turn(store, sid), text="file edit",
                         payload={"source": "file", "export": exp.payload["number"],
                                  "base": exp.payload["base"], "blob": digest})
+
+
+def _named_export(store: Store, sid: str, raw: bytes) -> Event | None:
+    """The export the file's first line names, when it is one of this session's:
+    an edit of an older export (another process exported since) is then judged
+    as that export's edit, stale if a take came after it."""
+    parsed = fileformat.parse_first(raw.split(b"\n", 1)[0].decode("utf-8", "replace"))
+    if parsed is None or parsed[1] != sid:
+        return None
+    for e in store.events(sid, kinds=("export",)):
+        if e.payload.get("number") == parsed[2] and e.payload.get("nonce") == parsed[3]:
+            return e
+    return None
 
 
 def _recorded_files(store: Store, sid: str) -> set[str]:
