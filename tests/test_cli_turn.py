@@ -96,3 +96,12 @@ def test_no_provider_is_a_user_error(home, workspace):
 
 def test_usage_error_exits_2(home):
     assert run_cli("frobnicate", home=home).returncode == 2
+
+
+def test_each_rounds_reply_ends_its_own_line_on_stdout(loopback, home, workspace):
+    (workspace / "a.txt").write_text("hello from a.txt\n")
+    srv = loopback(TWO_ROUNDS)
+    write_config(home, srv)
+    run_cli("new", home=home)
+    done = run_cli("ask", "--yes", "what does a.txt say?", home=home, cwd=workspace)
+    assert done.stdout == "Let me read it.\nThe file says hello.\n"

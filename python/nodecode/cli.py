@@ -111,13 +111,22 @@ class CliCallbacks(TurnCallbacks):
 
     def __init__(self, yes: bool):
         self.yes = yes
+        self.mid_line = False  # stdout's last reply text did not end a line
 
     def on_text(self, chunk: str) -> None:
         sys.stdout.write(chunk)
         sys.stdout.flush()
+        self.mid_line = not chunk.endswith("\n")
+
+    def end_line(self) -> None:
+        """Each round's reply ends its own line on stdout."""
+        if self.mid_line:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self.mid_line = False
 
     def on_call(self, seq: int, code: str) -> None:
-        sys.stdout.write("\n") if sys.stdout.isatty() else None
+        self.end_line()
         print(f"── call [seq {seq}]\n{code}", file=sys.stderr)
 
     def on_result(self, seq: int, text: str, error: bool) -> None:
@@ -153,11 +162,11 @@ def cmd_ask(app: App, args: argparse.Namespace) -> int:
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
     try:
-        result = app.agent(sid).ask(" ".join(args.text), CliCallbacks(args.yes), cancel)
+        callbacks = CliCallbacks(args.yes)
+        result = app.agent(sid).ask(" ".join(args.text), callbacks, cancel)
     finally:
         signal.signal(signal.SIGINT, previous)
-    if result.text and not result.text.endswith("\n"):
-        sys.stdout.write("\n")
+    callbacks.end_line()
     if result.status == "failed":
         print(f"nodecode: {result.error}", file=sys.stderr)
         return EXIT_USER if result.user_error else EXIT_PROVIDER
