@@ -142,9 +142,12 @@ def test_valid_write_is_byte_exact_and_the_next_request_reads_the_edit(nvim, two
     wait_for(lambda: any("delete 1 (3)" in n and "rewrite 1 (1)" in n and "note 1" in n
                          for n in notes(nvim)))
 
+    sent = len(two_turns.model_requests)
     nvim.command("Nodecode third question")
 
     wait_for(lambda: any(n.startswith("nodecode: [[receipt") for n in notes(nvim)))
+    # The receipt comes at the take, just before the request is sent: wait for it.
+    wait_for(lambda: len(two_turns.model_requests) > sent)
     texts = user_texts(two_turns.model_requests[-1].body)
     assert "first answer\nits second line" not in texts
     assert "first question, as I should have asked it" in texts
