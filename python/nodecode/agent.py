@@ -20,7 +20,7 @@ from nodecode.cells import CellEnv, CellResult, evaluate_call
 from nodecode.context import request as request_builder
 from nodecode.context import take as takes
 from nodecode.context import verbs as _context_verbs  # noqa: F401  (registers (context …))
-from nodecode.errors import ContextOverflow, NodecodeError, ProviderError
+from nodecode.errors import ContextOverflow, DoesNotFit, NodecodeError, ProviderError
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS
 from nodecode.providers.types import Reply, ToolCall
 from nodecode.session import LEASE_SECONDS, Lease
@@ -122,7 +122,7 @@ class _Turn:
                 message = self.redact(str(e))
                 self.log("error", text=message, payload={"status": e.status})
                 return TurnResult(self.number, "failed", final, message)
-            except evictions.DoesNotFit as e:
+            except DoesNotFit as e:
                 self.log("error", text=str(e), payload={"budget": True})
                 return TurnResult(self.number, "failed", final, str(e), user_error=True)
             calls = self.log_reply(reply)
