@@ -105,9 +105,10 @@ class _Turn:
                                  payload=self.app.redactor.apply_obj(payload) if payload else None)
 
     def run(self, ask: str) -> TurnResult:
-        turn = turn_tree.begin(self.store, self.sid, self.store.last_seq(self.sid) + 1)
-        self.number = turn.number
-        self.log("user", role="user", text=self.redact(ask))
+        with self.store.atomic():  # the turn and its ask land together
+            turn = turn_tree.begin(self.store, self.sid, self.store.last_seq(self.sid) + 1)
+            self.number = turn.number
+            self.log("user", role="user", text=self.redact(ask))
         result = self.rounds()
         turn_tree.finish(self.store, self.sid, self.number, self.store.last_seq(self.sid),
                          result.status)

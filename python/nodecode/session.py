@@ -109,6 +109,7 @@ class Lease:
         self.store, self.sid, self.seconds = store, sid, seconds
         self.owner = uuid.uuid4().hex
         self.host = socket.gethostname()
+        self._renewed = 0.0
 
     def acquire(self) -> "Lease":
         now = time.time()
@@ -123,12 +124,18 @@ class Lease:
                        "owner = excluded.owner, pid = excluded.pid, host = excluded.host, "
                        "expires = excluded.expires",
                        (self.sid, self.owner, os.getpid(), self.host, now + self.seconds))
+        self._renewed = now
         return self
 
     def renew(self) -> None:
+        """Push the expiry out again (not more often than a tenth of the lease)."""
+        now = time.time()
+        if now - self._renewed < self.seconds / 10:
+            return
         with self.store.atomic() as db:
             db.execute("UPDATE leases SET expires = ? WHERE session = ? AND owner = ?",
-                       (time.time() + self.seconds, self.sid, self.owner))
+                       (now + self.seconds, self.sid, self.owner))
+        self._renewed = now
 
     def release(self) -> None:
         with self.store.atomic() as db:

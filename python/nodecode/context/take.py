@@ -102,6 +102,27 @@ def record_file_edit(app: "App", sid: str) -> Event | None:
                                  "base": exp.payload["base"], "blob": digest})
 
 
+def _file_changed(app: "App", sid: str) -> bool:
+    """Whether context.txt may hold an unrecorded edit (read-only; the file's
+    digest is kept per size and mtime, so an untouched file is not re-read)."""
+    path = context_file(app, sid)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return False
+    exp = latest_export(app.store, sid)
+    if exp is None:
+        return False
+    seen = app.store.cache.setdefault("context-file", {})
+    stamp = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    digest = seen.get(stamp)
+    if digest is None:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        seen.clear()
+        seen[stamp] = digest
+    return digest != exp.payload["blob"] and digest not in _recorded_files(app.store, sid)
+
+
 def _named_export(store: Store, sid: str, raw: bytes) -> Event | None:
     """The export the file's first line names, when it is one of this session's:
     an edit of an older export (another process exported since) is then judged
@@ -164,6 +185,8 @@ def take(app: "App", sid: str, turn: int | None, *, budget: int | None = None,
     turn, the take belongs to the head (changes made while it is the head)."""
     store = app.store
     report = TakeReport()
+    if not _file_changed(app, sid) and not pending_edits(store, sid):
+        return report  # the common case: no write transaction on the request path
     with store.atomic():
         if turn is None:
             turn = head_turn(store, sid)
