@@ -29,6 +29,7 @@ from nodecode.context.request import CONTEXT_BEGINS, USER_SIDE, arrange, missing
 from nodecode.errors import ConfigError, UserError
 from nodecode.paths import write_private
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS
+from nodecode.providers.types import Usage
 from nodecode.store import Store
 
 if TYPE_CHECKING:
@@ -439,9 +440,7 @@ class Meter:
         counted, usage = payload.get("counted"), payload.get("usage") or {}
         ratio = 1.0
         if counted and payload.get("model") == self.model:
-            reported = int(usage.get("input") or 0)
-            if self.ptype == "anthropic":
-                reported += int(usage.get("cache_read") or 0) + int(usage.get("cache_write") or 0)
+            reported = Usage.of(usage).prompt_total(self.ptype)
             ratio = reported / counted if reported > 0 else 1.0
         memo[(self.sid, self.ptype, self.model)] = (seq, ratio)
         return ratio

@@ -19,6 +19,7 @@ from nodecode import evict as evictions
 from nodecode.cli import EXIT_OK, command
 from nodecode.context import take as takes
 from nodecode.context.model import state
+from nodecode.providers.types import Usage
 
 if TYPE_CHECKING:
     from nodecode.app import App
@@ -64,12 +65,9 @@ def _last_request(store: Any, sid: str, ptype: str) -> dict[str, Any] | None:
     if event is None:
         return None
     p = event.payload
-    usage = p.get("usage") or {}
-    prompt = int(usage.get("input") or 0)
-    if ptype == "anthropic":
-        prompt += int(usage.get("cache_read") or 0) + int(usage.get("cache_write") or 0)
-    return {"seq": event.seq, "cache_read": int(usage.get("cache_read") or 0),
-            "cache_write": int(usage.get("cache_write") or 0), "prompt": prompt,
+    usage = Usage.of(p.get("usage"))
+    return {"seq": event.seq, "cache_read": usage.cache_read,
+            "cache_write": usage.cache_write, "prompt": usage.prompt_total(ptype),
             "breakpoints": list(p.get("breakpoints") or []), "fill": p.get("fill"),
             "counted": p.get("counted")}
 

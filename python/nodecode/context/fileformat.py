@@ -55,7 +55,6 @@ class Block:
     role: str
     body: str
     line: int  # 1-based line of the header
-    body_line: int  # 1-based line where the body starts
 
 
 @dataclass
@@ -103,7 +102,7 @@ def split(text: str, nonce: str) -> Split:
         stop = heads[k + 1][3] if k + 1 < len(heads) else len(text)
         if stop > body_at and text[stop - 1] == "\n":  # strip exactly one final \n
             stop -= 1
-        out.blocks.append(Block(mid, role, text[body_at:stop], i + 1, i + 2))
+        out.blocks.append(Block(mid, role, text[body_at:stop], i + 1))
     return out
 
 

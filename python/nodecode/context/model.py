@@ -21,7 +21,7 @@ from nodecode import turns as turn_tree
 from nodecode.store import Event, Store
 
 SNAPSHOT_KINDS = ("receipt", "evict", "fork")
-TAKE_KINDS = ("receipt", "evict", "move", "fork")
+TAKE_KINDS = ("evict", "move", "fork")  # every one is a take; a receipt only when taken
 
 
 @dataclass(frozen=True)
@@ -218,6 +218,6 @@ def snapshot(store: Store, order: list[Message]) -> dict[str, Any]:
 def take_count(store: Store, sid: str) -> int:
     """How many takes this session has had: edits taken, evictions, tree moves, forks."""
     rows = store.read(
-        "SELECT COUNT(*) FROM events WHERE session = ? AND (kind IN ('evict', 'move', 'fork') "
-        "OR (kind = 'receipt' AND text LIKE ?))", (sid, "%" + "\ntaken at seq %"))
+        f"SELECT COUNT(*) FROM events WHERE session = ? AND (kind IN ({', '.join('?' * 3)}) "
+        "OR (kind = 'receipt' AND text LIKE ?))", (sid, *TAKE_KINDS, "%\ntaken at seq %"))
     return rows[0][0]

@@ -149,10 +149,11 @@ def record_form_edit(store: Store, sid: str, form: dict[str, Any], turn: int | N
 
 
 def pending_edits(store: Store, sid: str) -> list[Event]:
-    done: set[int] = set()
-    for r in store.events(sid, kinds=("receipt",)):
-        done.update(r.payload.get("edits", []))
-    return [e for e in store.events(sid, kinds=("edit",)) if e.seq not in done]
+    """Edits not yet taken or refused. A take processes every pending edit under
+    one write lock, so they are exactly the edits logged after the last receipt."""
+    last = store.read("SELECT MAX(seq) FROM events WHERE session = ? AND kind = 'receipt'",
+                      (sid,))[0][0]
+    return store.events(sid, after=last or 0, kinds=("edit",))
 
 
 # -- the take -----------------------------------------------------------------

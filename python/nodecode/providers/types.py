@@ -27,6 +27,12 @@ class Usage:
     cache_read: int = 0
     cache_write: int = 0
 
+    @classmethod
+    def of(cls, recorded: dict[str, Any] | None) -> "Usage":
+        """The usage a request event recorded (its ``usage`` dict)."""
+        r = recorded or {}
+        return cls(*(int(r.get(k) or 0) for k in ("input", "output", "cache_read", "cache_write")))
+
     def prompt_total(self, provider_type: str) -> int:
         if provider_type == "anthropic":
             return self.input + self.cache_read + self.cache_write
