@@ -23,15 +23,25 @@ WORDS = (  # noqa: SIM905 - a run of words reads better than 48 quoted ones
     "the parser function returns value list error file test module config buffer "
     "context request token stream line column index read write call result path "
     "session turn message cache provider model event store seq handle check update "
-    "should would because when then with without into from after before instead").split()
-FILES = ["src/parser.py", "src/lexer.py", "src/config.py", "tests/test_parser.py",
-         "src/store.py", "README.md", "src/cli.py", "src/render.py"]
+    "should would because when then with without into from after before instead"
+).split()
+FILES = [
+    "src/parser.py",
+    "src/lexer.py",
+    "src/config.py",
+    "tests/test_parser.py",
+    "src/store.py",
+    "README.md",
+    "src/cli.py",
+    "src/render.py",
+]
 
 
 def arg_parser(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--json", action="store_true",
-                        help="print one JSON object per bar instead of text lines")
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object per bar instead of text lines"
+    )
     return parser
 
 
@@ -48,12 +58,32 @@ class Report:
     def __init__(self, as_json: bool = False) -> None:
         self.as_json = as_json
 
-    def row(self, bar: str, measured: float | None, goal: Any, passed: bool, *,
-            unit: str = "ms", line: str | None = None, **extra: Any) -> None:
+    def row(
+        self,
+        bar: str,
+        measured: float | None,
+        goal: Any,
+        passed: bool,
+        *,
+        unit: str = "ms",
+        line: str | None = None,
+        **extra: Any,
+    ) -> None:
         """One bar: ``line`` (or ``bar: measured X, goal Y → PASS``) as text, or JSON."""
         if self.as_json:
-            print(json.dumps({"bar": bar, "measured": measured, "goal": goal, "pass": passed,
-                              "unit": unit, **extra}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "bar": bar,
+                        "measured": measured,
+                        "goal": goal,
+                        "pass": passed,
+                        "unit": unit,
+                        **extra,
+                    }
+                ),
+                flush=True,
+            )
             return
         verdict = "PASS" if passed else "FAIL"
         shown = "n/a" if measured is None else f"{measured:.3g} {unit}"
@@ -90,27 +120,45 @@ def numbered_lines(rng: random.Random, first: int, chars: int) -> str:
     return "\n".join(lines)
 
 
-def log_message(store: Store, sid: str, turn: int, kind: str, text: str,
-                pending: list[int]) -> Event:
+def log_message(
+    store: Store, sid: str, turn: int, kind: str, text: str, pending: list[int]
+) -> Event:
     """One message as the agent logs it: a call (its seq queued on ``pending``), the
     result of the oldest pending call, or a plain ``kind`` message."""
     if kind == "call":
-        event = store.append(sid, "call", role="call", turn=turn, text=text, payload={
-            "name": "eval", "input": {"code": text},
-            "provider_id": f"toolu_b{store.last_seq(sid) + 1}"})
+        event = store.append(
+            sid,
+            "call",
+            role="call",
+            turn=turn,
+            text=text,
+            payload={
+                "name": "eval",
+                "input": {"code": text},
+                "provider_id": f"toolu_b{store.last_seq(sid) + 1}",
+            },
+        )
         pending.append(event.seq)
         return event
     if kind == "tool":
-        return store.append(sid, "tool", role="tool", turn=turn,
-                            payload={"call": pending.pop(0), "error": False},
-                            text=lambda seq: format_result(text, seq, 20000))
+        return store.append(
+            sid,
+            "tool",
+            role="tool",
+            turn=turn,
+            payload={"call": pending.pop(0), "error": False},
+            text=lambda seq: format_result(text, seq, 20000),
+        )
     return store.append(sid, kind, role=kind, turn=turn, text=text)
 
 
 def write_config(home: Path, url: str, **settings: Any) -> None:
     """As tests/conftest.py: the home's provider is a loopback server (Anthropic format)."""
-    config = {"provider": "loopback", "model": "loopback-model", **settings,
-              "providers": {"loopback": {"type": "anthropic", "base_url": url,
-                                         "api_key_env": None}}}
+    config = {
+        "provider": "loopback",
+        "model": "loopback-model",
+        **settings,
+        "providers": {"loopback": {"type": "anthropic", "base_url": url, "api_key_env": None}},
+    }
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.jsonc").write_text("// bench config\n" + json.dumps(config, indent=2))

@@ -70,28 +70,43 @@ MIN_TOKENS = 1024
 EDIT_GOAL, APPEND_GOAL = 95.0, 100.0
 DEPTHS = (0.10, 0.50, 0.90)
 KINDS = ("file delete", "file rewrite", "form drop")
-HEADERS = {"anthropic-version": "2023-06-01", "accept": "text/event-stream",
-           "content-type": "application/json"}
+HEADERS = {
+    "anthropic-version": "2023-06-01",
+    "accept": "text/event-stream",
+    "content-type": "application/json",
+}
 
 # ------------------------------------------------------------------ realistic texts
 
-_FILES = ["src/parser.py", "src/lexer.py", "src/config.py", "src/store.py", "src/cli.py",
-          "src/render.py", "tests/test_parser.py", "tests/test_store.py"]
+_FILES = [
+    "src/parser.py",
+    "src/lexer.py",
+    "src/config.py",
+    "src/store.py",
+    "src/cli.py",
+    "src/render.py",
+    "tests/test_parser.py",
+    "tests/test_store.py",
+]
 
 
 def _source(rng: random.Random, lines: int) -> str:
     out = []
     for n in range(lines):
         w = [rng.choice(WORDS) for _ in range(4)]
-        out.append(rng.choice([
-            f"def {w[0]}_{w[1]}({w[2]}, {w[3]}=None):",
-            f"    return {w[0]}.{w[1]}({w[2]})",
-            f"    if {w[0]} is None or not {w[1]}:",
-            f"        raise ValueError(\"{w[0]} {w[1]} {w[2]}\")",
-            f"    {w[0]}_{w[1]} = {w[2]}[{n % 7}]",
-            f"# {' '.join(w)}",
-            "",
-        ]))
+        out.append(
+            rng.choice(
+                [
+                    f"def {w[0]}_{w[1]}({w[2]}, {w[3]}=None):",
+                    f"    return {w[0]}.{w[1]}({w[2]})",
+                    f"    if {w[0]} is None or not {w[1]}:",
+                    f'        raise ValueError("{w[0]} {w[1]} {w[2]}")',
+                    f"    {w[0]}_{w[1]} = {w[2]}[{n % 7}]",
+                    f"# {' '.join(w)}",
+                    "",
+                ]
+            )
+        )
     return "\n".join(out) + "\n"
 
 
@@ -105,12 +120,14 @@ def make_workspace(ws: Path, rng: random.Random) -> None:
 def _call(rng: random.Random) -> dict:
     f = rng.choice(_FILES)
     start = rng.randint(1, 360)
-    code = rng.choice([
-        f'(read-file "{f}" :from {start} :to {start + rng.randint(12, 40)})',
-        f'(read-file "{f}" :from {start} :to {start + rng.randint(12, 40)})',
-        f'(grep "def {rng.choice(WORDS)}_{rng.choice(WORDS)}" :path "src")',
-        '(list-files "src")',
-    ])
+    code = rng.choice(
+        [
+            f'(read-file "{f}" :from {start} :to {start + rng.randint(12, 40)})',
+            f'(read-file "{f}" :from {start} :to {start + rng.randint(12, 40)})',
+            f'(grep "def {rng.choice(WORDS)}_{rng.choice(WORDS)}" :path "src")',
+            '(list-files "src")',
+        ]
+    )
     return {"code": code}
 
 
@@ -170,8 +187,9 @@ def build_base(root: Path, seed: int, turns: int) -> Base:
         messages = len(context_model.build(app.store, sid))
         app.close()
         reqs = srv.model_requests
-        return Base(home, ws, sid, [r.body for r in reqs], [dict(r.usage) for r in reqs],
-                    messages, seed)
+        return Base(
+            home, ws, sid, [r.body for r in reqs], [dict(r.usage) for r in reqs], messages, seed
+        )
     finally:
         srv.stop()
 
@@ -196,8 +214,9 @@ def end_only(body: dict) -> dict:
 
 def send(client: httpx.Client, srv: LoopbackServer, body: dict) -> dict:
     """POST ``body`` as it is, read the stream to its end; the usage the server reported."""
-    with client.stream("POST", srv.url + "/v1/messages", content=json.dumps(body),
-                       headers=HEADERS) as response:
+    with client.stream(
+        "POST", srv.url + "/v1/messages", content=json.dumps(body), headers=HEADERS
+    ) as response:
         for _ in response.iter_lines():
             pass
         if response.status_code != 200:
@@ -254,8 +273,10 @@ def _turn_span(app: App, sid: str, depth: float) -> tuple[int, int]:
     messages = context_model.build(app.store, sid)
     ask_ = _target(app, sid, depth, "user")
     k = next(i for i, m in enumerate(messages) if m.id == ask_.id)
-    end = next((i for i in range(k + 1, len(messages)) if messages[i].role == "user"),
-               len(messages)) - 1
+    end = (
+        next((i for i in range(k + 1, len(messages)) if messages[i].role == "user"), len(messages))
+        - 1
+    )
     return ask_.id, messages[end].id
 
 
@@ -265,14 +286,15 @@ def _edit_file(app: App, sid: str, target_id: int, rewrite: str | None) -> None:
     text = path.read_text(encoding="utf-8")
     nonce = text.split("\n", 1)[0].rstrip("]").split()[-1]
     lines = text.split("\n")
-    head = next(i for i, line in enumerate(lines)
-                if line.startswith(f"[[m:{nonce} {target_id} "))
-    end = next((i for i in range(head + 1, len(lines)) if lines[i].startswith(f"[[m:{nonce} ")),
-               len(lines) - 1)
+    head = next(i for i, line in enumerate(lines) if line.startswith(f"[[m:{nonce} {target_id} "))
+    end = next(
+        (i for i in range(head + 1, len(lines)) if lines[i].startswith(f"[[m:{nonce} ")),
+        len(lines) - 1,
+    )
     if rewrite is None:
         lines[head:end] = []
     else:
-        lines[head + 1:end] = rewrite.split("\n")
+        lines[head + 1 : end] = rewrite.split("\n")
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
@@ -302,18 +324,30 @@ def run_scenario(root: Path, base: Base, kind: str, depth: float | None, n: int)
             elif kind.startswith("file"):
                 m = _target(app, sid, depth, None if kind == "file delete" else "tool")
                 target = f"{m.role} {m.id}"
-                rewrite = None if kind == "file delete" else \
-                    prose(rng, max(40, len(m.text) // 2)) + "\n(shortened by the person)"
+                rewrite = (
+                    None
+                    if kind == "file delete"
+                    else prose(rng, max(40, len(m.text) // 2)) + "\n(shortened by the person)"
+                )
                 _edit_file(app, sid, m.id, rewrite)
                 ask(app, sid, ours_srv, question, [{"text": prose(rng, 400)}])
                 measured_at = len(base.bodies)
             else:  # form drop: the agent's own (context :drop …) call, taken next round
                 lo, hi = _turn_span(app, sid, depth)
                 target = f"turn {lo}–{hi}"
-                ask(app, sid, ours_srv, question, [
-                    {"text": "Dropping an exchange that is no longer needed.",
-                     "calls": [{"code": f"(context :drop (({lo} . {hi})))"}]},
-                    {"text": prose(rng, 400)}])
+                ask(
+                    app,
+                    sid,
+                    ours_srv,
+                    question,
+                    [
+                        {
+                            "text": "Dropping an exchange that is no longer needed.",
+                            "calls": [{"code": f"(context :drop (({lo} . {hi})))"}],
+                        },
+                        {"text": prose(rng, 400)},
+                    ],
+                )
                 measured_at = len(base.bodies) + 1
             reqs = ours_srv.model_requests
             previous, body = reqs[measured_at - 1].body, reqs[measured_at].body
@@ -324,15 +358,25 @@ def run_scenario(root: Path, base: Base, kind: str, depth: float | None, n: int)
                     raise RuntimeError(f"{kind} at {depth}: the edit was not taken:\n{receipt}")
             ours = reqs[measured_at].usage["cache_read"]
             # The naive server sees the same sequence of requests, end-only.
-            for r in reqs[len(base.bodies):measured_at + 1]:
+            for r in reqs[len(base.bodies) : measured_at + 1]:
                 naive_usage = send(client, naive_srv, end_only(r.body))
             naive = naive_usage["cache_read"]
         if kind == "append":
             blocks, tokens = len(anthropic_blocks(previous)), total_tokens(previous)
         else:
             blocks, tokens = unchanged_prefix(previous, body)
-        return Outcome(kind, depth, base.seed, target, tokens, blocks, ours, naive, receipt,
-                       {"blocks": len(anthropic_blocks(body)), "total": total_tokens(body)})
+        return Outcome(
+            kind,
+            depth,
+            base.seed,
+            target,
+            tokens,
+            blocks,
+            ours,
+            naive,
+            receipt,
+            {"blocks": len(anthropic_blocks(body)), "total": total_tokens(body)},
+        )
     finally:
         if app is not None:
             app.close()
@@ -342,8 +386,10 @@ def run_scenario(root: Path, base: Base, kind: str, depth: float | None, n: int)
 
 
 def _receipt(app: App, sid: str) -> str:
-    rows = app.store.read("SELECT seq FROM events WHERE session = ? AND kind = 'receipt' "
-                          "ORDER BY seq DESC LIMIT 1", (sid,))
+    rows = app.store.read(
+        "SELECT seq FROM events WHERE session = ? AND kind = 'receipt' ORDER BY seq DESC LIMIT 1",
+        (sid,),
+    )
     return app.store.event(sid, rows[0][0]).text if rows else "(no receipt)"
 
 
@@ -388,9 +434,11 @@ def main(argv: list[str] | None = None) -> int:
                 t = time.perf_counter()
                 base = build_base(root, seed, args.turns)
                 tokens = total_tokens(base.bodies[-1])
-                report.note(f"  session {seed}: {base.messages} messages, {len(base.bodies)} "
-                            f"requests, last request {tokens} tokens, built in "
-                            f"{time.perf_counter() - t:.1f} s")
+                report.note(
+                    f"  session {seed}: {base.messages} messages, {len(base.bodies)} "
+                    f"requests, last request {tokens} tokens, built in "
+                    f"{time.perf_counter() - t:.1f} s"
+                )
                 appends += build_appends(base, root)
                 plan = [("append", None)] + [(k, d) for d in DEPTHS for k in KINDS]
                 for kind, depth in plan:
@@ -398,25 +446,37 @@ def main(argv: list[str] | None = None) -> int:
                     o = run_scenario(root, base, kind, depth, n)
                     outcomes.append(o)
                     where = "" if depth is None else f" at {depth:.0%} ({o.target})"
-                    report.note(f"    {kind}{where}: prefix {o.prefix_blocks} blocks / "
-                                f"{o.prefix_tokens} tokens of {o.extra['total']}; read "
-                                f"nodecode {o.ours} ({o.share(o.ours):.1f}%), end-only "
-                                f"{o.naive} ({o.share(o.naive):.1f}%)")
+                    report.note(
+                        f"    {kind}{where}: prefix {o.prefix_blocks} blocks / "
+                        f"{o.prefix_tokens} tokens of {o.extra['total']}; read "
+                        f"nodecode {o.ours} ({o.share(o.ours):.1f}%), end-only "
+                        f"{o.naive} ({o.share(o.naive):.1f}%)"
+                    )
             for depth in DEPTHS:
                 rows = [o for o in outcomes if o.depth == depth]
                 tokens = sum(o.prefix_tokens for o in rows)
-                ours, naive = _pct(sum(o.ours for o in rows), tokens), \
-                    _pct(sum(o.naive for o in rows), tokens)
+                ours, naive = (
+                    _pct(sum(o.ours for o in rows), tokens),
+                    _pct(sum(o.naive for o in rows), tokens),
+                )
                 worst = min(o.share(o.ours) for o in rows)
                 ok = worst >= EDIT_GOAL
-                report.row(f"cache retention after an edit at {depth:.0%}", round(worst, 2),
-                           EDIT_GOAL, ok, unit="%",
-                           line=(f"cache retention after an edit at {depth:.0%}: nodecode "
-                                 f"{ours:.1f}% (worst {worst:.1f}%), end-only {naive:.1f}% "
-                                 f"(goal ≥ {EDIT_GOAL:g}%, {len(rows)} edits: "
-                                 f"{', '.join(KINDS)}) {'PASS' if ok else 'FAIL'}"),
-                           nodecode_pct=round(ours, 2), end_only_pct=round(naive, 2),
-                           edits=len(rows))
+                report.row(
+                    f"cache retention after an edit at {depth:.0%}",
+                    round(worst, 2),
+                    EDIT_GOAL,
+                    ok,
+                    unit="%",
+                    line=(
+                        f"cache retention after an edit at {depth:.0%}: nodecode "
+                        f"{ours:.1f}% (worst {worst:.1f}%), end-only {naive:.1f}% "
+                        f"(goal ≥ {EDIT_GOAL:g}%, {len(rows)} edits: "
+                        f"{', '.join(KINDS)}) {'PASS' if ok else 'FAIL'}"
+                    ),
+                    nodecode_pct=round(ours, 2),
+                    end_only_pct=round(naive, 2),
+                    edits=len(rows),
+                )
             asks = [o for o in outcomes if o.kind == "append"]
             pooled = appends + [(o.prefix_tokens, o.ours, o.naive) for o in asks]
             total = sum(p for p, _, _ in pooled)
@@ -425,18 +485,33 @@ def main(argv: list[str] | None = None) -> int:
             worst = min(_pct(r, p) for p, r, _ in pooled)
             naive_worst = min(_pct(r, p) for p, _, r in pooled)
             ok = worst >= APPEND_GOAL
-            report.row("cache retention on a plain append", round(worst, 2), APPEND_GOAL, ok,
-                       unit="%",
-                       line=(f"cache retention on a plain append: nodecode {ours:.1f}% "
-                             f"(worst {worst:.1f}%), end-only {naive:.1f}% (worst "
-                             f"{naive_worst:.1f}%) of the previous request over {len(pooled)} "
-                             f"requests (goal {APPEND_GOAL:g}%) {'PASS' if ok else 'FAIL'}"),
-                       nodecode_pct=round(ours, 2), end_only_pct=round(naive, 2),
-                       requests=len(pooled))
+            report.row(
+                "cache retention on a plain append",
+                round(worst, 2),
+                APPEND_GOAL,
+                ok,
+                unit="%",
+                line=(
+                    f"cache retention on a plain append: nodecode {ours:.1f}% "
+                    f"(worst {worst:.1f}%), end-only {naive:.1f}% (worst "
+                    f"{naive_worst:.1f}%) of the previous request over {len(pooled)} "
+                    f"requests (goal {APPEND_GOAL:g}%) {'PASS' if ok else 'FAIL'}"
+                ),
+                nodecode_pct=round(ours, 2),
+                end_only_pct=round(naive, 2),
+                requests=len(pooled),
+            )
     except Exception as exc:  # a benchmark reports; it never fails the build
         traceback.print_exc(file=sys.stderr)
-        report.row("cache retention", None, EDIT_GOAL, False, unit="%", error=str(exc),
-                   line=f"cache retention: ERROR {exc} → FAIL")
+        report.row(
+            "cache retention",
+            None,
+            EDIT_GOAL,
+            False,
+            unit="%",
+            error=str(exc),
+            line=f"cache retention: ERROR {exc} → FAIL",
+        )
     return 0
 
 

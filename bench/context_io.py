@@ -47,8 +47,17 @@ from pathlib import Path
 from collections.abc import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (FILES, WORDS, Report, arg_parser, log_message, median,  # noqa: E402
-                     numbered_lines, prose, spread)
+from _common import (
+    FILES,
+    WORDS,
+    Report,
+    arg_parser,
+    log_message,
+    median,  # noqa: E402
+    numbered_lines,
+    prose,
+    spread,
+)
 
 from nodecode import turns as turn_tree  # noqa: E402
 from nodecode.app import App  # noqa: E402
@@ -65,20 +74,24 @@ STORE = "default"
 def _prose(rng: random.Random, chars: int) -> str:
     text = prose(rng, chars)
     if rng.random() < 0.3:  # replies often hold a short list or code span
-        text += "\n\n" + "\n".join(f"- `{rng.choice(WORDS)}_{rng.choice(WORDS)}()` "
-                                   f"{_prose(rng, 40) if chars > 200 else 'ok'}"
-                                   for _ in range(rng.randint(2, 4)))
+        text += "\n\n" + "\n".join(
+            f"- `{rng.choice(WORDS)}_{rng.choice(WORDS)}()` "
+            f"{_prose(rng, 40) if chars > 200 else 'ok'}"
+            for _ in range(rng.randint(2, 4))
+        )
     return text
 
 
 def _code(rng: random.Random) -> str:
     f = rng.choice(FILES)
-    return rng.choice([
-        f'(read-file "{f}" :from {rng.randint(1, 400)} :to {rng.randint(401, 800)})',
-        f'(grep "{rng.choice(WORDS)}_{rng.choice(WORDS)}" :path "src")',
-        f'(edit-file "{f}" "return {rng.choice(WORDS)}" "return {rng.choice(WORDS)}")',
-        '(shell "python -m pytest -q tests/test_parser.py")',
-    ])
+    return rng.choice(
+        [
+            f'(read-file "{f}" :from {rng.randint(1, 400)} :to {rng.randint(401, 800)})',
+            f'(grep "{rng.choice(WORDS)}_{rng.choice(WORDS)}" :path "src")',
+            f'(edit-file "{f}" "return {rng.choice(WORDS)}" "return {rng.choice(WORDS)}")',
+            '(shell "python -m pytest -q tests/test_parser.py")',
+        ]
+    )
 
 
 def _output(rng: random.Random) -> str:
@@ -114,11 +127,20 @@ def build(root: Path, n: int) -> tuple[App, str]:
         plan = _turn(rng)
         for item in plan:
             if item[0] == "request":
-                store.append(sid, "request", turn=number, payload={
-                    "provider": "loopback", "model": "loopback-model", "sent": sent[-400:],
-                    "breakpoints": [sent[-1][0]] if sent else [], "retries": 0,
-                    "usage": {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0},
-                    "stop_reason": "tool_use"})
+                store.append(
+                    sid,
+                    "request",
+                    turn=number,
+                    payload={
+                        "provider": "loopback",
+                        "model": "loopback-model",
+                        "sent": sent[-400:],
+                        "breakpoints": [sent[-1][0]] if sent else [],
+                        "retries": 0,
+                        "usage": {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0},
+                        "stop_reason": "tool_use",
+                    },
+                )
                 continue
             if count == n or (count == n - 1 and item[0] == "call"):
                 break
@@ -150,10 +172,12 @@ def edit_file(text: str, rng: random.Random) -> str:
         if k in deleted:
             lines[head:end] = []
         elif k in rewritten:
-            lines[head + 1:end] = [_prose(rng, 200), "(rewritten in the file)"]
+            lines[head + 1 : end] = [_prose(rng, 200), "(rewritten in the file)"]
         else:
-            lines[end:end] = ["[[note]]", "Remember: the parser change is merged; "
-                              "only the tests remain."]
+            lines[end:end] = [
+                "[[note]]",
+                "Remember: the parser change is merged; only the tests remain.",
+            ]
     return "\n".join(lines)
 
 
@@ -176,15 +200,19 @@ def run(report: Report, n: int, reps: int, warmup: int, profile: int) -> None:
             messages = context_model.build(store, sid)
             tokens = sum(count_text(m.text) for m in messages)
             chars = sum(len(m.text) for m in messages)
-            report.note(f"  {len(messages)} messages, {tokens} tokens (tiktoken), "
-                        f"{chars / 1e6:.2f} M characters, built in {time.perf_counter() - t:.1f} s")
+            report.note(
+                f"  {len(messages)} messages, {tokens} tokens (tiktoken), "
+                f"{chars / 1e6:.2f} M characters, built in {time.perf_counter() - t:.1f} s"
+            )
             turn = takes.head_turn(store, sid)
             rng = random.Random(7)
             path = takes.context_file(app, sid)
 
             def rows() -> list[dict]:
-                return [{"id": m.id, "role": m.role, "text": m.text}
-                        for m in context_model.build(store, sid)]
+                return [
+                    {"id": m.id, "role": m.role, "text": m.text}
+                    for m in context_model.build(store, sid)
+                ]
 
             def json_rt(data: list[dict]) -> float:
                 return timed(lambda: json.loads(json.dumps(data)))
@@ -205,16 +233,21 @@ def run(report: Report, n: int, reps: int, warmup: int, profile: int) -> None:
 
                 def pure() -> None:
                     edit = edits.read_file_edit(edited, export_text, exp.payload["nonce"], st)
-                    edits.apply(list(st.messages), edit, st,
-                                lambda text: Message(next(counter), "note", text))
+                    edits.apply(
+                        list(st.messages),
+                        edit,
+                        st,
+                        lambda text: Message(next(counter), "note", text),
+                    )
                     got.append(edit)
 
                 pure_ms = timed(pure)
                 edit = got[0]
                 shape = (len(edit.deleted), len(edit.rewrites), len(edit.notes), edit.errors)
                 if shape != (3, 2, 1, []):
-                    raise RuntimeError(f"the file edit read as {shape}, not 3 deletes, "
-                                       "2 rewrites and 1 note")
+                    raise RuntimeError(
+                        f"the file edit read as {shape}, not 3 deletes, 2 rewrites and 1 note"
+                    )
                 path.write_text(edited, encoding="utf-8")
                 result: list[takes.TakeReport] = []
                 if profiler is not None:
@@ -245,29 +278,48 @@ def run(report: Report, n: int, reps: int, warmup: int, profile: int) -> None:
                 pure_t.append(pure)
                 base_t.append(json_rt(data))
             for name, ours, base, what in (
-                    ("export", ours_e, base_e, "takes.export"),
-                    ("take", pure_t, base_t, "parse + diff + validate + apply: "
-                                             "edits.read_file_edit + edits.apply")):
+                ("export", ours_e, base_e, "takes.export"),
+                (
+                    "take",
+                    pure_t,
+                    base_t,
+                    "parse + diff + validate + apply: edits.read_file_edit + edits.apply",
+                ),
+            ):
                 mine, ref = median(ours), median(base)
                 ratio = mine / ref
                 ok = ratio <= GOAL
-                report.row(f"context {name}, {n} messages", round(ratio, 2), GOAL, ok, unit="×",
-                           line=(f"{name}: {mine:.1f} ms vs json round-trip {ref:.1f} ms → "
-                                 f"{ratio:.2f}× (goal ≤ {GOAL:g}×) {'PASS' if ok else 'FAIL'}"
-                                 f" [{what}]"),
-                           ms=round(mine, 2), json_ms=round(ref, 2), messages=n, reps=reps,
-                           measured_through=what)
-            report.note(f"  whole takes.take (+ the file's blob, receipt event and snapshot, "
-                        f"receipt file): {median(ours_t):.1f} ms → "
-                        f"{median(ours_t) / median(base_t):.2f}× the json round-trip")
+                report.row(
+                    f"context {name}, {n} messages",
+                    round(ratio, 2),
+                    GOAL,
+                    ok,
+                    unit="×",
+                    line=(
+                        f"{name}: {mine:.1f} ms vs json round-trip {ref:.1f} ms → "
+                        f"{ratio:.2f}× (goal ≤ {GOAL:g}×) {'PASS' if ok else 'FAIL'}"
+                        f" [{what}]"
+                    ),
+                    ms=round(mine, 2),
+                    json_ms=round(ref, 2),
+                    messages=n,
+                    reps=reps,
+                    measured_through=what,
+                )
+            report.note(
+                f"  whole takes.take (+ the file's blob, receipt event and snapshot, "
+                f"receipt file): {median(ours_t):.1f} ms → "
+                f"{median(ours_t) / median(base_t):.2f}× the json round-trip"
+            )
             report.note(f"  export runs (ms): {spread(ours_e)}")
             report.note(f"  take runs (ms):   {spread(pure_t)}")
             report.note(f"  takes.take (ms):  {spread(ours_t)}")
             report.note(f"  json runs (ms):   {spread(base_e)}")
             if profile:
-                for name, fn in (("export", lambda p: (p.enable(), takes.export(app, sid),
-                                                       p.disable())),
-                                 ("take", lambda p: take_once(p))):
+                for name, fn in (
+                    ("export", lambda p: (p.enable(), takes.export(app, sid), p.disable())),
+                    ("take", lambda p: take_once(p)),
+                ):
                     profiler = cProfile.Profile()
                     for _ in range(5):
                         fn(profiler)
@@ -283,8 +335,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=21, help="measurements per path (21)")
     parser.add_argument("--warmup", type=int, default=2, help="unmeasured runs (2)")
     parser.add_argument("--messages", type=int, default=2000, help="context size (2000)")
-    parser.add_argument("--profile", type=int, nargs="?", const=15, default=0, metavar="ROWS",
-                        help="cProfile export and take (top 15 rows)")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        nargs="?",
+        const=15,
+        default=0,
+        metavar="ROWS",
+        help="cProfile export and take (top 15 rows)",
+    )
     args = parser.parse_args(argv)
     report = Report(args.json)
     try:
@@ -292,8 +351,15 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a benchmark reports; it never fails the build
         traceback.print_exc(file=sys.stderr)
         for name in ("export", "take"):
-            report.row(f"context {name}, {args.messages} messages", None, GOAL, False,
-                       unit="×", error=str(exc), line=f"{name}: ERROR {exc} → FAIL")
+            report.row(
+                f"context {name}, {args.messages} messages",
+                None,
+                GOAL,
+                False,
+                unit="×",
+                error=str(exc),
+                line=f"{name}: ERROR {exc} → FAIL",
+            )
     return 0
 
 

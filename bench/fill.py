@@ -35,8 +35,10 @@ from nodecode.app import App
 from nodecode.context.model import state
 
 GOAL = 0.05
-REPLY = ("Checked: the lexer keeps the trailing comma token and the parser now skips it "
-         "before a closing bracket; the new test covers lists and objects.")
+REPLY = (
+    "Checked: the lexer keeps the trailing comma token and the parser now skips it "
+    "before a closing bracket; the new test covers lists and objects."
+)
 
 
 def measure(report: Report, root: Path, n: int, reps: int, warmup: int) -> None:
@@ -82,13 +84,23 @@ def measure(report: Report, root: Path, n: int, reps: int, warmup: int) -> None:
     mine, base = median(appended), median(full)
     ratio = mine / base
     ok = ratio <= GOAL
-    report.row(f"fill after one append, {n} messages", round(100 * ratio, 2), "≤ 5%", ok,
-               unit="%",
-               line=(f"fill after one append, {n} messages (~{tokens} tokens): {mine:.2f} ms, "
-                     f"full recount {base:.2f} ms → {100 * ratio:.1f}% (goal ≤ 5%) "
-                     f"{'PASS' if ok else 'FAIL'}"),
-               append_ms=round(mine, 3), recount_ms=round(base, 3), messages=messages,
-               tokens=tokens, reps=reps)
+    report.row(
+        f"fill after one append, {n} messages",
+        round(100 * ratio, 2),
+        "≤ 5%",
+        ok,
+        unit="%",
+        line=(
+            f"fill after one append, {n} messages (~{tokens} tokens): {mine:.2f} ms, "
+            f"full recount {base:.2f} ms → {100 * ratio:.1f}% (goal ≤ 5%) "
+            f"{'PASS' if ok else 'FAIL'}"
+        ),
+        append_ms=round(mine, 3),
+        recount_ms=round(base, 3),
+        messages=messages,
+        tokens=tokens,
+        reps=reps,
+    )
     report.note(f"  after an append (ms): {spread(appended, 2)}")
     report.note(f"  full recount (ms):    {spread(full)}")
 
@@ -105,8 +117,14 @@ def main(argv: list[str] | None = None) -> int:
             measure(report, Path(tmp), args.messages, args.reps, args.warmup)
         except Exception as exc:  # a benchmark reports; it never fails the build
             traceback.print_exc(file=sys.stderr)
-            report.row(f"fill after one append, {args.messages} messages", None, "≤ 5%", False,
-                       error=str(exc), line=f"fill after one append: ERROR {exc} → FAIL")
+            report.row(
+                f"fill after one append, {args.messages} messages",
+                None,
+                "≤ 5%",
+                False,
+                error=str(exc),
+                line=f"fill after one append: ERROR {exc} → FAIL",
+            )
     return 0
 
 

@@ -43,8 +43,18 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (FILES, WORDS, Report, arg_parser, log_message, median,  # noqa: E402
-                     numbered_lines, prose, spread, write_config)
+from _common import (
+    FILES,
+    WORDS,
+    Report,
+    arg_parser,
+    log_message,
+    median,  # noqa: E402
+    numbered_lines,
+    prose,
+    spread,
+    write_config,
+)
 
 from nodecode import turns as turn_tree  # noqa: E402
 from nodecode.agent import TurnCallbacks  # noqa: E402
@@ -59,8 +69,10 @@ GOALS_MS = {200: 5.0, 2000: 25.0}
 STORE = "default"
 ENVIRON = {"ANTHROPIC_API_KEY": "sk-ant-bench-0000-not-a-real-key-1234567890"}
 ASK = "Now make the parser accept trailing commas and add a test for it."
-REPLY = ("Done: the parser now accepts a trailing comma after the last element of a list "
-         "or object, and tests/test_parser.py covers both cases.")
+REPLY = (
+    "Done: the parser now accepts a trailing comma after the last element of a list "
+    "or object, and tests/test_parser.py covers both cases."
+)
 HEADERS = {"anthropic-version": "2023-06-01", "accept": "text/event-stream"}
 
 # ------------------------------------------------------------------ the template session
@@ -68,14 +80,16 @@ HEADERS = {"anthropic-version": "2023-06-01", "accept": "text/event-stream"}
 
 def _code(rng: random.Random) -> str:
     f = rng.choice(FILES)
-    return rng.choice([
-        f'(read-file "{f}" :from {rng.randint(1, 400)} :to {rng.randint(401, 800)})',
-        f'(shell "rg -n \\"{rng.choice(WORDS)}_{rng.choice(WORDS)}\\" src tests")',
-        f'(edit-file "{f}" :old "return {rng.choice(WORDS)}" :new "return {rng.choice(WORDS)}'
-        f'_{rng.choice(WORDS)}(value)")',
-        '(shell "python -m pytest -q tests/test_parser.py")',
-        f'(list-files "{f.rsplit("/", 1)[0]}")',
-    ])
+    return rng.choice(
+        [
+            f'(read-file "{f}" :from {rng.randint(1, 400)} :to {rng.randint(401, 800)})',
+            f'(shell "rg -n \\"{rng.choice(WORDS)}_{rng.choice(WORDS)}\\" src tests")',
+            f'(edit-file "{f}" :old "return {rng.choice(WORDS)}" :new "return {rng.choice(WORDS)}'
+            f'_{rng.choice(WORDS)}(value)")',
+            '(shell "python -m pytest -q tests/test_parser.py")',
+            f'(list-files "{f.rsplit("/", 1)[0]}")',
+        ]
+    )
 
 
 def _output(rng: random.Random) -> str:
@@ -132,12 +146,25 @@ def build_template(root: Path, n: int, url: str) -> tuple[Path, str, int, int]:
         for item in plan:
             kind = item[0]
             if kind == "request":
-                store.append(sid, "request", turn=number, payload={
-                    "provider": "loopback", "model": "loopback-model",
-                    "sent": [list(p) for p in sent], "breakpoints": [sent[-1][0]],
-                    "retries": 0, "usage": {"input": 40 * len(sent), "output": 120,
-                                            "cache_read": 38 * len(sent), "cache_write": 90},
-                    "stop_reason": "end_turn"})
+                store.append(
+                    sid,
+                    "request",
+                    turn=number,
+                    payload={
+                        "provider": "loopback",
+                        "model": "loopback-model",
+                        "sent": [list(p) for p in sent],
+                        "breakpoints": [sent[-1][0]],
+                        "retries": 0,
+                        "usage": {
+                            "input": 40 * len(sent),
+                            "output": 120,
+                            "cache_read": 38 * len(sent),
+                            "cache_write": 90,
+                        },
+                        "stop_reason": "end_turn",
+                    },
+                )
                 continue
             event = log_message(store, sid, number, kind, item[1], pending)
             sent.append((event.seq, context_model.message_of(event).digest))
@@ -159,9 +186,11 @@ class ServerProcess:
     def __init__(self, root: Path, rounds: int = 5000) -> None:
         script = root / "script.jsonl"
         script.write_text("\n".join(json.dumps({"text": REPLY}) for _ in range(rounds)))
-        self.proc = subprocess.Popen([sys.executable, "-m", "nodecode.loopback",
-                                      "--script", str(script)],
-                                     stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "nodecode.loopback", "--script", str(script)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self.proc.stdout is not None
         self.url = self.proc.stdout.readline().strip()
         if not self.url.startswith("http://"):
@@ -208,9 +237,14 @@ class Bench:
         app.provider()  # the host keeps one HTTP client for its life
         # The host sent this session's previous request: its messages' digests,
         # wire blocks and token counts are already made (cached per message).
-        request_builder.build("anthropic", context_model.build(app.store, self.sid),
-                              model="loopback-model", system=SYSTEM_PROMPT, tools=TOOLS,
-                              max_tokens=8192)
+        request_builder.build(
+            "anthropic",
+            context_model.build(app.store, self.sid),
+            model="loopback-model",
+            system=SYSTEM_PROMPT,
+            tools=TOOLS,
+            max_tokens=8192,
+        )
         budgets.fill_of(app, self.sid)
         return app
 
@@ -254,8 +288,9 @@ class Bench:
         first = None
         with httpx.Client(timeout=httpx.Timeout(120.0, connect=10.0)) as client:
             t0 = time.perf_counter()
-            with client.stream("POST", self.url + "/v1/messages", json=self.body,
-                               headers=HEADERS) as response:
+            with client.stream(
+                "POST", self.url + "/v1/messages", json=self.body, headers=HEADERS
+            ) as response:
                 lines = response.iter_lines()
                 for line in lines:
                     if line.startswith("data: ") and "content_block_delta" in line:
@@ -270,8 +305,9 @@ class Bench:
         return (first - t0) * 1000
 
 
-def measure(report: Report, root: Path, url: str, n: int, reps: int, warmup: int,
-            profile: int) -> None:
+def measure(
+    report: Report, root: Path, url: str, n: int, reps: int, warmup: int, profile: int
+) -> None:
     t = time.perf_counter()
     template, sid, got, chars = build_template(root, n, url)
     if got != n:
@@ -280,9 +316,11 @@ def measure(report: Report, root: Path, url: str, n: int, reps: int, warmup: int
     bench = Bench(root, template, sid, url)
     bench.capture()
     body_kb = len(json.dumps(bench.body)) / 1000
-    report.note(f"  {n} messages: {chars // n} characters each on average, store "
-                f"{size / 1e6:.1f} MB, request body {body_kb:.0f} kB, built in "
-                f"{time.perf_counter() - t:.1f} s")
+    report.note(
+        f"  {n} messages: {chars // n} characters each on average, store "
+        f"{size / 1e6:.1f} MB, request body {body_kb:.0f} kB, built in "
+        f"{time.perf_counter() - t:.1f} s"
+    )
     for _ in range(warmup):
         bench.nodecode()
         bench.raw()
@@ -298,11 +336,21 @@ def measure(report: Report, root: Path, url: str, n: int, reps: int, warmup: int
     mine, base = median(ours), median(raws)
     over, goal = mine - base, GOALS_MS.get(n, 25.0)
     ok = over <= goal
-    report.row(f"first token overhead, {n} messages", round(over, 2), goal, ok,
-               line=(f"first token, {n} messages: nodecode {mine:.1f} ms, raw httpx "
-                     f"{base:.1f} ms → overhead {over:.1f} ms (goal ≤ {goal:g} ms) "
-                     f"{'PASS' if ok else 'FAIL'}"),
-               nodecode_ms=round(mine, 2), raw_ms=round(base, 2), messages=n, reps=reps)
+    report.row(
+        f"first token overhead, {n} messages",
+        round(over, 2),
+        goal,
+        ok,
+        line=(
+            f"first token, {n} messages: nodecode {mine:.1f} ms, raw httpx "
+            f"{base:.1f} ms → overhead {over:.1f} ms (goal ≤ {goal:g} ms) "
+            f"{'PASS' if ok else 'FAIL'}"
+        ),
+        nodecode_ms=round(mine, 2),
+        raw_ms=round(base, 2),
+        messages=n,
+        reps=reps,
+    )
     report.note(f"  nodecode runs (ms): {spread(ours)}")
     report.note(f"  raw runs (ms):      {spread(raws)}")
     if profile:
@@ -312,8 +360,10 @@ def measure(report: Report, root: Path, url: str, n: int, reps: int, warmup: int
         out = io.StringIO()
         stats = pstats.Stats(profiler, stream=out)
         stats.sort_stats("cumulative").print_stats(profile)
-        report.note(f"  cProfile of the nodecode path, {n} messages, 5 asks, each "
-                    f"from the ask to its first token:\n{out.getvalue()}")
+        report.note(
+            f"  cProfile of the nodecode path, {n} messages, 5 asks, each "
+            f"from the ask to its first token:\n{out.getvalue()}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -321,8 +371,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=15, help="measurements per path (15)")
     parser.add_argument("--warmup", type=int, default=3, help="unmeasured runs per path (3)")
     parser.add_argument("--sizes", default="200,2000", help="message counts (200,2000)")
-    parser.add_argument("--profile", type=int, nargs="?", const=10, default=0, metavar="ROWS",
-                        help="cProfile the nodecode path of the largest size (top 10 rows)")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        nargs="?",
+        const=10,
+        default=0,
+        metavar="ROWS",
+        help="cProfile the nodecode path of the largest size (top 10 rows)",
+    )
     args = parser.parse_args(argv)
     report = Report(args.json)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -332,17 +389,35 @@ def main(argv: list[str] | None = None) -> int:
             server = ServerProcess(Path(tmp))
             for n in sizes:
                 try:
-                    measure(report, Path(tmp), server.url, n, args.reps, args.warmup,
-                            args.profile if n == max(sizes) else 0)
+                    measure(
+                        report,
+                        Path(tmp),
+                        server.url,
+                        n,
+                        args.reps,
+                        args.warmup,
+                        args.profile if n == max(sizes) else 0,
+                    )
                 except Exception as exc:  # a benchmark reports; it never fails the build
                     traceback.print_exc(file=sys.stderr)
-                    report.row(f"first token overhead, {n} messages", None,
-                               GOALS_MS.get(n, 25.0), False, error=str(exc),
-                               line=f"first token, {n} messages: ERROR {exc} → FAIL")
+                    report.row(
+                        f"first token overhead, {n} messages",
+                        None,
+                        GOALS_MS.get(n, 25.0),
+                        False,
+                        error=str(exc),
+                        line=f"first token, {n} messages: ERROR {exc} → FAIL",
+                    )
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
-            report.row("first token overhead", None, None, False, error=str(exc),
-                       line=f"first token: ERROR {exc} → FAIL")
+            report.row(
+                "first token overhead",
+                None,
+                None,
+                False,
+                error=str(exc),
+                line=f"first token: ERROR {exc} → FAIL",
+            )
         finally:
             if server is not None:
                 server.stop()

@@ -43,8 +43,9 @@ ROOT = Path(__file__).resolve().parents[1]
 INIT = ROOT / "tests" / "nvim" / "minimal_init.lua"
 GOAL = 3.0
 BAR = "open a 20,000-line context buffer (folds, marks), host warm, vs :edit"
-REPLY = [f"    line {i} of the reply: parse(text) returns the tokens it found so far" for i in
-         range(14)]
+REPLY = [
+    f"    line {i} of the reply: parse(text) returns the tokens it found so far" for i in range(14)
+]
 
 
 def find_nvim() -> str:
@@ -64,12 +65,19 @@ def build(home: Path, workspace: Path, turns: int) -> int:
             ask = f"question {n}: what does parse() do\nwith input {n}\nand why\nthanks"
             store.append(sid, "user", role="user", turn=turn.number, text=ask)
             sent = [(m.id, m.digest) for m in context_model.build(store, sid)[-2:]]
-            store.append(sid, "request", turn=turn.number,
-                         payload={"sent": [list(p) for p in sent], "breakpoints": [sent[-1][0]],
-                                  "usage": {"input": 10, "output": 10, "cache_read": 0,
-                                            "cache_write": 0}})
-            store.append(sid, "assistant", role="assistant", turn=turn.number,
-                         text="\n".join(REPLY))
+            store.append(
+                sid,
+                "request",
+                turn=turn.number,
+                payload={
+                    "sent": [list(p) for p in sent],
+                    "breakpoints": [sent[-1][0]],
+                    "usage": {"input": 10, "output": 10, "cache_read": 0, "cache_write": 0},
+                },
+            )
+            store.append(
+                sid, "assistant", role="assistant", turn=turn.number, text="\n".join(REPLY)
+            )
             turn_tree.finish(store, sid, turn.number, store.last_seq(sid), "done")
         return len(context_model.build(store, sid))
     finally:
@@ -99,12 +107,16 @@ return { dt, lines }
 
 
 def session_env(tmp: Path) -> dict[str, str]:
-    env = {f"XDG_{d.upper()}_HOME": str(tmp / "xdg" / d) for d in
-           ("config", "data", "state", "cache")}
+    env = {
+        f"XDG_{d.upper()}_HOME": str(tmp / "xdg" / d) for d in ("config", "data", "state", "cache")
+    }
     for d in env.values():
         Path(d).mkdir(parents=True, exist_ok=True)
-    env.update(NVIM_RPLUGIN_MANIFEST=str(tmp / "xdg" / "rplugin.vim"),
-               NODECODE_TEST_PYTHON=sys.executable, NODECODE_HOME=str(tmp / "home"))
+    env.update(
+        NVIM_RPLUGIN_MANIFEST=str(tmp / "xdg" / "rplugin.vim"),
+        NODECODE_TEST_PYTHON=sys.executable,
+        NODECODE_HOME=str(tmp / "home"),
+    )
     return env
 
 
@@ -114,8 +126,9 @@ def run(report: Report, tmp: Path, reps: int, turns: int) -> None:
     messages = build(tmp / "home", workspace, turns)
     os.environ.update(session_env(tmp))
     os.chdir(workspace)
-    nv = pynvim.attach("child", argv=[find_nvim(), "--embed", "--headless", "-n", "-i", "NONE",
-                                      "-u", str(INIT)])
+    nv = pynvim.attach(
+        "child", argv=[find_nvim(), "--embed", "--headless", "-n", "-i", "NONE", "-u", str(INIT)]
+    )
     try:
         nv.exec_lua("require('nodecode.ui.context').open(); vim.cmd('enew | bwipeout! #')")
         path = nv.exec_lua("return require('nodecode.rpc').context().path")
@@ -138,14 +151,26 @@ def run(report: Report, tmp: Path, reps: int, turns: int) -> None:
     mine, base, full = median(opens), median(raws), median(fulls)
     ratio = mine / base
     ok = ratio <= GOAL
-    report.row(BAR, round(ratio, 2), f"≤ {GOAL:g}×", ok, unit="×",
-               line=(f"open context buffer, {lines} lines, {messages} messages, host warm: "
-                     f"{mine:.1f} ms, plain :edit {base:.1f} ms → {ratio:.2f}× "
-                     f"(goal ≤ {GOAL:g}×) {'PASS' if ok else 'FAIL'}"),
-               open_ms=round(mine, 2), edit_ms=round(base, 2), full_ms=round(full, 2),
-               lines=lines, reps=reps)
-    report.note(f"  whole :NodecodeContext with its export: {full:.1f} ms "
-                f"→ {full / base:.2f}× plain")
+    report.row(
+        BAR,
+        round(ratio, 2),
+        f"≤ {GOAL:g}×",
+        ok,
+        unit="×",
+        line=(
+            f"open context buffer, {lines} lines, {messages} messages, host warm: "
+            f"{mine:.1f} ms, plain :edit {base:.1f} ms → {ratio:.2f}× "
+            f"(goal ≤ {GOAL:g}×) {'PASS' if ok else 'FAIL'}"
+        ),
+        open_ms=round(mine, 2),
+        edit_ms=round(base, 2),
+        full_ms=round(full, 2),
+        lines=lines,
+        reps=reps,
+    )
+    report.note(
+        f"  whole :NodecodeContext with its export: {full:.1f} ms → {full / base:.2f}× plain"
+    )
     report.note(f"  open runs (ms):  {spread(opens)}")
     report.note(f"  plain runs (ms): {spread(raws)}")
     report.note(f"  whole runs (ms): {spread(fulls)}")
@@ -164,8 +189,15 @@ def main(argv: list[str] | None = None) -> int:
             run(report, Path(tmp), args.reps, args.turns)
         except Exception as exc:  # noqa: BLE001 -- a benchmark reports; it never fails the build
             traceback.print_exc(file=sys.stderr)
-            report.row(BAR, None, f"≤ {GOAL:g}×", False, unit="×", error=str(exc),
-                       line=f"open context buffer: ERROR {exc} → FAIL")
+            report.row(
+                BAR,
+                None,
+                f"≤ {GOAL:g}×",
+                False,
+                unit="×",
+                error=str(exc),
+                line=f"open context buffer: ERROR {exc} → FAIL",
+            )
         finally:
             os.chdir(cwd)
             os.environ.clear()

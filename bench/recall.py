@@ -29,13 +29,23 @@ CACHE = Path(__file__).resolve().parent / ".cache"
 SEED = 7_2024
 VOCABULARY = 30_000
 T0 = 1_700_000_000.0
-COMMON = ("the to a of and in is it that for file this test def return self import "
-          "error line value function name path with not from on be if as list call").split()
-SYLLABLES = ("ka ro mi su te na lo vi pe da zu ri mo ke sa tu ne li fa go bu "
-             "che ly qua xen dor pli str ing ent ast").split()
+COMMON = (
+    "the to a of and in is it that for file this test def return self import "
+    "error line value function name path with not from on be if as list call"
+).split()
+SYLLABLES = (
+    "ka ro mi su te na lo vi pe da zu ri mo ke sa tu ne li fa go bu "
+    "che ly qua xen dor pli str ing ent ast"
+).split()
 # (role or kind, how often, fewest words, most words)
-SHAPES = [("assistant", 25, 8, 60), ("call", 20, 4, 16), ("tool", 22, 10, 120),
-          ("request", 20, 0, 0), ("note", 2, 5, 30), ("edit", 3, 3, 10)]
+SHAPES = [
+    ("assistant", 25, 8, 60),
+    ("call", 20, 4, 16),
+    ("tool", 22, 10, 120),
+    ("request", 20, 0, 0),
+    ("note", 2, 5, 30),
+    ("edit", 3, 3, 10),
+]
 # Queries as vocabulary ranks (0 = most common): common + rarer words, as people search.
 QUERIES = [(40, 900), (150, 2500, 6000), (8, 30), (1200, 4000), (300, 15000)]
 
@@ -87,19 +97,20 @@ class Texts:
             self.pool = self.rng.choices(self.words, cum_weights=self.cum, k=200_000 + n)
             self.at = 0
         self.at += n
-        return self.pool[self.at - n:self.at]
+        return self.pool[self.at - n : self.at]
 
     def text(self, kind: str, low: int, high: int) -> str:
         words = self.take(self.rng.randint(low, high))
         if kind == "tool":
-            return "\n".join(" ".join(words[i:i + 9]) for i in range(0, len(words), 9))
+            return "\n".join(" ".join(words[i : i + 9]) for i in range(0, len(words), 9))
         if kind == "call":
-            return f";; {' '.join(words)}\n(grep \"{words[0]}\" :path \"src/{words[-1]}.py\")"
+            return f';; {" ".join(words)}\n(grep "{words[0]}" :path "src/{words[-1]}.py")'
         return " ".join(words)
 
 
-def session_rows(sid: str, count: int, texts: Texts, clock: Iterator[float]
-                 ) -> tuple[list[tuple], list[tuple]]:
+def session_rows(
+    sid: str, count: int, texts: Texts, clock: Iterator[float]
+) -> tuple[list[tuple], list[tuple]]:
     """``count`` events in turns (an ask, then rounds) and the turns rows; turns form one chain."""
     rng, events, turn_rows = texts.rng, [], []
     kinds = [s[0] for s in SHAPES]
@@ -116,9 +127,15 @@ def session_rows(sid: str, count: int, texts: Texts, clock: Iterator[float]
             role = None if kind in ("request", "edit") else kind
             payload = None
             if kind == "request":
-                payload = msgpack.packb({"usage": {"input": rng.randint(1000, 90000),
-                                                   "output": rng.randint(10, 900),
-                                                   "cache_read": rng.randint(0, 80000)}})
+                payload = msgpack.packb(
+                    {
+                        "usage": {
+                            "input": rng.randint(1000, 90000),
+                            "output": rng.randint(10, 900),
+                            "cache_read": rng.randint(0, 80000),
+                        }
+                    }
+                )
             text = texts.text(kind, low, high) if high else ""
             events.append((sid, len(events) + 1, kind, role, turn, text, payload, next(clock)))
         turn_rows.append((sid, turn, turn - 1 or None, first, len(events), "done"))
@@ -137,16 +154,23 @@ def build(size: Size, home: Path) -> None:
             sid = sessions.create(store, title=f"bench {n}")
             events, turn_rows = session_rows(sid, count, texts, clock)
             with store.atomic() as db:
-                db.executemany("INSERT INTO events (session, seq, kind, role, turn, text, "
-                               "payload, time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", events)
-                db.executemany("INSERT INTO turns (session, number, parent, first_seq, last_seq,"
-                               " status) VALUES (?, ?, ?, ?, ?, ?)", turn_rows)
+                db.executemany(
+                    "INSERT INTO events (session, seq, kind, role, turn, text, "
+                    "payload, time) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    events,
+                )
+                db.executemany(
+                    "INSERT INTO turns (session, number, parent, first_seq, last_seq,"
+                    " status) VALUES (?, ?, ?, ?, ?, ?)",
+                    turn_rows,
+                )
                 db.execute("UPDATE sessions SET head = ? WHERE id = ?", (turn_rows[-1][1], sid))
             dump.writelines(e[5] + "\n" for e in events if e[3] is not None)
     store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     store.close()
-    (home / "built.json").write_text(json.dumps({"events": size.events,
-                                                 "sessions": size.sessions, "seed": SEED}))
+    (home / "built.json").write_text(
+        json.dumps({"events": size.events, "sessions": size.sessions, "seed": SEED})
+    )
 
 
 def cached(size: Size) -> Path:
@@ -156,8 +180,10 @@ def cached(size: Size) -> Path:
     want = {"events": size.events, "sessions": size.sessions, "seed": SEED}
     if not marker.exists() or json.loads(marker.read_text()) != want:
         started = time.perf_counter()
-        print(f"building {size.events:,} events in {size.sessions:,} sessions under {home} …",
-              flush=True)
+        print(
+            f"building {size.events:,} events in {size.sessions:,} sessions under {home} …",
+            flush=True,
+        )
         build(size, home)
         print(f"built in {time.perf_counter() - started:.0f} s", flush=True)
     return home
@@ -175,8 +201,11 @@ def timed(fn: Callable[[], object], runs: int = 7) -> float:
 
 
 def grep_ms(word: str, dump: Path) -> float:
-    return timed(lambda: subprocess.run(["grep", "-F", "-c", word, str(dump)],
-                                        capture_output=True, check=False))
+    return timed(
+        lambda: subprocess.run(
+            ["grep", "-F", "-c", word, str(dump)], capture_output=True, check=False
+        )
+    )
 
 
 def bench_search(store: Store, dump: Path, words: list[str]) -> list[float]:
@@ -190,8 +219,10 @@ def bench_search(store: Store, dump: Path, words: list[str]) -> list[float]:
         theirs = grep_ms(rarest, dump)
         ratios.append(ours / theirs)
         print(f"  {query!r} ({hits} hits; grep -F {rarest!r})")
-        print(f"recall-search: {ours:.2f} ms vs grep -F: {theirs:.2f} ms → ratio "
-              f"{ours / theirs:.3f} (goal < 1)")
+        print(
+            f"recall-search: {ours:.2f} ms vs grep -F: {theirs:.2f} ms → ratio "
+            f"{ours / theirs:.3f} (goal < 1)"
+        )
     return ratios
 
 
@@ -203,8 +234,10 @@ def bench_log(store: Store, size: Size, words: list[str]) -> None:
         match = words[rank]
         lines = recall.recall_log(store, sid, match=match, before=before, limit=20)
         ms = timed(lambda: recall.recall_log(store, sid, match=match, before=before, limit=20))
-        print(f"recall-log over a {size.big:,}-event session (:match {match!r} :before {before} "
-              f":limit 20 → {len(lines)} lines): {ms:.2f} ms")
+        print(
+            f"recall-log over a {size.big:,}-event session (:match {match!r} :before {before} "
+            f":limit 20 → {len(lines)} lines): {ms:.2f} ms"
+        )
     ms = timed(lambda: recall.recall_log(store, sid, limit=20))
     print(f"recall-log over a {size.big:,}-event session (last 20): {ms:.2f} ms")
 
@@ -219,8 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ratios = bench_search(store, home / "texts.txt", words)
         worst = max(ratios)
-        print(f"recall-search worst ratio {worst:.3f} over {len(ratios)} queries "
-              f"({'met' if worst < 1 else 'MISSED'}: goal < 1)")
+        print(
+            f"recall-search worst ratio {worst:.3f} over {len(ratios)} queries "
+            f"({'met' if worst < 1 else 'MISSED'}: goal < 1)"
+        )
         bench_log(store, size, words)
     finally:
         store.close()

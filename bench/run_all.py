@@ -60,8 +60,13 @@ def scripts(only: set[str] | None) -> list[Path]:
 def options(script: Path, full: bool) -> tuple[list[str], bool, str]:
     """The arguments to run ``script`` with, whether it speaks --json, and a size note."""
     try:
-        helped = subprocess.run([sys.executable, str(script), "--help"], capture_output=True,
-                                text=True, timeout=120, check=False).stdout
+        helped = subprocess.run(
+            [sys.executable, str(script), "--help"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        ).stdout
     except subprocess.TimeoutExpired:
         helped = ""
     supports = set(re.findall(r"(--[a-z][a-z0-9-]*)", helped))
@@ -91,8 +96,14 @@ def run(script: Path, full: bool, timeout: float) -> list[Row]:
     started = time.perf_counter()
     print(f"== bench/{script.name} {' '.join(args)}", file=sys.stderr, flush=True)
     try:
-        done = subprocess.run([sys.executable, str(script), *args], capture_output=True,
-                              text=True, timeout=timeout, cwd=BENCH.parent, check=False)
+        done = subprocess.run(
+            [sys.executable, str(script), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=BENCH.parent,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return [Row(name, script.stem, "-", "-", f"ERROR timed out after {timeout:g} s")]
     except OSError as exc:
@@ -101,11 +112,25 @@ def run(script: Path, full: bool, timeout: float) -> list[Row]:
     print(f"   {took:.0f} s, exit {done.returncode}", file=sys.stderr, flush=True)
     rows = (json_rows if speaks_json else text_rows)(name, done.stdout)
     if done.returncode != 0:
-        rows.append(Row(name, script.stem, "-", "-",
-                        f"ERROR exit {done.returncode}: {last_line(done.stderr)}"))
+        rows.append(
+            Row(
+                name,
+                script.stem,
+                "-",
+                "-",
+                f"ERROR exit {done.returncode}: {last_line(done.stderr)}",
+            )
+        )
     elif not rows:
-        rows.append(Row(name, script.stem, "-", "-",
-                        f"ERROR no result: {last_line(done.stderr or done.stdout)}"))
+        rows.append(
+            Row(
+                name,
+                script.stem,
+                "-",
+                "-",
+                f"ERROR no result: {last_line(done.stderr or done.stdout)}",
+            )
+        )
     return rows
 
 
@@ -154,10 +179,14 @@ def goal_text(bar: str, goal: Any, unit: str) -> str:
 
 
 # Text lines: _common.Report's default line, and recall.py's summary line.
-_REPORT_LINE = re.compile(r"^(?P<bar>.+?): measured (?P<measured>.+?), goal (?P<goal>.+?) → "
-                          r"(?P<verdict>PASS|FAIL)$")
-_RECALL_LINE = re.compile(r"^(?P<bar>recall-search) worst ratio (?P<measured>[\d.]+) over "
-                          r"(?P<n>\d+) queries \((?P<verdict>met|MISSED): goal (?P<goal>[^)]+)\)")
+_REPORT_LINE = re.compile(
+    r"^(?P<bar>.+?): measured (?P<measured>.+?), goal (?P<goal>.+?) → "
+    r"(?P<verdict>PASS|FAIL)$"
+)
+_RECALL_LINE = re.compile(
+    r"^(?P<bar>recall-search) worst ratio (?P<measured>[\d.]+) over "
+    r"(?P<n>\d+) queries \((?P<verdict>met|MISSED): goal (?P<goal>[^)]+)\)"
+)
 
 
 def text_rows(name: str, out: str) -> list[Row]:
@@ -170,9 +199,15 @@ def text_rows(name: str, out: str) -> list[Row]:
             continue
         m = _RECALL_LINE.match(line)
         if m:
-            rows.append(Row(name, f"recall-search vs grep -F (worst of {m['n']} queries)",
-                            f"{float(m['measured']):.3g} ×", m["goal"] + " ×",
-                            "PASS" if m["verdict"] == "met" else "FAIL"))
+            rows.append(
+                Row(
+                    name,
+                    f"recall-search vs grep -F (worst of {m['n']} queries)",
+                    f"{float(m['measured']):.3g} ×",
+                    m["goal"] + " ×",
+                    "PASS" if m["verdict"] == "met" else "FAIL",
+                )
+            )
     return rows
 
 
@@ -182,8 +217,7 @@ def table(rows: list[Row]) -> str:
     width = {c: max(len(getattr(r, c)) for r in [head, *rows]) for c in cols[:-1]}
     lines = []
     for i, r in enumerate([head, *rows]):
-        lines.append("  ".join(getattr(r, c).ljust(width[c]) for c in cols[:-1])
-                     + "  " + r.bench)
+        lines.append("  ".join(getattr(r, c).ljust(width[c]) for c in cols[:-1]) + "  " + r.bench)
         if i == 0:
             lines.append("  ".join("-" * width[c] for c in cols[:-1]) + "  " + "-" * 9)
     passed = sum(r.result == "PASS" for r in rows)
@@ -195,12 +229,18 @@ def table(rows: list[Row]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", action="store_true",
-                        help="every benchmark at its default sizes (also BENCH_FULL=1)")
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="every benchmark at its default sizes (also BENCH_FULL=1)",
+    )
     parser.add_argument("--only", help="comma-separated benchmark names, e.g. fill,recall")
-    parser.add_argument("--timeout", type=float,
-                        default=float(os.environ.get("BENCH_TIMEOUT", "900")),
-                        help="seconds per benchmark before it counts as an ERROR (900)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=float(os.environ.get("BENCH_TIMEOUT", "900")),
+        help="seconds per benchmark before it counts as an ERROR (900)",
+    )
     args = parser.parse_args(argv)
     full = args.full or os.environ.get("BENCH_FULL", "") not in ("", "0")
     only = set(args.only.split(",")) if args.only else None
@@ -211,8 +251,11 @@ def main(argv: list[str] | None = None) -> int:
             rows += run(script, full, args.timeout)
         except Exception as exc:  # noqa: BLE001 - one broken benchmark must not hide the rest
             rows.append(Row(script.stem, script.stem, "-", "-", f"ERROR {exc}"))
-    print(f"\nSPEC §11 bars ({'full' if full else 'reduced'} run, "
-          f"{time.perf_counter() - started:.0f} s)\n", flush=True)
+    print(
+        f"\nSPEC §11 bars ({'full' if full else 'reduced'} run, "
+        f"{time.perf_counter() - started:.0f} s)\n",
+        flush=True,
+    )
     print(table(rows), flush=True)
     return 0
 

@@ -15,8 +15,21 @@ import json
 import sys
 from pathlib import Path
 
-PROVIDERS = ("anthropic", "openai", "deepseek", "mistral", "groq", "xai", "google",
-             "openrouter", "togetherai", "fireworks-ai", "moonshotai", "cerebras", "lmstudio")
+PROVIDERS = (
+    "anthropic",
+    "openai",
+    "deepseek",
+    "mistral",
+    "groq",
+    "xai",
+    "google",
+    "openrouter",
+    "togetherai",
+    "fireworks-ai",
+    "moonshotai",
+    "cerebras",
+    "lmstudio",
+)
 OUT = Path(__file__).resolve().parents[1] / "python" / "nodecode" / "data" / "models_windows.json"
 
 
@@ -42,12 +55,16 @@ def derive(api: dict) -> dict[str, dict[str, list[int]]]:
 def main(argv: list[str]) -> int:
     source = Path(argv[1]) if len(argv) > 1 else OUT.parents[3] / "shared/data/models.dev-api.json"
     table = derive(json.loads(source.read_text(encoding="utf-8")))
-    rows = [f"{json.dumps(pid)}:{json.dumps(models, separators=(',', ':'))}"
-            for pid, models in table.items()]  # one provider per line: readable diffs
+    rows = [
+        f"{json.dumps(pid)}:{json.dumps(models, separators=(',', ':'))}"
+        for pid, models in table.items()
+    ]  # one provider per line: readable diffs
     text = "{\n" + ",\n".join(rows) + "\n}\n"
     OUT.write_text(text, encoding="utf-8")
-    print(f"{OUT}: {sum(len(t) for t in table.values())} models of {len(table)} providers, "
-          f"{len(text)} bytes")
+    print(
+        f"{OUT}: {sum(len(t) for t in table.values())} models of {len(table)} providers, "
+        f"{len(text)} bytes"
+    )
     return 0
 
 

@@ -10,7 +10,6 @@ from helpers import ROOT, SHARED, run_cli, write_config  # noqa: F401
 from nodecode.loopback import LoopbackServer
 
 
-
 @pytest.fixture
 def workspace(tmp_path) -> Path:
     ws = tmp_path / "ws"
@@ -35,5 +34,3 @@ def loopback():
     yield start
     for srv in servers:
         srv.stop()
-
-

@@ -17,21 +17,31 @@ SHARED = ROOT.parent / "shared"
 def write_config(home: Path, server: LoopbackServer, ptype: str = "anthropic", **extra) -> Path:
     """Point a home at ``server`` speaking the ``ptype`` wire format."""
     base = server.url if ptype == "anthropic" else server.url + "/v1"
-    config = {"provider": "loopback", "model": "loopback-model",
-              "providers": {"loopback": {"type": ptype, "base_url": base, "api_key_env": None}},
-              **extra}
+    config = {
+        "provider": "loopback",
+        "model": "loopback-model",
+        "providers": {"loopback": {"type": ptype, "base_url": base, "api_key_env": None}},
+        **extra,
+    }
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.jsonc").write_text("// test config\n" + json.dumps(config, indent=2))
     return home
 
 
-def run_cli(*args: str, home: Path, cwd: Path | None = None, env: dict | None = None,
-            input: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str,
+    home: Path,
+    cwd: Path | None = None,
+    env: dict | None = None,
+    input: str | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess:
     """Run the real `nodecode` CLI in a subprocess."""
     full_env = {k: v for k, v in os.environ.items() if k not in ("NODECODE_SESSION",)}
     full_env.update(env or {})
     cmd = [sys.executable, "-m", "nodecode", "--home", str(home)]
     if cwd is not None:
         cmd += ["--cwd", str(cwd)]
-    return subprocess.run(cmd + list(args), capture_output=True, text=True, env=full_env,
-                          input=input, timeout=timeout)
+    return subprocess.run(
+        cmd + list(args), capture_output=True, text=True, env=full_env, input=input, timeout=timeout
+    )

@@ -43,8 +43,9 @@ def edited(text: str, n: int) -> str:
     # a header whose role changed: refused
     first = blocks[0]
     wrong = "note" if first.role != "note" else "user"
-    return text.replace(f"[[m:{nonce} {first.id} {first.role}]]",
-                        f"[[m:{nonce} {first.id} {wrong}]]", 1)
+    return text.replace(
+        f"[[m:{nonce} {first.id} {first.role}]]", f"[[m:{nonce} {first.id} {wrong}]]", 1
+    )
 
 
 def main(home: str, cwd: str, sid: str) -> int:

@@ -68,9 +68,12 @@ def test_stop_between_calls_leaves_the_rest_without_results_but_requests_stay_va
         def on_result(self, seq, text, error):
             cancel.set()
 
-    app, srv, sid = make_app([
-        {"calls": [{"code": "(list-files)"}, {"code": "(list-files)"}]},
-        {"text": "next turn reply"}])
+    app, srv, sid = make_app(
+        [
+            {"calls": [{"code": "(list-files)"}, {"code": "(list-files)"}]},
+            {"text": "next turn reply"},
+        ]
+    )
     assert app.agent(sid).ask("two calls", StopAtFirstResult(), cancel).status == "stopped"
     app.agent(sid).ask("again", TurnCallbacks())
     body = srv.model_requests[-1].body["messages"]
@@ -89,12 +92,19 @@ def test_a_second_ask_on_a_busy_session_fails_with_session_busy(make_app):
 
 
 def test_calls_to_another_tool_and_malformed_cells_get_error_results(make_app):
-    app, srv, sid = make_app([
-        {"calls": [{"name": "bash", "input": {"command": "ls"}},
-                   {"code": "(read-file \"a.txt\""},
-                   {"code": "(frobnicate 1)"},
-                   {"code": "(read-file \"../../etc/passwd\")"}]},
-        {"text": "ok"}])
+    app, srv, sid = make_app(
+        [
+            {
+                "calls": [
+                    {"name": "bash", "input": {"command": "ls"}},
+                    {"code": '(read-file "a.txt"'},
+                    {"code": "(frobnicate 1)"},
+                    {"code": '(read-file "../../etc/passwd")'},
+                ]
+            },
+            {"text": "ok"},
+        ]
+    )
     result = app.agent(sid).ask("break things")
     assert result.status == "done"
     tools = [e for e in app.store.events(sid) if e.kind == "tool"]
@@ -116,8 +126,9 @@ def test_round_limit_stops_the_turn_with_a_notice(make_app):
 
 
 def test_a_long_result_is_cut_in_the_context_but_kept_whole_in_the_log(make_app):
-    app, srv, sid = make_app([{"calls": [{"code": "(read-file \"big.txt\")"}]}, {"text": "ok"}],
-                             result_max_chars=100)
+    app, srv, sid = make_app(
+        [{"calls": [{"code": '(read-file "big.txt")'}]}, {"text": "ok"}], result_max_chars=100
+    )
     (app.cwd / "big.txt").write_text("x" * 500)
     app.agent(sid).ask("read big")
     tool = [e for e in app.store.events(sid) if e.kind == "tool"][0]
@@ -136,12 +147,23 @@ def test_writes_need_approval_unless_auto_approved(make_app):
 def test_the_api_key_never_reaches_the_log(make_app):
     key = "sk-test-SECRET-0123456789abcdef"
     app, srv, sid = make_app(
-        [{"calls": [{"code": '(shell "echo $ANTHROPIC_API_KEY; echo sk-test-SECRET-0123456789abcdef")'}]},
-         {"text": "the key is sk-test-SECRET-0123456789abcdef"}],
-        environ={"ANTHROPIC_API_KEY": key}, auto_approve=True)
+        [
+            {
+                "calls": [
+                    {
+                        "code": '(shell "echo $ANTHROPIC_API_KEY; echo sk-test-SECRET-0123456789abcdef")'
+                    }
+                ]
+            },
+            {"text": "the key is sk-test-SECRET-0123456789abcdef"},
+        ],
+        environ={"ANTHROPIC_API_KEY": key},
+        auto_approve=True,
+    )
     app.agent(sid).ask(f"my key is {key}")
     raw = app.store.path.read_bytes() + b"".join(
-        p.read_bytes() for p in app.store.path.parent.glob("*-wal"))
+        p.read_bytes() for p in app.store.path.parent.glob("*-wal")
+    )
     assert key.encode() not in raw
     assert "[redacted:ANTHROPIC_API_KEY]" in app.store.events(sid)[0].text
 
@@ -149,11 +171,27 @@ def test_the_api_key_never_reaches_the_log(make_app):
 def test_cli_ask_stopped_by_sigint_exits_130(loopback, home, workspace):
     srv = loopback([{"text": " ".join(f"w{i}" for i in range(200))}], chunk_delay=0.05)
     write_config(home, srv)
-    subprocess.run([sys.executable, "-m", "nodecode", "--home", str(home), "new"], check=True,
-                   capture_output=True)
-    proc = subprocess.Popen([sys.executable, "-m", "nodecode", "--home", str(home), "--cwd",
-                             str(workspace), "ask", "talk"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "nodecode", "--home", str(home), "new"],
+        check=True,
+        capture_output=True,
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nodecode",
+            "--home",
+            str(home),
+            "--cwd",
+            str(workspace),
+            "ask",
+            "talk",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.read(2)  # streaming has begun
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=20)
@@ -163,10 +201,27 @@ def test_cli_ask_stopped_by_sigint_exits_130(loopback, home, workspace):
 def test_a_turn_killed_mid_stream_is_marked_stopped_on_the_next_open(loopback, home, workspace):
     srv = loopback([{"text": " ".join(f"w{i}" for i in range(400))}], chunk_delay=0.05)
     write_config(home, srv)
-    sid = subprocess.run([sys.executable, "-m", "nodecode", "--home", str(home), "new"],
-                         check=True, capture_output=True, text=True).stdout.strip()
-    proc = subprocess.Popen([sys.executable, "-m", "nodecode", "--home", str(home), "--cwd",
-                             str(workspace), "ask", "talk"], stdout=subprocess.PIPE, text=True)
+    sid = subprocess.run(
+        [sys.executable, "-m", "nodecode", "--home", str(home), "new"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nodecode",
+            "--home",
+            str(home),
+            "--cwd",
+            str(workspace),
+            "ask",
+            "talk",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.read(2)
     proc.kill()
     proc.wait()

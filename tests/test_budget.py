@@ -43,18 +43,30 @@ def session(loopback, tmp_path):
 
 
 def api_json(context: int, output: int) -> dict:
-    return {"anthropic": {"id": "anthropic", "name": "Anthropic", "models": {
-        MODEL: {"id": MODEL, "name": "Claude Sonnet 4.5", "limit": {"context": context,
-                                                                    "output": output}}}}}
+    return {
+        "anthropic": {
+            "id": "anthropic",
+            "name": "Anthropic",
+            "models": {
+                MODEL: {
+                    "id": MODEL,
+                    "name": "Claude Sonnet 4.5",
+                    "limit": {"context": context, "output": output},
+                }
+            },
+        }
+    }
 
 
 # -- window sources ---------------------------------------------------------------
 
 
 def test_each_window_source_wins_over_the_next(session):
-    s = session(window=6000, config={"model": MODEL},
-                provider={"models_dev": "anthropic",
-                          "models": [{"id": MODEL, "context_window": 7000}]})
+    s = session(
+        window=6000,
+        config={"model": MODEL},
+        provider={"models_dev": "anthropic", "models": [{"id": MODEL, "context_window": 7000}]},
+    )
     budgets.set_override(s.app, 8000)
     cache = budgets.cache_file(s.home)
     cache.parent.mkdir(parents=True, exist_ok=True)
@@ -136,8 +148,9 @@ def test_models_refresh_writes_the_cache_that_then_gives_the_window(session):
     s.reopen()
     plan = budgets.of(s.app)
     assert (plan.source, plan.window, plan.reply) == ("models.dev cache", 30000, 4000)
-    code, out, err = cli("models", "refresh", home=s.home,
-                         env={"NODECODE_MODELS_URL": "http://127.0.0.1:9/api.json"})
+    code, out, err = cli(
+        "models", "refresh", home=s.home, env={"NODECODE_MODELS_URL": "http://127.0.0.1:9/api.json"}
+    )
     assert code == 1 and err.startswith("nodecode: models refresh: cannot fetch")
     assert json.loads(cache.read_text()) == api_json(30000, 4000)  # the old cache stays
 
@@ -176,7 +189,8 @@ def test_every_overflow_fixture_that_names_a_maximum_is_covered():
 
 @pytest.mark.parametrize("name", NAMED)
 def test_a_ceiling_from_each_overflow_body_caps_the_window_then_evicts_and_retries_once(
-        name, session):
+    name, session
+):
     maximum = _maximum(ERRORS / name)
     ptype = "anthropic" if name.startswith("anthropic") else "openai"
     srv = Rejecting([], cache_min_tokens=1).start()
@@ -210,9 +224,11 @@ def test_a_ceiling_from_each_overflow_body_caps_the_window_then_evicts_and_retri
         srv.stop()
 
 
-UNNAMED = {"openai_responses_stream_error_context_length_exceeded.json": 400,
-           "llamacpp_context_size_exceeded_500.json": 500,
-           "ollama_embed_input_too_long_400.json": 400}
+UNNAMED = {
+    "openai_responses_stream_error_context_length_exceeded.json": 400,
+    "llamacpp_context_size_exceeded_500.json": 500,
+    "ollama_embed_input_too_long_400.json": 400,
+}
 
 
 @pytest.mark.parametrize("name", sorted(UNNAMED))
@@ -298,9 +314,19 @@ def test_the_fill_follows_the_reported_figure_within_2_percent(ptype, session, l
     srv = loopback([], cache_min_tokens=1, usage_scale=1.25)
     s = session(srv, ptype=ptype, window=None)
     s.read_turn(1)
-    s.ask("read two", [{"text": "Two.", "calls": [
-        {"code": ';; f2\n(read-file "f2.txt")'}, {"code": ';; f3\n(read-file "f3.txt")'}]},
-        {"text": "done"}])
+    s.ask(
+        "read two",
+        [
+            {
+                "text": "Two.",
+                "calls": [
+                    {"code": ';; f2\n(read-file "f2.txt")'},
+                    {"code": ';; f3\n(read-file "f3.txt")'},
+                ],
+            },
+            {"text": "done"},
+        ],
+    )
     for k in range(4, 7):
         s.read_turn(k)
     requests = s.events("request")
@@ -311,8 +337,13 @@ def test_the_fill_follows_the_reported_figure_within_2_percent(ptype, session, l
     # and what our tokenizer says is 25% under: the calibration did the rest
     last = requests[-1].payload
     assert last["fill"] > 1.2 * last["counted"]
-    assert abs(budgets.fill_of(s.app, s.sid) - 1.25 * budgets.Meter(
-        s.app, s.sid).count(state(s.app.store, s.sid).messages).total) < 0.03 * last["fill"]
+    assert (
+        abs(
+            budgets.fill_of(s.app, s.sid)
+            - 1.25 * budgets.Meter(s.app, s.sid).count(state(s.app.store, s.sid).messages).total
+        )
+        < 0.03 * last["fill"]
+    )
 
 
 def test_counting_after_an_append_counts_only_the_new_message(session):
@@ -343,15 +374,32 @@ def test_status_reports_window_budget_fill_parts_cache_marks_and_pending_edits(s
     nonce = takes.latest_export(s.app.store, s.sid).payload["nonce"]
     path.write_text(path.read_text() + "[[note]]\nremember f2\n")
     s.close()
-    code, out, err = cli("status", "--json", home=s.home,
-                         env={"NODECODE_CONTEXT_TOKENS": "6000", "NODECODE_SESSION": s.sid})
+    code, out, err = cli(
+        "status",
+        "--json",
+        home=s.home,
+        env={"NODECODE_CONTEXT_TOKENS": "6000", "NODECODE_SESSION": s.sid},
+    )
     assert code == 0, err
     r = json.loads(out)
     assert (r["window"], r["source"], r["reply"], r["budget"]) == (
-        6000, "NODECODE_CONTEXT_TOKENS", 1500, 4500)
+        6000,
+        "NODECODE_CONTEXT_TOKENS",
+        1500,
+        4500,
+    )
     assert (r["warn_at"], r["evict_to"]) == (3825, 2250)
-    assert set(r["parts"]) == {"system", "tools", "stubs", "notes", "asks", "replies", "calls",
-                               "results", "notices"}
+    assert set(r["parts"]) == {
+        "system",
+        "tools",
+        "stubs",
+        "notes",
+        "asks",
+        "replies",
+        "calls",
+        "results",
+        "notices",
+    }
     assert r["parts"]["system"] > 500 and r["parts"]["results"] > 600
     assert sum(r["parts"].values()) == pytest.approx(r["fill"], abs=12)
     assert set(r["per_turn"]) == {"1", "2", "3"}
@@ -385,8 +433,7 @@ def test_the_host_api_for_status_budget_and_evict(session):
     try:
         assert host.budget(ctx)["window"] is None
         shown = host.budget(ctx, 8000)
-        assert (shown["window"], shown["source"], shown["budget"]) == (8000, "store override",
-                                                                        6000)
+        assert (shown["window"], shown["source"], shown["budget"]) == (8000, "store override", 6000)
         report = host.status(ctx)
         assert report["budget"] == 6000 and "budget: 6000" in report["text"]
         receipt = host.evict(ctx, "through 2")["receipt"]

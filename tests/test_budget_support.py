@@ -28,22 +28,33 @@ class Recorder(TurnCallbacks):
 
 
 def read_round(n: int, code: str | None = None, text: str | None = None) -> dict:
-    return {"text": text or f"Reading {n}.",
-            "calls": [{"code": code or f';; read f{n}\n(read-file "f{n}.txt")'}]}
+    return {
+        "text": text or f"Reading {n}.",
+        "calls": [{"code": code or f';; read f{n}\n(read-file "f{n}.txt")'}],
+    }
 
 
 class Session:
     """A home, workspace and session whose config points at ``srv``."""
 
-    def __init__(self, tmp: Path, srv: Any, *, ptype: str = "anthropic",
-                 window: int | None = 4000, files: int = 30, config: dict | None = None,
-                 provider: dict | None = None):
+    def __init__(
+        self,
+        tmp: Path,
+        srv: Any,
+        *,
+        ptype: str = "anthropic",
+        window: int | None = 4000,
+        files: int = 30,
+        config: dict | None = None,
+        provider: dict | None = None,
+    ):
         self.srv, self.ptype, self.tmp = srv, ptype, tmp
         self.ws = tmp / "ws"
         self.ws.mkdir(parents=True, exist_ok=True)
         for i in range(1, files + 1):
             (self.ws / f"f{i}.txt").write_text(
-                " ".join(f"word{i}x{j}" for j in range(WORDS)) + "\n")
+                " ".join(f"word{i}x{j}" for j in range(WORDS)) + "\n"
+            )
         self.home = write_config(tmp / "home", srv, ptype, auto_approve=True, **(config or {}))
         if provider:
             self.set_provider(**provider)
@@ -87,8 +98,13 @@ def cli(*args: str, home: Path, env: dict[str, str] | None = None) -> tuple[int,
     from nodecode.cli import main
 
     with mock.patch.dict(os.environ):
-        for key in ("NODECODE_CONTEXT_TOKENS", "NODECODE_SESSION", "NODECODE_MODELS_URL",
-                    "NODECODE_PROVIDER", "NODECODE_MODEL"):
+        for key in (
+            "NODECODE_CONTEXT_TOKENS",
+            "NODECODE_SESSION",
+            "NODECODE_MODELS_URL",
+            "NODECODE_PROVIDER",
+            "NODECODE_MODEL",
+        ):
             os.environ.pop(key, None)
         os.environ.update(env or {})
         out, err = io.StringIO(), io.StringIO()
@@ -133,7 +149,7 @@ def check_valid(ptype: str, body: dict) -> None:
             uses = [b["id"] for b in m["content"] if b["type"] == "tool_use"]
             if uses:
                 nxt = msgs[i + 1]["content"]
-                results = [b["tool_use_id"] for b in nxt[:len(uses)]]
+                results = [b["tool_use_id"] for b in nxt[: len(uses)]]
                 assert results == uses, (i, uses, results)
         return
     assert msgs[0]["role"] == "system" and msgs[1]["role"] == "user"

@@ -21,14 +21,28 @@ from nodecode.errors import SessionBusy, UserError
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git on PATH")
 
-START = {"a.txt": b"alpha\n", "gone.txt": b"bye\r\n", "keep.bin": bytes(range(256)),
-         ".gitignore": b"build/\n"}
-CELLS = [';; write\n(write-file "new.txt" "x")',
-         ';; edit\n(edit-file "a.txt" "alpha" "ALPHA")',
-         (';; shell\n(shell "rm gone.txt && printf hi > made.txt && printf more >> a.txt '
-          '&& mkdir -p build && printf junk > build/out")')]
-AFTER = {"a.txt": b"ALPHA\nmore", "keep.bin": bytes(range(256)), ".gitignore": b"build/\n",
-         "new.txt": b"x", "made.txt": b"hi", "build/out": b"junk"}
+START = {
+    "a.txt": b"alpha\n",
+    "gone.txt": b"bye\r\n",
+    "keep.bin": bytes(range(256)),
+    ".gitignore": b"build/\n",
+}
+CELLS = [
+    ';; write\n(write-file "new.txt" "x")',
+    ';; edit\n(edit-file "a.txt" "alpha" "ALPHA")',
+    (
+        ';; shell\n(shell "rm gone.txt && printf hi > made.txt && printf more >> a.txt '
+        '&& mkdir -p build && printf junk > build/out")'
+    ),
+]
+AFTER = {
+    "a.txt": b"ALPHA\nmore",
+    "keep.bin": bytes(range(256)),
+    ".gitignore": b"build/\n",
+    "new.txt": b"x",
+    "made.txt": b"hi",
+    "build/out": b"junk",
+}
 
 
 class Session:
@@ -46,8 +60,11 @@ class Session:
 
     def files(self) -> dict[str, bytes]:
         root = Path(self.app.cwd)
-        return {p.relative_to(root).as_posix(): p.read_bytes()
-                for p in sorted(root.rglob("*")) if p.is_file()}
+        return {
+            p.relative_to(root).as_posix(): p.read_bytes()
+            for p in sorted(root.rglob("*"))
+            if p.is_file()
+        }
 
     def sent(self) -> list[tuple[str, str]]:
         """(role, text or tool id) of every block of the last request."""
@@ -92,20 +109,31 @@ def test_turn_records_file_verb_and_shell_changes_with_exact_bytes(s):
     assert s.files() == AFTER
     tools = [e for e in s.store.events(s.sid) if e.role == "tool" and e.turn == 2]
     shell = tools[2].payload["changes"]
-    got = {Path(c["path"]).name: (s.store.blob(c["before"]) if c["before"] else None,
-                                  s.store.blob(c["after"]) if c["after"] else None)
-           for c in shell}
+    got = {
+        Path(c["path"]).name: (
+            s.store.blob(c["before"]) if c["before"] else None,
+            s.store.blob(c["after"]) if c["after"] else None,
+        )
+        for c in shell
+    }
     # build/ is ignored by the workspace's .gitignore: not tracked.
-    assert got == {"a.txt": (b"ALPHA\n", b"ALPHA\nmore"), "gone.txt": (b"bye\r\n", None),
-                   "made.txt": (None, b"hi")}
+    assert got == {
+        "a.txt": (b"ALPHA\n", b"ALPHA\nmore"),
+        "gone.txt": (b"bye\r\n", None),
+        "made.txt": (None, b"hi"),
+    }
 
 
 @needs_git
 def test_undo_restores_every_file_byte_for_byte_and_offers_the_ask_back(s):
     moved = checkpoints.undo(s.app, s.sid)
     assert moved.ask == "change things" and (moved.source, moved.target) == (2, 1)
-    assert moved.lines == ["restored a.txt", "recreated gone.txt", "deleted made.txt",
-                           "deleted new.txt"]
+    assert moved.lines == [
+        "restored a.txt",
+        "recreated gone.txt",
+        "deleted made.txt",
+        "deleted new.txt",
+    ]
     assert s.files() == {**START, "build/out": b"junk"}
     assert sessions.get(s.store, s.sid).head == 1
     [event] = s.moves()
@@ -142,13 +170,18 @@ def test_a_new_ask_after_undo_takes_the_next_number_and_clears_redo(s):
     with pytest.raises(UserError, match="nothing to redo"):
         checkpoints.redo(s.app, s.sid)
     # The next request read turn 1 and the new ask: nothing of the undone turn.
-    assert s.sent() == [("user", "read a"), ("assistant", "Working."),
-                        ("tool_use", ';; read a\n(read-file "a.txt")'),
-                        ("tool_result", "alpha\n[seq 5]"), ("assistant", "Done."),
-                        ("user", "something else")]
+    assert s.sent() == [
+        ("user", "read a"),
+        ("assistant", "Working."),
+        ("tool_use", ';; read a\n(read-file "a.txt")'),
+        ("tool_result", "alpha\n[seq 5]"),
+        ("assistant", "Done."),
+        ("user", "something else"),
+    ]
     # The undone turn stays in the log; recall marks it.
     assert recall.recall_log(s.store, s.sid, match="change things") == [
-        "[seq 8 · turn 2 · user · undone] change things"]
+        "[seq 8 · turn 2 · user · undone] change things"
+    ]
 
 
 @needs_git
@@ -167,8 +200,10 @@ def test_forced_undo_overwrites_and_keeps_the_persons_bytes(s):
     assert (Path(s.app.cwd) / "a.txt").read_bytes() == b"alpha\n"
     [entry] = [f for f in s.moves()[0].payload["files"] if f["path"].endswith("a.txt")]
     assert s.store.blob(entry["kept"]) == b"my own \x00 edit"
-    assert moved.lines[0] == ("restored a.txt (forced: changed since turn 2; your version is "
-                              f"kept: nodecode blob {entry['kept'][:12]})")
+    assert moved.lines[0] == (
+        "restored a.txt (forced: changed since turn 2; your version is "
+        f"kept: nodecode blob {entry['kept'][:12]})"
+    )
     assert checkpoints.find_blob(s.store, entry["kept"][:12]) == b"my own \x00 edit"
 
 
@@ -199,8 +234,9 @@ def test_undo_says_when_shell_changes_were_not_tracked(tmp_path, loopback, monke
     monkeypatch.setattr("nodecode.shadow.shutil.which", lambda name: None)
     sess.turn("shell", ';; s\n(shell "printf z > z.txt")')
     moved = checkpoints.undo(sess.app, sess.sid)
-    assert moved.lines == [("shell changes of turn 1 were not tracked: git is not installed "
-                            "(not found on PATH)")]
+    assert moved.lines == [
+        ("shell changes of turn 1 were not tracked: git is not installed (not found on PATH)")
+    ]
     assert (Path(sess.app.cwd) / "z.txt").exists()
     sess.app.close()
 
@@ -239,13 +275,26 @@ def test_undo_refuses_paths_outside_the_workspace(tmp_path, loopback):
     put = sess.store.put_blob
     turn = turns.begin(sess.store, sess.sid, sess.store.last_seq(sess.sid) + 1)
     sess.store.append(sess.sid, "user", role="user", turn=turn.number, text="forged")
-    sess.store.append(sess.sid, "tool", role="tool", turn=turn.number, text="[seq 2]", payload={
-        "call": 0, "workspace": str(sess.app.cwd.resolve()),
-        "changes": [{"path": str(p.resolve()), "before": put(b"before"), "after": put(b"after")}
-                    for p in (outside, own)]})
+    sess.store.append(
+        sess.sid,
+        "tool",
+        role="tool",
+        turn=turn.number,
+        text="[seq 2]",
+        payload={
+            "call": 0,
+            "workspace": str(sess.app.cwd.resolve()),
+            "changes": [
+                {"path": str(p.resolve()), "before": put(b"before"), "after": put(b"after")}
+                for p in (outside, own)
+            ],
+        },
+    )
     turns.finish(sess.store, sess.sid, turn.number, sess.store.last_seq(sess.sid), "done")
     moved = checkpoints.undo(sess.app, sess.sid)
-    assert moved.lines == [f"skipped {p.resolve()}: outside the workspace {sess.app.cwd.resolve()}"
-                           for p in (own, outside)]
+    assert moved.lines == [
+        f"skipped {p.resolve()}: outside the workspace {sess.app.cwd.resolve()}"
+        for p in (own, outside)
+    ]
     assert outside.read_bytes() == own.read_bytes() == b"after"
     sess.app.close()

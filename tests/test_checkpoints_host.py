@@ -20,7 +20,9 @@ def test_host_undo_redo_tree_rewind_and_fork(s, monkeypatch):  # noqa: F811
     ctx = {"home": str(s.app.home), "cwd": str(s.app.cwd)}
     rows = host.tree(ctx)
     assert [(r["number"], r["ask"], r["span"], r["on_path"], r["head"]) for r in rows] == [
-        (1, "read a", "seq 1–7", True, False), (2, "change things", "seq 8–18", True, True)]
+        (1, "read a", "seq 1–7", True, False),
+        (2, "change things", "seq 8–18", True, True),
+    ]
     undone = host.undo(ctx)
     assert (undone["from"], undone["to"], undone["ask"]) == (2, 1, "change things")
     assert "deleted new.txt" in undone["lines"] and s.files() == {**START, "build/out": b"junk"}

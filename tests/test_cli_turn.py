@@ -42,8 +42,15 @@ def test_two_round_turn_sends_the_result_with_its_seq(ptype, loopback, home, wor
     store = open_store(home, "default")
     events = store.events(sid)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
-    assert [e.kind for e in events] == ["user", "request", "assistant", "call", "tool",
-                                        "request", "assistant"]
+    assert [e.kind for e in events] == [
+        "user",
+        "request",
+        "assistant",
+        "call",
+        "tool",
+        "request",
+        "assistant",
+    ]
     assert events[4].seq == seq and events[4].text == text
     assert events[1].payload["usage"]["input"] > 0
     assert [tuple(p)[0] for p in events[5].payload["sent"]] == [1, 3, 4, 5]
@@ -89,8 +96,9 @@ def test_provider_failure_exits_3_with_one_line(home, workspace, loopback):
 
 def test_no_provider_is_a_user_error(home, workspace):
     run_cli("new", home=home)
-    out = run_cli("ask", "hi", home=home, cwd=workspace,
-                  env={"ANTHROPIC_API_KEY": "", "OPENAI_API_KEY": ""})
+    out = run_cli(
+        "ask", "hi", home=home, cwd=workspace, env={"ANTHROPIC_API_KEY": "", "OPENAI_API_KEY": ""}
+    )
     assert out.returncode == 1 and "no provider configured" in out.stderr
 
 

@@ -51,10 +51,19 @@ def cells_of(n: int) -> list[str]:
 
 def first_turns(s: Session) -> None:
     s.read_turn(1)
-    s.ask("read f2", [{"text": "Reading 2.", "calls": [
-        {"code": '(read-file "f2.txt")'},
-        {"code": '(context :note "f2 holds the words\\nsecond line")'}]},
-        {"text": "f2 read."}])
+    s.ask(
+        "read f2",
+        [
+            {
+                "text": "Reading 2.",
+                "calls": [
+                    {"code": '(read-file "f2.txt")'},
+                    {"code": '(context :note "f2 holds the words\\nsecond line")'},
+                ],
+            },
+            {"text": "f2 read."},
+        ],
+    )
     s.read_turn(3, code=LONG_CELL)
 
 
@@ -89,8 +98,10 @@ def test_a_session_over_85_percent_is_warned_once_then_evicted_to_half(session):
     assert warnings[first] == [warning] and all(len(ws) <= 1 for ws in warnings)
     assert {w for ws in warnings for w in ws} == {warning}  # one warning, never repeated
     assert warning.startswith("[context at ") and "% of the budget (" in warning
-    assert warning.endswith(f" of {BUDGET} tokens): edit it with (context) — at the next "
-                            "request still over 85% the oldest turns are evicted into a stub]")
+    assert warning.endswith(
+        f" of {BUDGET} tokens): edit it with (context) — at the next "
+        "request still over 85% the oldest turns are evicted into a stub]"
+    )
     assert warning in s.cb.notices  # the person was told too
 
     # The very next request evicted: the oldest turns went, whole, into one stub.
@@ -101,9 +112,13 @@ def test_a_session_over_85_percent_is_warned_once_then_evicted_to_half(session):
     gone = [k for k in range(1, n) if k not in turn_asks_present(evicting, n)]
     assert gone == list(range(1, len(gone) + 1)) and len(gone) >= 3  # oldest first
     last = turn_tree.get(s.app.store, s.sid, gone[-1]).last_seq
-    expected = "\n".join([stub_header(1, last, len(gone)),
-                          *[line for k in gone for line in cells_of(k)],
-                          "note: f2 holds the words\n  second line"])
+    expected = "\n".join(
+        [
+            stub_header(1, last, len(gone)),
+            *[line for k in gone for line in cells_of(k)],
+            "note: f2 holds the words\n  second line",
+        ]
+    )
     assert stub.text == expected
     assert evicting["messages"][0]["content"][0]["text"] == expected
 
@@ -112,8 +127,10 @@ def test_a_session_over_85_percent_is_warned_once_then_evicted_to_half(session):
     usage = s.srv.model_requests[first + 1].usage
     assert prompt_total("anthropic", usage) <= HALF * 1.02
     receipt = (s.app.context_dir(s.sid) / "context.receipt.txt").read_text()
-    assert receipt.startswith(f"[[receipt default/{s.sid} evict]]\nevicted at seq {evict.seq}: "
-                              f"turns 1–{gone[-1]} (seq 1–{last}) · tokens: ")
+    assert receipt.startswith(
+        f"[[receipt default/{s.sid} evict]]\nevicted at seq {evict.seq}: "
+        f"turns 1–{gone[-1]} (seq 1–{last}) · tokens: "
+    )
     assert f" of {BUDGET} (" in receipt and evict.text in receipt
     assert any(t == evict.text for t in s.cb.notices)
 
@@ -134,9 +151,13 @@ def test_a_second_eviction_merges_with_the_stub_before_it(session):
     body = s.srv.model_requests[-1].body
     gone = [k for k in range(1, n) if k not in turn_asks_present(body, n)]
     last = turn_tree.get(s.app.store, s.sid, gone[-1]).last_seq
-    assert second.text == "\n".join([stub_header(1, last, len(gone)),
-                                     *[line for k in gone for line in cells_of(k)],
-                                     "note: f2 holds the words\n  second line"])
+    assert second.text == "\n".join(
+        [
+            stub_header(1, last, len(gone)),
+            *[line for k in gone for line in cells_of(k)],
+            "note: f2 holds the words\n  second line",
+        ]
+    )
     assert len(gone) > first.payload["turns"]
 
 
@@ -163,8 +184,9 @@ def test_the_running_turns_older_rounds_go_but_never_its_ask_and_newest_round(se
     assert results[calls[-1].seq].seq in state(s.app.store, s.sid).path_messages
     a = s.events("assistant")[0].seq
     b = results[calls[went - 1].seq].seq
-    assert stub.text == "\n".join([stub_header(a, b, 0, went),
-                                   *[f";; read f{k}" for k in range(1, went + 1)]])
+    assert stub.text == "\n".join(
+        [stub_header(a, b, 0, went), *[f";; read f{k}" for k in range(1, went + 1)]]
+    )
 
 
 def test_an_evicted_message_restored_through_the_file_returns_after_the_stub(session):
@@ -187,8 +209,9 @@ def test_an_evicted_message_restored_through_the_file_returns_after_the_stub(ses
     check_valid("anthropic", body)
     assert result.text in sent and sent.index(result.text) > sent.index(stub.text)
     ids = context_ids(s)
-    assert ids.index(call) == ids.index(stub.seq) + 1 and ids.index(result.seq) == ids.index(
-        call) + 1
+    assert (
+        ids.index(call) == ids.index(stub.seq) + 1 and ids.index(result.seq) == ids.index(call) + 1
+    )
     receipt = (s.app.context_dir(s.sid) / "context.receipt.txt").read_text()
     assert f"restored 1 ({result.seq})" in receipt or "restored 2" in receipt
 
@@ -230,8 +253,13 @@ def test_a_request_that_cannot_fit_is_not_sent_and_the_cli_says_why(loopback, tm
     srv = loopback([])
     s = Session(tmp_path, srv, window=900)  # budget 675: less than the system prompt
     s.close()
-    done = run_cli("ask", "hello", home=s.home, cwd=s.ws,
-                   env={"NODECODE_CONTEXT_TOKENS": "900", "NODECODE_SESSION": s.sid})
+    done = run_cli(
+        "ask",
+        "hello",
+        home=s.home,
+        cwd=s.ws,
+        env={"NODECODE_CONTEXT_TOKENS": "900", "NODECODE_SESSION": s.sid},
+    )
     assert done.returncode == 1, done.stderr
     line = done.stderr.strip()
     assert "\n" not in line and "does not fit" in line and "budget of 675" in line
@@ -264,8 +292,9 @@ def test_evict_by_hand_to_a_percent_writes_a_receipt_and_keeps_the_newest_turn(s
     code, out, err = cli("compact", home=s.home, env=env)  # the alias; 50% by default
     assert code == 0 and out.startswith("nothing to evict")
     code, out, err = cli("evict", "later", home=s.home, env=env)
-    assert code == 1 and err.strip() == ("nodecode: evict: expected PERCENT or `through TURN` "
-                                         "(got 'later')")
+    assert code == 1 and err.strip() == (
+        "nodecode: evict: expected PERCENT or `through TURN` (got 'later')"
+    )
 
 
 def test_evict_through_a_turn_and_what_is_refused(session):
@@ -294,7 +323,7 @@ def test_evict_through_a_turn_and_what_is_refused(session):
 
 
 def test_a_cell_line_in_a_stub():
-    assert evictions.cell_line(";; read the parser\n(read-file \"p.py\")") == ";; read the parser"
-    assert evictions.cell_line("\n(shell \"ls\")\n") == ';; (shell "ls")'
+    assert evictions.cell_line(';; read the parser\n(read-file "p.py")') == ";; read the parser"
+    assert evictions.cell_line('\n(shell "ls")\n') == ';; (shell "ls")'
     assert evictions.cell_line("x" * 150) == ";; " + "x" * 100
     assert evictions.note_lines("one\ntwo\nthree\n") == "note: one\n  two\n  three"

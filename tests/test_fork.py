@@ -39,7 +39,8 @@ def test_fork_at_the_head_starts_with_the_parents_context(s):  # noqa: F811
     assert s.store.events(s.sid) == parent_events
     # Recall in the child reads the parent up to the fork point.
     assert recall.recall_log(s.store, child, match="change things") == [
-        "[seq 8 · turn 2 · user] change things"]
+        "[seq 8 · turn 2 · user] change things"
+    ]
 
 
 @needs_git
@@ -76,7 +77,8 @@ def test_a_fork_of_a_fork_sees_only_what_its_parent_saw(s):  # noqa: F811
     grandchild = checkpoints.fork(s.app, child, 1)
     assert [n.number for n in tree.nodes(s.store, grandchild)] == [1]
     assert view(model.build(s.store, grandchild)) == view(
-        [m for m in model.build(s.store, s.sid) if m.turn == 1])
+        [m for m in model.build(s.store, s.sid) if m.turn == 1]
+    )
 
 
 def test_fork_of_an_empty_session_is_a_user_error(s):  # noqa: F811
@@ -99,8 +101,12 @@ def test_undo_in_a_fork_moves_past_the_fork_point_but_leaves_the_parents_files(s
     child = checkpoints.fork(s.app, s.sid)
     files = s.files()
     moved = checkpoints.undo(s.app, child)
-    assert moved.lines == [(f"files of turn 2 were left as they are: it ran in session {s.sid}, "
-                            "which this one forked from")]
+    assert moved.lines == [
+        (
+            f"files of turn 2 were left as they are: it ran in session {s.sid}, "
+            "which this one forked from"
+        )
+    ]
     assert s.files() == files and sessions.get(s.store, child).head == 1
     kid = Session(s.app, s.srv, child)
     kid.turn("again")

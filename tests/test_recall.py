@@ -45,11 +45,12 @@ def test_log_lists_every_event_oldest_first_with_role_or_kind(store):
     sid = sessions.create(store)
     turn = turns.begin(store, sid, 1)
     store.append(sid, "user", role="user", turn=1, text="hello")
-    store.append(sid, "request", turn=1, payload={"usage": {"input": 120, "output": 7,
-                                                            "cache_read": 100}})
+    store.append(
+        sid, "request", turn=1, payload={"usage": {"input": 120, "output": 7, "cache_read": 100}}
+    )
     store.append(sid, "assistant", role="assistant", turn=1, text="hi there")
     turns.finish(store, sid, turn.number, 3, "done")
-    store.append(sid, "cell", text="(read-file \"a\")")  # no turn: the person's own cell
+    store.append(sid, "cell", text='(read-file "a")')  # no turn: the person's own cell
     assert recall.recall_log(store, sid) == [
         "[seq 1 · turn 1 · user] hello",
         "[seq 2 · turn 1 · request] usage in=120 out=7 cache_read=100",
@@ -60,18 +61,27 @@ def test_log_lists_every_event_oldest_first_with_role_or_kind(store):
 
 def test_plain_match_is_literal_with_underscore_and_backslash(store):
     sid = sessions.create(store)
-    ask(store, sid, "set my_var now", ("assistant", "myXvar is different"),
-        ("assistant", "path a\\b here"), ("assistant", "100% sure"))
+    ask(
+        store,
+        sid,
+        "set my_var now",
+        ("assistant", "myXvar is different"),
+        ("assistant", "path a\\b here"),
+        ("assistant", "100% sure"),
+    )
     assert texts(recall.recall_log(store, sid, match="my_var")) == ["set my_var now"]
     assert texts(recall.recall_log(store, sid, match="a\\b")) == ["path a\\b here"]
 
 
 def test_match_with_percent_is_a_like_pattern_as_written(store):
     sid = sessions.create(store)
-    ask(store, sid, "set my_var now", ("assistant", "myXvar is different"),
-        ("assistant", "the end"))
+    ask(
+        store, sid, "set my_var now", ("assistant", "myXvar is different"), ("assistant", "the end")
+    )
     assert texts(recall.recall_log(store, sid, match="%my_var%")) == [
-        "set my_var now", "myXvar is different"]
+        "set my_var now",
+        "myXvar is different",
+    ]
     assert texts(recall.recall_log(store, sid, match="the%")) == ["the end"]
 
 
@@ -144,10 +154,13 @@ def test_a_fork_sees_its_parent_up_to_the_fork_point_only(store):
         "[seq 4 · turn 3 · user] child ask",
     ]
     assert recall.recall_entry(store, child, 2) == (
-        "[seq 2 · turn 1 · assistant]\nparent reply one")
+        "[seq 2 · turn 1 · assistant]\nparent reply one"
+    )
     assert recall.recall_entry(store, child, 4).endswith("child ask")
     assert texts(recall.recall_log(store, child, match="ask", limit=2)) == [
-        "parent ask two", "child ask"]
+        "parent ask two",
+        "child ask",
+    ]
 
 
 def test_a_fork_of_a_fork_stops_at_each_fork_point(store):
@@ -171,8 +184,11 @@ def test_a_fork_sees_the_turns_its_parent_undid_before_the_fork_as_undone(store)
         "[seq 5 · turn 5 · user] child ask",
     ]
     expected = {(t.session, t.number) for t in turns.path(store, child)}
-    assert recall.head_path(store, child) == expected == {
-        (parent, 1), (parent, 2), (parent, 4), (child, 5)}
+    assert (
+        recall.head_path(store, child)
+        == expected
+        == {(parent, 1), (parent, 2), (parent, 4), (child, 5)}
+    )
 
 
 # -- recall-entry ---------------------------------------------------------------------
@@ -181,16 +197,28 @@ def test_a_fork_sees_the_turns_its_parent_undid_before_the_fork_as_undone(store)
 def test_entry_of_a_cut_result_shows_the_whole_output(store):
     sid = sessions.create(store)
     turn = turns.begin(store, sid, 1)
-    store.append(sid, "call", role="call", turn=turn.number, text=';; look\n(read-file "big")',
-                 payload={"name": "eval", "input": {"code": ';; look\n(read-file "big")'}})
+    store.append(
+        sid,
+        "call",
+        role="call",
+        turn=turn.number,
+        text=';; look\n(read-file "big")',
+        payload={"name": "eval", "input": {"code": ';; look\n(read-file "big")'}},
+    )
     output = "\n".join(f"line {i}" for i in range(500))
-    result = store.append(sid, "tool", role="tool", turn=turn.number,
-                          payload={"call": 1, "error": False, "output": output},
-                          text=lambda seq: format_result(output, seq, 100))
+    result = store.append(
+        sid,
+        "tool",
+        role="tool",
+        turn=turn.number,
+        payload={"call": 1, "error": False, "output": output},
+        text=lambda seq: format_result(output, seq, 100),
+    )
     assert "[cut:" in result.text
     assert recall.recall_entry(store, sid, 2) == "[seq 2 · turn 1 · tool]\n" + output
     assert recall.recall_entry(store, sid, 1) == (
-        '[seq 1 · turn 1 · call]\n;; look\n(read-file "big")')
+        '[seq 1 · turn 1 · call]\n;; look\n(read-file "big")'
+    )
 
 
 def test_entry_of_an_event_that_is_not_a_message_dumps_its_payload(store):
@@ -204,8 +232,11 @@ def test_entry_of_an_event_that_is_not_a_message_dumps_its_payload(store):
 def test_entry_of_an_unknown_seq_names_the_log_extent(store):
     sid = sessions.create(store)
     ask(store, sid, "one", ("assistant", "two"))
-    with pytest.raises(CellError, match=rf"recall-entry: no event at seq 999 in session {sid} "
-                                        r"\(its log has seqs 1–2\)"):
+    with pytest.raises(
+        CellError,
+        match=rf"recall-entry: no event at seq 999 in session {sid} "
+        r"\(its log has seqs 1–2\)",
+    ):
         recall.recall_entry(store, sid, 999)
     empty = sessions.create(store)
     with pytest.raises(CellError, match=r"its log is empty"):
@@ -225,7 +256,8 @@ def test_search_needs_every_word_and_covers_every_session_newest_first(store):
         f"[{a} · seq 1 · turn 1 · user] the parser fails on tabs",
     ]
     assert recall.recall_search(store, "PARSER", limit=1) == [
-        f"[{b} · seq 1 · turn 1 · user] tabs again in the parser"]
+        f"[{b} · seq 1 · turn 1 · user] tabs again in the parser"
+    ]
     assert recall.recall_search(store, "pars") == []  # whole words only
 
 
@@ -236,7 +268,8 @@ def test_search_treats_fts_operators_as_plain_text(store):
     for words in ("AND", "NEAR", '"quoted"', "star*", "a-b", "a -b", 'say "quoted'):
         assert [x.split("] ")[0] + "]" for x in recall.recall_search(store, words)] == [hit], words
     assert texts(recall.recall_search(store, "and near")) == [
-        'keep a-b AND say "quoted" NEAR star* x']  # still case-insensitive
+        'keep a-b AND say "quoted" NEAR star* x'
+    ]  # still case-insensitive
 
 
 def test_search_marks_undone_hits(store):
@@ -275,20 +308,25 @@ def test_verbs_read_the_session_of_the_cell(app_env):
     app, sid, env = app_env
     ask(app.store, sid, "find the_thing", ("assistant", "found the_thing"))
     assert evaluate('(recall-log :match "the_thing" :limit 1)', env) == CellResult(
-        "[seq 2 · turn 1 · assistant] found the_thing", False)
+        "[seq 2 · turn 1 · assistant] found the_thing", False
+    )
     assert evaluate("(recall-entry 1)", env) == CellResult(
-        "[seq 1 · turn 1 · user]\nfind the_thing", False)
+        "[seq 1 · turn 1 · user]\nfind the_thing", False
+    )
     assert evaluate('(recall-search "found")', env).output == (
-        f"[{sid} · seq 2 · turn 1 · assistant] found the_thing")
+        f"[{sid} · seq 2 · turn 1 · assistant] found the_thing"
+    )
     assert evaluate('(recall-log :match "nowhere")', env) == CellResult("(no matches)", False)
 
 
 def test_verb_errors_become_error_results(app_env):
     _, sid, env = app_env
     assert evaluate("(recall-entry 7)", env) == CellResult(
-        f"error: recall-entry: no event at seq 7 in session {sid} (its log is empty)", True)
+        f"error: recall-entry: no event at seq 7 in session {sid} (its log is empty)", True
+    )
     assert evaluate('(recall-search "")', env).output.startswith(
-        "error: recall-search: expected one or more words")
+        "error: recall-search: expected one or more words"
+    )
     assert "recall-log :match" in evaluate('(recall-log :before "x")', env).output
 
 
@@ -296,8 +334,14 @@ def test_picker_rows_are_nearest_first(store):
     sid = undo_story(store)
     rows = recall.recall_items(store, sid, query=None, everywhere=False, limit=2)
     assert [(r["seq"], r["undone"]) for r in rows] == [(4, False), (3, True)]
-    assert rows[1] == {"session": sid, "seq": 3, "turn": 3, "role": "user",
-                       "line": "[seq 3 · turn 3 · user · undone] third ask", "undone": True}
+    assert rows[1] == {
+        "session": sid,
+        "seq": 3,
+        "turn": 3,
+        "role": "user",
+        "line": "[seq 3 · turn 3 · user · undone] third ask",
+        "undone": True,
+    }
     found = recall.recall_items(store, sid, query="third", everywhere=True)
     assert [r["line"] for r in found] == [f"[{sid} · seq 3 · turn 3 · user · undone] third ask"]
     assert recall.recall_items(store, sid, query="", everywhere=True) == []
@@ -305,8 +349,12 @@ def test_picker_rows_are_nearest_first(store):
 
 def test_cli_recall_after_a_real_turn(loopback, home, workspace):
     (workspace / "a.txt").write_text("hello from a.txt\n" * 10)
-    srv = loopback([{"text": "Reading.", "calls": [{"code": ';; read\n(read-file "a.txt")'}]},
-                    {"text": "It says hello."}])
+    srv = loopback(
+        [
+            {"text": "Reading.", "calls": [{"code": ';; read\n(read-file "a.txt")'}]},
+            {"text": "It says hello."},
+        ]
+    )
     write_config(home, srv, result_max_chars=40)
     sid = run_cli("new", home=home).stdout.strip()
     assert run_cli("ask", "--yes", "what is in a.txt?", home=home, cwd=workspace).returncode == 0
@@ -320,7 +368,8 @@ def test_cli_recall_after_a_real_turn(loopback, home, workspace):
     assert "[cut:" in lines[4]
     assert lines[-1] == "[seq 7 · turn 1 · assistant] It says hello."
     assert run_cli("recall-log", "--match", "READ", "--before", "4", home=home).stdout == (
-        "[seq 3 · turn 1 · assistant] Reading.\n")
+        "[seq 3 · turn 1 · assistant] Reading.\n"
+    )
 
     entry = run_cli("recall-entry", "5", home=home)
     assert entry.stdout == "[seq 5 · turn 1 · tool]\n" + "hello from a.txt\n" * 10

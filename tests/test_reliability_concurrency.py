@@ -21,8 +21,19 @@ from nodecode.session import lease_live
 from nodecode.store import open_store
 
 TIMEOUT = 90
-ASK_KINDS = ["user", "request", "assistant", "call", "tool", "request", "assistant", "call",
-             "tool", "request", "assistant"]
+ASK_KINDS = [
+    "user",
+    "request",
+    "assistant",
+    "call",
+    "tool",
+    "request",
+    "assistant",
+    "call",
+    "tool",
+    "request",
+    "assistant",
+]
 TURN_KINDS = {"user", "request", "assistant", "call", "tool", "stopped", "error"}
 
 
@@ -33,9 +44,13 @@ def turn_kinds(events) -> list[str]:
 
 def cli(home: Path, workspace: Path, *args: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "NODECODE_SESSION"}
-    return subprocess.Popen([sys.executable, "-m", "nodecode", "--home", str(home), "--cwd",
-                             str(workspace), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "nodecode", "--home", str(home), "--cwd", str(workspace), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def finish(proc: subprocess.Popen) -> tuple[int, str, str]:
@@ -56,9 +71,11 @@ def new_sessions(home: Path, workspace: Path, n: int) -> list[str]:
 
 
 def rounds_for(word: str) -> list[dict]:
-    return [{"match": word, "text": f"{word} one.", "calls": [{"code": '(read-file "a.txt")'}]},
-            {"match": word, "text": f"{word} two.", "calls": [{"code": "(list-files)"}]},
-            {"match": word, "text": f"{word} done " + "word " * 40}]
+    return [
+        {"match": word, "text": f"{word} one.", "calls": [{"code": '(read-file "a.txt")'}]},
+        {"match": word, "text": f"{word} two.", "calls": [{"code": "(list-files)"}]},
+        {"match": word, "text": f"{word} done " + "word " * 40},
+    ]
 
 
 # An eval loop in one process: cli.main per cell, as `nodecode eval` runs it.
@@ -73,17 +90,23 @@ print("CODES", *codes)
 
 
 def test_two_asks_on_two_sessions_and_an_eval_loop_lose_and_duplicate_nothing(
-        loopback, home, workspace):
+    loopback, home, workspace
+):
     (workspace / "a.txt").write_text("alpha\n")
     srv = loopback(rounds_for("alpha") + rounds_for("beta"), chunk_delay=0.01)
     write_config(home, srv)
     sid_a, sid_b = new_sessions(home, workspace, 2)
     evals = 30
-    procs = [cli(home, workspace, "--session", sid_a, "ask", "alpha task"),
-             cli(home, workspace, "--session", sid_b, "ask", "beta task"),
-             subprocess.Popen([sys.executable, "-c", EVAL_LOOP, str(home), str(workspace),
-                               str(evals), sid_a, sid_b], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)]
+    procs = [
+        cli(home, workspace, "--session", sid_a, "ask", "alpha task"),
+        cli(home, workspace, "--session", sid_b, "ask", "beta task"),
+        subprocess.Popen(
+            [sys.executable, "-c", EVAL_LOOP, str(home), str(workspace), str(evals), sid_a, sid_b],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ),
+    ]
     (rc_a, out_a, err_a), (rc_b, out_b, err_b), (rc_e, out_e, err_e) = map(finish, procs)
     assert (rc_a, rc_b, rc_e) == (0, 0, 0), (err_a, err_b, err_e)
     assert "alpha done" in out_a and "beta done" in out_b
@@ -102,12 +125,14 @@ def test_two_asks_on_two_sessions_and_an_eval_loop_lose_and_duplicate_nothing(
 
 
 def test_two_asks_on_the_same_session_one_is_refused_as_busy(loopback, home, workspace):
-    srv = loopback([{"text": "first " + "word " * 300}, {"text": "second " + "word " * 300}],
-                   chunk_delay=0.06)
+    srv = loopback(
+        [{"text": "first " + "word " * 300}, {"text": "second " + "word " * 300}], chunk_delay=0.06
+    )
     write_config(home, srv)
-    sid, = new_sessions(home, workspace, 1)
-    results = [finish(p) for p in [cli(home, workspace, "ask", "one"),
-                                   cli(home, workspace, "ask", "two")]]
+    (sid,) = new_sessions(home, workspace, 1)
+    results = [
+        finish(p) for p in [cli(home, workspace, "ask", "one"), cli(home, workspace, "ask", "two")]
+    ]
     codes = sorted(r[0] for r in results)
     assert codes == [0, 1], [r[2] for r in results]
     loser = next(r for r in results if r[0] == 1)
@@ -116,8 +141,7 @@ def test_two_asks_on_the_same_session_one_is_refused_as_busy(loopback, home, wor
     assert len(lines) == 1 and lines[0].startswith("nodecode: session busy"), loser[2]
     store = open_store(home, "default")
     assert turn_kinds(store.events(sid)) == ["user", "request", "assistant"]
-    assert store.read("SELECT number, status FROM turns WHERE session = ?", (sid,)) == [
-        (1, "done")]
+    assert store.read("SELECT number, status FROM turns WHERE session = ?", (sid,)) == [(1, "done")]
     assert len(srv.model_requests) == 1
     store.close()
 
@@ -125,7 +149,7 @@ def test_two_asks_on_the_same_session_one_is_refused_as_busy(loopback, home, wor
 def test_a_killed_asks_lease_does_not_hold_the_session(loopback, home, workspace):
     srv = loopback([{"text": "w " * 400}, {"text": "after the kill"}], chunk_delay=0.05)
     write_config(home, srv)
-    sid, = new_sessions(home, workspace, 1)
+    (sid,) = new_sessions(home, workspace, 1)
     proc = cli(home, workspace, "ask", "long")
     assert proc.stdout.read(2)  # streaming: the lease is held
     store = open_store(home, "default")
@@ -143,17 +167,25 @@ def test_a_killed_asks_lease_does_not_hold_the_session(loopback, home, workspace
     assert done.returncode == 0, done.stderr
     assert "after the kill" in done.stdout
     store = open_store(home, "default")
-    assert store.read("SELECT number, status FROM turns WHERE session = ? ORDER BY number",
-                      (sid,)) == [(1, "stopped"), (2, "done")]
+    assert store.read(
+        "SELECT number, status FROM turns WHERE session = ? ORDER BY number", (sid,)
+    ) == [(1, "stopped"), (2, "done")]
     store.close()
 
 
 def test_an_edit_of_an_older_export_saved_after_a_take_is_refused_as_stale(
-        loopback, home, workspace):
+    loopback, home, workspace
+):
     """This process exports and edits; `nodecode ask` processes take."""
     (workspace / "a.txt").write_text("alpha\n")
-    srv = loopback([{"text": "Reading.", "calls": [{"code": '(read-file "a.txt")'}]},
-                    {"text": "a.txt says alpha."}, {"text": "noted"}, {"text": "again"}])
+    srv = loopback(
+        [
+            {"text": "Reading.", "calls": [{"code": '(read-file "a.txt")'}]},
+            {"text": "a.txt says alpha."},
+            {"text": "noted"},
+            {"text": "again"},
+        ]
+    )
     write_config(home, srv, auto_approve=True)
     app = App.open(home, "default", workspace, environ={})
     sid = app.new_session()
@@ -195,19 +227,29 @@ print("CODES", *codes)
 def test_form_edits_from_two_processes_are_all_taken(loopback, home, workspace):
     srv = loopback([{"text": "hello"}, {"text": "seen"}])
     write_config(home, srv)
-    sid, = new_sessions(home, workspace, 1)
+    (sid,) = new_sessions(home, workspace, 1)
     assert run_cli("--session", sid, "ask", "hi", home=home, cwd=workspace).returncode == 0
-    procs = [subprocess.Popen([sys.executable, "-c", NOTE_LOOP, str(home), str(workspace), sid,
-                               tag, "8"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for tag in ("left", "right")]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", NOTE_LOOP, str(home), str(workspace), sid, tag, "8"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for tag in ("left", "right")
+    ]
     for proc in procs:
         rc, out, err = finish(proc)
         assert rc == 0 and out.splitlines()[-1].split() == ["CODES"] + ["0"] * 8, out + err
     done = run_cli("--session", sid, "ask", "go", home=home, cwd=workspace, timeout=TIMEOUT)
     assert done.returncode == 0, done.stderr
     sent = json.dumps(srv.model_requests[-1].body)
-    missing = [f"{tag} note {i}" for tag in ("left", "right") for i in range(8)
-               if f"{tag} note {i}" not in sent]
+    missing = [
+        f"{tag} note {i}"
+        for tag in ("left", "right")
+        for i in range(8)
+        if f"{tag} note {i}" not in sent
+    ]
     assert not missing
     store = open_store(home, "default")
     [receipt] = store.events(sid, kinds=("receipt",))

@@ -37,9 +37,22 @@ def rows(db: Path) -> dict[tuple[str, int], tuple]:
 
 
 def ask_process(home: Path, workspace: Path, text: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "nodecode", "--home", str(home), "--cwd",
-                             str(workspace), "ask", text], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nodecode",
+            "--home",
+            str(home),
+            "--cwd",
+            str(workspace),
+            "ask",
+            text,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
 
 
 def read_until(proc: subprocess.Popen, marker: str, limit: float = 30.0) -> str:
@@ -86,11 +99,17 @@ def check_store(home: Path, before: dict[tuple[str, int], tuple]) -> App:
 
 
 def test_sigkill_mid_stream_keeps_every_committed_event_and_marks_the_turn_stopped(
-        loopback, home, workspace):
+    loopback, home, workspace
+):
     (workspace / "a.txt").write_text("alpha\n")
     words = " ".join(f"w{i}" for i in range(400))
-    srv = loopback([{"text": "Reading.", "calls": [{"code": ';; read a\n(read-file "a.txt")'}]},
-                    {"text": words}], chunk_delay=0.03)
+    srv = loopback(
+        [
+            {"text": "Reading.", "calls": [{"code": ';; read a\n(read-file "a.txt")'}]},
+            {"text": words},
+        ],
+        chunk_delay=0.03,
+    )
     write_config(home, srv)
     app = App.open(home, "default", workspace, environ={})
     sid = app.new_session()
@@ -108,7 +127,8 @@ def test_sigkill_mid_stream_keeps_every_committed_event_and_marks_the_turn_stopp
     assert [e.kind for e in events] == kinds_before + ["stopped"]
     assert events[-1].turn == 1
     assert app.store.read("SELECT status, last_seq FROM turns WHERE session = ?", (sid,)) == [
-        ("stopped", events[-1].seq)]
+        ("stopped", events[-1].seq)
+    ]
     app.close()
     again = App.open(home, "default", workspace, environ={})  # recovery happens once
     assert len(again.store.events(sid)) == len(events)
@@ -124,17 +144,25 @@ def test_sigkill_at_random_moments_of_multi_round_turns(loopback, home, workspac
     app.close()
     rng = random.Random(7)
     for attempt in range(3):
-        srv.add_rounds([{"text": f"round {r} " + "word " * 20,
-                         "calls": [{"code": f';; step {r}\n(read-file "a.txt")'}]}
-                        for r in range(8)] + [{"text": "finished"}])
+        srv.add_rounds(
+            [
+                {
+                    "text": f"round {r} " + "word " * 20,
+                    "calls": [{"code": f';; step {r}\n(read-file "a.txt")'}],
+                }
+                for r in range(8)
+            ]
+            + [{"text": "finished"}]
+        )
         proc = ask_process(home, workspace, f"attempt {attempt}")
         read_until(proc, "round")
         time.sleep(rng.uniform(0.0, 0.8))
         before = rows(home / "store" / "default.db")
         kill(proc)
         app = check_store(home, before)
-        turns = app.store.read("SELECT number, status, last_seq FROM turns WHERE session = ? "
-                               "ORDER BY number", (sid,))
+        turns = app.store.read(
+            "SELECT number, status, last_seq FROM turns WHERE session = ? ORDER BY number", (sid,)
+        )
         assert [t[0] for t in turns] == list(range(1, attempt + 2))
         number, status, last = turns[-1]
         last_event = app.store.event(sid, last)
@@ -159,8 +187,11 @@ def context_file_is_whole(app: App, sid: str, path: Path) -> None:
     assert parsed is not None and parsed[2] == exports[first].payload["number"]
     found = split(text, parsed[3])
     assert not found.errors and found.blocks, found.errors
-    kept = {e.payload["blob"] for e in app.store.events(sid, kinds=("export", "edit"))
-            if "blob" in e.payload}
+    kept = {
+        e.payload["blob"]
+        for e in app.store.events(sid, kinds=("export", "edit"))
+        if "blob" in e.payload
+    }
     if hashlib.sha256(text.encode()).hexdigest() not in kept:
         # An edit not recorded yet: the driver only ever edits the newest export.
         assert exports[first].seq == max(e.seq for e in exports.values())
@@ -186,8 +217,12 @@ def no_spurious_refusal(app: App, sid: str) -> None:
 
 def test_sigkill_mid_take_never_leaves_a_half_written_file(loopback, home, workspace):
     (workspace / "a.txt").write_text("alpha\n")
-    srv = loopback([{"text": "Reading.", "calls": [{"code": ';; read a\n(read-file "a.txt")'}]},
-                    {"text": "a.txt says alpha."}])
+    srv = loopback(
+        [
+            {"text": "Reading.", "calls": [{"code": ';; read a\n(read-file "a.txt")'}]},
+            {"text": "a.txt says alpha."},
+        ]
+    )
     write_config(home, srv, auto_approve=True)
     app = App.open(home, "default", workspace, environ={})
     sid = app.new_session()
@@ -199,8 +234,12 @@ def test_sigkill_mid_take_never_leaves_a_half_written_file(loopback, home, works
     rng = random.Random(2024)
     takes_seen = 0
     for _ in range(6):
-        proc = subprocess.Popen([sys.executable, str(DRIVER), str(home), str(workspace), sid],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(DRIVER), str(home), str(workspace), sid],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         read_until(proc, "ready\n")
         time.sleep(rng.uniform(0.05, 0.6))
         before = rows(home / "store" / "default.db")

@@ -90,8 +90,7 @@ def test_a_transient_fault_is_retried_and_the_round_is_logged_once(make_app, pty
 
 
 def test_retry_after_is_honoured(make_app):
-    app, srv, sid = make_app([{"text": REPLY}], faults=[{"at": 1, "kind": "429",
-                                                         "retry_after": 1}])
+    app, srv, sid = make_app([{"text": REPLY}], faults=[{"at": 1, "kind": "429", "retry_after": 1}])
     seen = Seen()
     started = time.monotonic()
     assert app.agent(sid).ask("question", seen).status == "done"
@@ -102,23 +101,34 @@ def test_retry_after_is_honoured(make_app):
 
 
 def test_a_fault_on_a_later_round_keeps_the_earlier_rounds_once(make_app):
-    app, srv, sid = make_app([{"text": "Listing.", "calls": [{"code": "(list-files)"}]},
-                              {"text": REPLY}], faults=[{"at": 2, "kind": "drop"},
-                                                        {"at": 3, "kind": "529"}])
+    app, srv, sid = make_app(
+        [{"text": "Listing.", "calls": [{"code": "(list-files)"}]}, {"text": REPLY}],
+        faults=[{"at": 2, "kind": "drop"}, {"at": 3, "kind": "529"}],
+    )
     assert app.agent(sid).ask("list", Seen()).status == "done"
-    assert kinds(app, sid) == ["user", "request", "assistant", "call", "tool", "request",
-                               "assistant"]
+    assert kinds(app, sid) == [
+        "user",
+        "request",
+        "assistant",
+        "call",
+        "tool",
+        "request",
+        "assistant",
+    ]
     assert app.store.events(sid)[-1].text == REPLY
     assert len(srv.model_requests) == 4
 
 
-PERSISTENT = [*(f for f in RETRYABLE if f["kind"] != "500"),
-              {"kind": "400"}]  # not retryable: fails at once
+PERSISTENT = [
+    *(f for f in RETRYABLE if f["kind"] != "500"),
+    {"kind": "400"},
+]  # not retryable: fails at once
 
 
 @pytest.mark.parametrize("fault", PERSISTENT, ids=fault_id)
-def test_a_persistent_fault_fails_the_cli_with_one_line_and_exit_3(loopback, home, workspace,
-                                                                   fault):
+def test_a_persistent_fault_fails_the_cli_with_one_line_and_exit_3(
+    loopback, home, workspace, fault
+):
     retryable = fault["kind"] != "400"
     srv = loopback([{"text": REPLY}], faults=[{"at": i, **fault} for i in range(1, 6)])
     write_config(home, srv, **{**QUICK, "max_retries": 1, "timeout": 0.3})
@@ -139,8 +149,9 @@ def test_a_persistent_fault_fails_the_cli_with_one_line_and_exit_3(loopback, hom
 
 
 def test_a_stop_during_a_retry_backoff_returns_promptly(make_app):
-    app, srv, sid = make_app([{"text": REPLY}], faults=[{"at": 1, "kind": "429",
-                                                         "retry_after": 30}])
+    app, srv, sid = make_app(
+        [{"text": REPLY}], faults=[{"at": 1, "kind": "429", "retry_after": 30}]
+    )
     cancel = threading.Event()
 
     class StopWhileWaiting(Seen):
@@ -158,8 +169,9 @@ def test_a_stop_during_a_retry_backoff_returns_promptly(make_app):
 
 
 def test_a_stop_during_a_stalled_stream_keeps_the_partial_reply(make_app):
-    app, srv, sid = make_app([{"text": REPLY}], faults=[{"at": 1, "kind": "stall",
-                                                         "seconds": 30}], timeout=60)
+    app, srv, sid = make_app(
+        [{"text": REPLY}], faults=[{"at": 1, "kind": "stall", "seconds": 30}], timeout=60
+    )
     cancel = threading.Event()
 
     class StopInTheStall(Seen):
@@ -183,9 +195,22 @@ def test_sigint_during_a_retry_backoff_stops_the_cli_at_once(loopback, home, wor
     srv = loopback([{"text": REPLY}], faults=[{"at": 1, "kind": "529", "retry_after": 30}])
     write_config(home, srv, **QUICK)
     run_cli("new", home=home)
-    proc = subprocess.Popen([sys.executable, "-m", "nodecode", "--home", str(home), "--cwd",
-                             str(workspace), "ask", "question"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nodecode",
+            "--home",
+            str(home),
+            "--cwd",
+            str(workspace),
+            "ask",
+            "question",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stderr.readline()
         assert "retrying in 30.0 s" in line, line

@@ -39,17 +39,32 @@ from nodecode.prompt import SYSTEM_PROMPT, TOOLS
 FACTOR = max(1, int(os.environ.get("NODECODE_FUZZ_EXAMPLES", "1") or 1))
 # Hypothesis draws cost more than a validate: most cases draw one seed and
 # mutate with random.Random(seed); the others draw each mutation (and shrink).
-PLANNED = {"validate": 600, "validate_seeded": 4400, "huge_validate": 30, "take": 300,
-           "huge_take": 10, "cells": 500, "cells_seeded": 2400, "cell_text": 400,
-           "cell_text_seeded": 1200, "nesting": 300, "huge_cells": 12}
+PLANNED = {
+    "validate": 600,
+    "validate_seeded": 4400,
+    "huge_validate": 30,
+    "take": 300,
+    "huge_take": 10,
+    "cells": 500,
+    "cells_seeded": 2400,
+    "cell_text": 400,
+    "cell_text_seeded": 1200,
+    "nesting": 300,
+    "huge_cells": 12,
+}
 RAN: Counter[str] = Counter()
 ROW_COLUMNS = "session, seq, kind, role, turn, text, payload, time"
 
 
 def fuzz(name: str):
-    return settings(max_examples=PLANNED[name] * FACTOR, deadline=None, derandomize=True,
-                    database=None, print_blob=True,
-                    suppress_health_check=list(HealthCheck))
+    return settings(
+        max_examples=PLANNED[name] * FACTOR,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        print_blob=True,
+        suppress_health_check=list(HealthCheck),
+    )
 
 
 # -- a real session and its export ------------------------------------------------------
@@ -63,14 +78,21 @@ class Template:
         self.ws.mkdir()
         (self.ws / "a.txt").write_text("alpha\n[[note]]\nnot a note\n[[m:zzzz 1 user]]\n")
         (self.ws / "crlf.txt").write_bytes("windows\r\nlines ☃\r\n".encode())
-        srv = LoopbackServer([
-            {"text": "Reading.", "calls": [{"code": ';; read a\n(read-file "a.txt")'}]},
-            {"text": "a.txt has a [[note]] line.", "calls": [
-                {"code": ';; two files\n(read-file "crlf.txt")'},
-                {"code": "(list-files)"}]},
-            {"text": "Done: ünïcödé ✓."},
-            {"text": "Second turn.", "calls": [{"code": '(grep "alpha")'}]},
-            {"text": "Found it."}]).start()
+        srv = LoopbackServer(
+            [
+                {"text": "Reading.", "calls": [{"code": ';; read a\n(read-file "a.txt")'}]},
+                {
+                    "text": "a.txt has a [[note]] line.",
+                    "calls": [
+                        {"code": ';; two files\n(read-file "crlf.txt")'},
+                        {"code": "(list-files)"},
+                    ],
+                },
+                {"text": "Done: ünïcödé ✓."},
+                {"text": "Second turn.", "calls": [{"code": '(grep "alpha")'}]},
+                {"text": "Found it."},
+            ]
+        ).start()
         try:
             self.home = write_config(root / "home", srv, auto_approve=True)
             app = App.open(self.home, "default", self.ws, environ={})
@@ -105,25 +127,51 @@ def template(tmp_path_factory) -> Template:
 
 # -- mutations of the export's bytes -------------------------------------------------
 
-BAD_UTF8 = [b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf", b"\x80",
-            b"\xe2\x82"]
-SNIPPETS = [b"\n[[note]]\n", b"[[note]]", b"\r\n", b"\x00", b"\n\n", b"\xef\xbb\xbf",
-            "é☃\u2028\u0085".encode(), b"[[export ", b"]]", b"[[m:", b"\n[[m:zzzz 4 call]]\n",
-            b"\t", b"\r"]
+BAD_UTF8 = [
+    b"\xff",
+    b"\xc3",
+    b"\xed\xa0\x80",
+    b"\xf4\x90\x80\x80",
+    b"\xc0\xaf",
+    b"\x80",
+    b"\xe2\x82",
+]
+SNIPPETS = [
+    b"\n[[note]]\n",
+    b"[[note]]",
+    b"\r\n",
+    b"\x00",
+    b"\n\n",
+    b"\xef\xbb\xbf",
+    "é☃\u2028\u0085".encode(),
+    b"[[export ",
+    b"]]",
+    b"[[m:",
+    b"\n[[m:zzzz 4 call]]\n",
+    b"\t",
+    b"\r",
+]
 
 
 def header_snippets(nonce: bytes) -> list[bytes]:
-    return [b"\n[[m:" + nonce + b" 999 user]]\n", b"\n[[m:" + nonce + b" 5 tool]]\n",
-            b"[[m:" + nonce + b" ", b"\n[[m:" + nonce + b"]]\n", b"\n[[m:" + nonce + b" 1 User]]\n",
-            b"\n[[m:" + nonce + b" -3 note]]\n", b"\n[[m:" + nonce + b" 2 note]]x\n",
-            b"\n[[m:" + nonce + b" 99999999999999999999999 user]]\n"]
+    return [
+        b"\n[[m:" + nonce + b" 999 user]]\n",
+        b"\n[[m:" + nonce + b" 5 tool]]\n",
+        b"[[m:" + nonce + b" ",
+        b"\n[[m:" + nonce + b"]]\n",
+        b"\n[[m:" + nonce + b" 1 User]]\n",
+        b"\n[[m:" + nonce + b" -3 note]]\n",
+        b"\n[[m:" + nonce + b" 2 note]]x\n",
+        b"\n[[m:" + nonce + b" 99999999999999999999999 user]]\n",
+    ]
 
 
 def blocks(data: bytes, nonce: bytes) -> list[tuple[int, int]]:
     """(start, end) byte spans of each block: its header line to the next header."""
     starts = [m.start() + 1 for m in re.finditer(rb"\n\[\[m:" + re.escape(nonce) + rb" ", data)]
-    return [(s, (starts[k + 1] if k + 1 < len(starts) else len(data)))
-            for k, s in enumerate(starts)]
+    return [
+        (s, (starts[k + 1] if k + 1 < len(starts) else len(data))) for k, s in enumerate(starts)
+    ]
 
 
 def mutate(data: bytes, nonce: bytes, op: tuple) -> bytes:
@@ -135,27 +183,32 @@ def mutate(data: bytes, nonce: bytes, op: tuple) -> bytes:
         return data[:at] + extra + data[at:]
     if kind == "delete":
         at = a % (n + 1)
-        return data[:at] + data[at + 1 + b % 200:]
+        return data[:at] + data[at + 1 + b % 200 :]
     if kind == "byte":
         at = a % max(n, 1)
-        return data[:at] + bytes([b % 256]) + data[at + 1:]
+        return data[:at] + bytes([b % 256]) + data[at + 1 :]
     if kind == "crlf":
         return data.replace(b"\n", b"\r\n") if a % 2 else data.replace(b"\n", b"\r\n", 1 + b % 5)
     if not spans:
         return data + extra
     x, y = spans[a % len(spans)], spans[b % len(spans)]
     if kind == "dup":
-        return data[:y[0]] + data[x[0]:x[1]] + data[y[0]:]
+        return data[: y[0]] + data[x[0] : x[1]] + data[y[0] :]
     if kind == "swap" and x != y:
         first, second = sorted((x, y))
-        return (data[:first[0]] + data[second[0]:second[1]] + data[first[1]:second[0]]
-                + data[first[0]:first[1]] + data[second[1]:])
+        return (
+            data[: first[0]]
+            + data[second[0] : second[1]]
+            + data[first[1] : second[0]]
+            + data[first[0] : first[1]]
+            + data[second[1] :]
+        )
     if kind == "drop":
-        return data[:x[0]] + data[x[1]:]
+        return data[: x[0]] + data[x[1] :]
     if kind == "header":  # corrupt one header line at a chosen byte
-        end = data.index(b"\n", x[0]) if b"\n" in data[x[0]:] else x[1]
+        end = data.index(b"\n", x[0]) if b"\n" in data[x[0] :] else x[1]
         at = x[0] + b % max(end - x[0], 1)
-        return data[:at] + extra + data[at + 1:]
+        return data[:at] + extra + data[at + 1 :]
     if kind == "body":  # rewrite a body: put the snippet right after the header
         end = data.find(b"\n", x[0])
         end = x[1] if end < 0 else end + 1
@@ -164,19 +217,31 @@ def mutate(data: bytes, nonce: bytes, op: tuple) -> bytes:
 
 
 def ops(nonce: bytes, huge: bool = False):
-    snippet = st.one_of(st.sampled_from(SNIPPETS + header_snippets(nonce) + BAD_UTF8),
-                        st.binary(max_size=24),
-                        st.text(max_size=12).map(lambda t: t.encode("utf-8")))
-    kinds = st.sampled_from(["insert", "delete", "byte", "crlf", "dup", "swap", "drop",
-                             "header", "body"])
+    snippet = st.one_of(
+        st.sampled_from(SNIPPETS + header_snippets(nonce) + BAD_UTF8),
+        st.binary(max_size=24),
+        st.text(max_size=12).map(lambda t: t.encode("utf-8")),
+    )
+    kinds = st.sampled_from(
+        ["insert", "delete", "byte", "crlf", "dup", "swap", "drop", "header", "body"]
+    )
     op = st.tuples(kinds, st.integers(0, 2**20), st.integers(0, 2**16), snippet)
     if not huge:
         return st.lists(op, min_size=1, max_size=4)
-    big = st.sampled_from([b"x" * 2**20, (b"long line " * 104858)[:2**20],
-                           b"line\n" * 209716, "ü".encode() * 2**19, b"\x00" * 2**20])
+    big = st.sampled_from(
+        [
+            b"x" * 2**20,
+            (b"long line " * 104858)[: 2**20],
+            b"line\n" * 209716,
+            "ü".encode() * 2**19,
+            b"\x00" * 2**20,
+        ]
+    )
     return st.lists(op, max_size=2).flatmap(
         lambda rest: st.tuples(st.integers(0, 2**16), big).map(
-            lambda hb: [("body", hb[0], hb[0], hb[1]), *rest]))
+            lambda hb: [("body", hb[0], hb[0], hb[1]), *rest]
+        )
+    )
 
 
 def mutated(template: Template, data, huge: bool = False) -> bytes:
@@ -201,8 +266,10 @@ def seeded(template: Template, seed: int, count: int) -> bytes:
         elif pick < 0.75:
             snippet = rng.randbytes(rng.randint(0, 24))
         else:
-            snippet = "".join(chr(rng.choice([rng.randint(32, 126), rng.randint(0, 0x2FFFF)]))
-                              for _ in range(rng.randint(1, 8))).encode("utf-8", "surrogatepass")
+            snippet = "".join(
+                chr(rng.choice([rng.randint(32, 126), rng.randint(0, 0x2FFFF)]))
+                for _ in range(rng.randint(1, 8))
+            ).encode("utf-8", "surrogatepass")
         op = (rng.choice(KINDS), rng.randint(0, 2**20), rng.randint(0, 2**16), snippet)
         out = mutate(out, template.nonce, op)
     return out
@@ -224,8 +291,10 @@ def check_validate(template: Template, app: App, raw: bytes, data) -> None:
     last = app.store.last_seq(template.sid)
     result = takes.validate(app, template.sid, text)
     assert isinstance(result["ok"], bool) and isinstance(result["errors"], list)
-    assert all(isinstance(line, int) and line >= 1 and isinstance(reason, str)
-               for line, reason in result["errors"])
+    assert all(
+        isinstance(line, int) and line >= 1 and isinstance(reason, str)
+        for line, reason in result["errors"]
+    )
     assert result["ok"] is (not result["errors"])
     if raw == template.export:
         assert result["ok"]
@@ -241,16 +310,16 @@ def test_fuzzed_context_files_validate_without_raising(template, validator, data
 
 @fuzz("validate_seeded")
 @given(seed=st.integers(0, 2**64), count=st.integers(1, 5), data=st.data())
-def test_seeded_mutations_of_context_files_validate_without_raising(template, validator, seed,
-                                                                   count, data):
+def test_seeded_mutations_of_context_files_validate_without_raising(
+    template, validator, seed, count, data
+):
     RAN["validate_seeded"] += 1
     check_validate(template, validator, seeded(template, seed, count), data)
 
 
 @fuzz("huge_validate")
 @given(data=st.data())
-def test_fuzzed_context_files_with_1mb_bodies_validate_without_raising(template, validator,
-                                                                       data):
+def test_fuzzed_context_files_with_1mb_bodies_validate_without_raising(template, validator, data):
     RAN["huge_validate"] += 1
     check_validate(template, validator, mutated(template, data, huge=True), data)
 
@@ -272,8 +341,8 @@ def check_take(template: Template, scratch: Path, raw: bytes) -> None:
         turn = takes.head_turn(app.store, template.sid)
         report = takes.take(app, template.sid, turn)
         after = rows(app.store.path)
-        assert after[:len(template.rows)] == template.rows  # no existing row changed
-        new = [r[2] for r in after[len(template.rows):]]
+        assert after[: len(template.rows)] == template.rows  # no existing row changed
+        new = [r[2] for r in after[len(template.rows) :]]
         if raw == template.export:
             assert new == [] and not report.receipts
         elif report.taken:
@@ -287,18 +356,25 @@ def check_take(template: Template, scratch: Path, raw: bytes) -> None:
         assert path.read_bytes() == raw  # a take writes nothing into context.txt
         messages = context_model.build(app.store, template.sid)
         for ptype in ("anthropic", "openai"):
-            request_builder.build(ptype, messages, model="m", system=SYSTEM_PROMPT,
-                                  tools=TOOLS, max_tokens=1024, previous=None)
+            request_builder.build(
+                ptype,
+                messages,
+                model="m",
+                system=SYSTEM_PROMPT,
+                tools=TOOLS,
+                max_tokens=1024,
+                previous=None,
+            )
     finally:
         app.close()
         shutil.rmtree(home)
 
 
 @fuzz("take")
-@given(seed=st.integers(0, 2**64), count=st.integers(1, 4), drawn=st.booleans(),
-       data=st.data())
-def test_fuzzed_context_files_are_taken_or_refused_and_only_append(template, scratch, seed,
-                                                                   count, drawn, data):
+@given(seed=st.integers(0, 2**64), count=st.integers(1, 4), drawn=st.booleans(), data=st.data())
+def test_fuzzed_context_files_are_taken_or_refused_and_only_append(
+    template, scratch, seed, count, drawn, data
+):
     RAN["take"] += 1
     raw = mutated(template, data) if drawn else seeded(template, seed, count)
     check_take(template, scratch, raw)
@@ -315,8 +391,10 @@ def test_fuzzed_context_files_with_1mb_bodies_are_taken_or_refused(template, scr
 
 
 def workspace_state(root: Path) -> dict[str, bytes | None]:
-    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
-            for p in sorted(root.rglob("*"))}
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(root.rglob("*"))
+    }
 
 
 @pytest.fixture(scope="module")
@@ -341,8 +419,21 @@ def check_cell(env, code: str) -> None:
     assert isinstance(result.output, str) and isinstance(result.error, bool)
 
 
-KEYWORDS = [":from", ":to", ":glob", ":path", ":timeout", ":drop", ":keep", ":note", ":match",
-            ":before", ":limit", ":x", ":"]
+KEYWORDS = [
+    ":from",
+    ":to",
+    ":glob",
+    ":path",
+    ":timeout",
+    ":drop",
+    ":keep",
+    ":note",
+    ":match",
+    ":before",
+    ":limit",
+    ":x",
+    ":",
+]
 NAMES = sorted(VERBS) + ["frobnicate", "t", "nil", "quote", "lambda", "a.txt", "..", "/"]
 
 
@@ -351,44 +442,96 @@ def lisp_string(text: str) -> str:
 
 
 atoms = st.one_of(
-    st.sampled_from(NAMES), st.sampled_from(KEYWORDS),
+    st.sampled_from(NAMES),
+    st.sampled_from(KEYWORDS),
     st.text(max_size=30).map(lisp_string),
-    st.sampled_from(['"a.txt"', '"../a.txt"', '"/etc/passwd"', '"~"', '"."', '"*"', '"**/*"',
-                     '"[a-"', '"(?P<"', '"\\\\"', '""', '"\\u0000"', '"a.txt\\nb"', '"%"',
-                     '"-x"', '"AND OR NOT"', '"\\""', '"link/../../x"']),
-    st.integers(-2**70, 2**70).map(str), st.floats(allow_nan=True).map(repr),
-    st.sampled_from(["t", "nil", "'", "'x", ".", "#t", "1e400", "-", "+1", "0x1F"]))
+    st.sampled_from(
+        [
+            '"a.txt"',
+            '"../a.txt"',
+            '"/etc/passwd"',
+            '"~"',
+            '"."',
+            '"*"',
+            '"**/*"',
+            '"[a-"',
+            '"(?P<"',
+            '"\\\\"',
+            '""',
+            '"\\u0000"',
+            '"a.txt\\nb"',
+            '"%"',
+            '"-x"',
+            '"AND OR NOT"',
+            '"\\""',
+            '"link/../../x"',
+        ]
+    ),
+    st.integers(-(2**70), 2**70).map(str),
+    st.floats(allow_nan=True).map(repr),
+    st.sampled_from(["t", "nil", "'", "'x", ".", "#t", "1e400", "-", "+1", "0x1F"]),
+)
 forms = st.recursive(
     atoms,
     lambda inner: st.one_of(
         st.lists(inner, max_size=6).map(lambda xs: "(" + " ".join(xs) + ")"),
         st.lists(inner, max_size=4).map(lambda xs: "[" + " ".join(xs) + "]"),
         st.tuples(inner, inner).map(lambda p: f"({p[0]} . {p[1]})"),
-        inner.map(lambda x: "'" + x)),
-    max_leaves=12)
+        inner.map(lambda x: "'" + x),
+    ),
+    max_leaves=12,
+)
 verb_calls = st.tuples(st.sampled_from(sorted(VERBS)), st.lists(forms, max_size=5)).map(
-    lambda vc: "(" + " ".join([vc[0], *vc[1]]) + ")")
-separators = st.sampled_from([" ", "\n", "\t", "\r\n", "\n;; comment ( \" [\n", " ; x\n", ""])
+    lambda vc: "(" + " ".join([vc[0], *vc[1]]) + ")"
+)
+separators = st.sampled_from([" ", "\n", "\t", "\r\n", '\n;; comment ( " [\n', " ; x\n", ""])
 
 
 @fuzz("cells")
-@given(parts=st.lists(st.tuples(st.one_of(verb_calls, forms), separators), min_size=1,
-                      max_size=4))
+@given(parts=st.lists(st.tuples(st.one_of(verb_calls, forms), separators), min_size=1, max_size=4))
 def test_fuzzed_cells_of_forms_never_raise(cell_env, parts):
     RAN["cells"] += 1
     check_cell(cell_env, "".join(form + sep for form, sep in parts))
 
 
-ATOMS = ['"a.txt"', '"../a.txt"', '"/etc/passwd"', '"~"', '"."', '"*"', '"**/*"', '"[a-"',
-         '"(?P<"', '"\\\\"', '""', '"a.txt\\nb"', '"%"', '"-x"', '"AND OR NOT"', '"\\""',
-         '"link/../../x"', "t", "nil", "'", "'x", ".", "#t", "1e400", "-", "+1", "0x1F", "nan"]
-SEPARATORS = [" ", "\n", "\t", "\r\n", "\n;; comment ( \" [\n", " ; x\n", ""]
+ATOMS = [
+    '"a.txt"',
+    '"../a.txt"',
+    '"/etc/passwd"',
+    '"~"',
+    '"."',
+    '"*"',
+    '"**/*"',
+    '"[a-"',
+    '"(?P<"',
+    '"\\\\"',
+    '""',
+    '"a.txt\\nb"',
+    '"%"',
+    '"-x"',
+    '"AND OR NOT"',
+    '"\\""',
+    '"link/../../x"',
+    "t",
+    "nil",
+    "'",
+    "'x",
+    ".",
+    "#t",
+    "1e400",
+    "-",
+    "+1",
+    "0x1F",
+    "nan",
+]
+SEPARATORS = [" ", "\n", "\t", "\r\n", '\n;; comment ( " [\n', " ; x\n", ""]
 CELL_CHARS = "()[]\"';:\\ .\n#`,@|{}a1-é\x00"
 
 
 def random_text(rng: random.Random, size: int) -> str:
-    return "".join(chr(rng.choice([rng.randint(32, 126), rng.randint(0, 0x10FFFF)]))
-                   for _ in range(size))
+    return "".join(
+        chr(rng.choice([rng.randint(32, 126), rng.randint(0, 0x10FFFF)])) for _ in range(size)
+    )
 
 
 def random_form(rng: random.Random, depth: int) -> str:
@@ -403,7 +546,7 @@ def random_form(rng: random.Random, depth: int) -> str:
         if choice < 0.65:
             return lisp_string(random_text(rng, rng.randint(0, 20)))
         if choice < 0.8:
-            return str(rng.randint(-2**70, 2**70))
+            return str(rng.randint(-(2**70), 2**70))
         return rng.choice(ATOMS)
     items = [random_form(rng, depth - 1) for _ in range(rng.randint(0, 5))]
     if pick < 0.55:
@@ -422,8 +565,10 @@ def random_form(rng: random.Random, depth: int) -> str:
 def test_seeded_cells_of_forms_never_raise(cell_env, seed):
     RAN["cells_seeded"] += 1
     rng = random.Random(seed)
-    code = "".join(random_form(rng, rng.randint(0, 5)) + rng.choice(SEPARATORS)
-                   for _ in range(rng.randint(1, 4)))
+    code = "".join(
+        random_form(rng, rng.randint(0, 5)) + rng.choice(SEPARATORS)
+        for _ in range(rng.randint(1, 4))
+    )
     check_cell(cell_env, code)
 
 
@@ -440,19 +585,26 @@ def test_seeded_cell_text_never_raises(cell_env, seed, size):
 
 
 @fuzz("cell_text")
-@given(code=st.one_of(
-    st.text(alphabet=st.sampled_from(list(CELL_CHARS)), max_size=80),
-    st.text(st.characters(codec=None), max_size=80),
-    st.text(st.characters(blacklist_categories=()), max_size=40)))
+@given(
+    code=st.one_of(
+        st.text(alphabet=st.sampled_from(list(CELL_CHARS)), max_size=80),
+        st.text(st.characters(codec=None), max_size=80),
+        st.text(st.characters(blacklist_categories=()), max_size=40),
+    )
+)
 def test_fuzzed_cell_text_never_raises(cell_env, code):
     RAN["cell_text"] += 1
     check_cell(cell_env, code)
 
 
 @fuzz("nesting")
-@given(depth=st.integers(1, 20000), opener=st.sampled_from(["(", "[", "'(", "(list-files "]),
-       closer=st.sampled_from([")", "]", ""]), inner=st.sampled_from(['', 'x', '"s"', "(", ")"]),
-       balance=st.integers(-3, 3))
+@given(
+    depth=st.integers(1, 20000),
+    opener=st.sampled_from(["(", "[", "'(", "(list-files "]),
+    closer=st.sampled_from([")", "]", ""]),
+    inner=st.sampled_from(["", "x", '"s"', "(", ")"]),
+    balance=st.integers(-3, 3),
+)
 def test_deeply_nested_cells_never_raise(cell_env, depth, opener, closer, inner, balance):
     RAN["nesting"] += 1
     code = opener * depth + inner + closer * max(0, depth + balance)
@@ -460,10 +612,14 @@ def test_deeply_nested_cells_never_raise(cell_env, depth, opener, closer, inner,
 
 
 @fuzz("huge_cells")
-@given(size=st.sampled_from([2**20 - 40, 2**20 - 20, 2**20, 2**20 + 1, 3 * 2**20]),
-       verb=st.sampled_from(["read-file", "shell", "write-file", "recall-search",
-                             "context :note", "frobnicate"]),  # grep: re.compile of 1 MB
-       char=st.sampled_from(["x", "é", "\\\\", ")", "\n"]), closed=st.booleans())
+@given(
+    size=st.sampled_from([2**20 - 40, 2**20 - 20, 2**20, 2**20 + 1, 3 * 2**20]),
+    verb=st.sampled_from(
+        ["read-file", "shell", "write-file", "recall-search", "context :note", "frobnicate"]
+    ),  # grep: re.compile of 1 MB
+    char=st.sampled_from(["x", "é", "\\\\", ")", "\n"]),
+    closed=st.booleans(),
+)
 def test_cells_with_huge_strings_never_raise(cell_env, size, verb, char, closed):
     RAN["huge_cells"] += 1
     body = (char * (size // len(char.encode())))[:size]

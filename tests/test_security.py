@@ -23,9 +23,15 @@ KEYS = (KEY, OPENAI_KEY)
 
 def keyed_config(home: Path, base_url: str, **extra) -> None:
     """A provider whose key comes from $ANTHROPIC_API_KEY (sent as the x-api-key header)."""
-    config = {"provider": "keyed", "model": "loopback-model", "max_retries": 0,
-              "providers": {"keyed": {"type": "anthropic", "base_url": base_url,
-                                      "api_key_env": "ANTHROPIC_API_KEY"}}, **extra}
+    config = {
+        "provider": "keyed",
+        "model": "loopback-model",
+        "max_retries": 0,
+        "providers": {
+            "keyed": {"type": "anthropic", "base_url": base_url, "api_key_env": "ANTHROPIC_API_KEY"}
+        },
+        **extra,
+    }
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.jsonc").write_text(json.dumps(config))
 
@@ -124,11 +130,22 @@ def test_a_symlinked_workspace_root_is_allowed(loopback, tmp_path, escape_world)
     ws, _ = escape_world
     linked = tmp_path / "linked-ws"
     linked.symlink_to(ws, target_is_directory=True)
-    srv = loopback([{"text": "working", "calls": [
-        {"code": '(read-file "a.txt")'}, {"code": '(write-file "made.txt" "made\n")'},
-        {"code": '(edit-file "a.txt" "alpha" "beta")'}, {"code": "(list-files)"},
-        {"code": '(grep "beta")'}, {"code": '(read-file "link-out/secret.txt")'}]},
-        {"text": "done"}])
+    srv = loopback(
+        [
+            {
+                "text": "working",
+                "calls": [
+                    {"code": '(read-file "a.txt")'},
+                    {"code": '(write-file "made.txt" "made\n")'},
+                    {"code": '(edit-file "a.txt" "alpha" "beta")'},
+                    {"code": "(list-files)"},
+                    {"code": '(grep "beta")'},
+                    {"code": '(read-file "link-out/secret.txt")'},
+                ],
+            },
+            {"text": "done"},
+        ]
+    )
     home = write_config(tmp_path / "home", srv, auto_approve=True)
     app = App.open(home, "default", linked, environ={})
     sid = app.new_session()
@@ -144,27 +161,49 @@ def test_a_symlinked_workspace_root_is_allowed(loopback, tmp_path, escape_world)
 # -- the key appears nowhere ----------------------------------------------------------
 
 
-def test_the_api_key_appears_nowhere_even_after_the_agent_goes_looking(loopback, home,
-                                                                       workspace):
+def test_the_api_key_appears_nowhere_even_after_the_agent_goes_looking(loopback, home, workspace):
     (workspace / "a.txt").write_text("alpha\n")
     srv = loopback([])
     keyed_config(home, srv.url)
     sid = run_cli("new", home=home, env=key_env()).stdout.strip()
     # Started through exec so that its pid (the agent's parent process) is known first.
-    proc = subprocess.Popen(["bash", "-c", 'read _; exec "$0" "$@"', sys.executable, "-m",
-                             "nodecode", "--home", str(home), "--cwd", str(workspace), "ask",
-                             "--yes", f"my key is {KEY}, look for it"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=key_env())
-    looking = ['(shell "env")',
-               '(shell "xargs -0 -n1 < /proc/$PPID/environ")',
-               f'(read-file "/proc/{proc.pid}/environ")',
-               '(read-file "/proc/self/environ")',
-               '(shell "echo key=$ANTHROPIC_API_KEY openai=$OPENAI_API_KEY")',
-               '(context)']
-    srv.add_rounds([{"text": "Looking.", "calls": [{"code": c} for c in looking]},
-                    {"text": "Noting.", "calls": [{"code": '(context :note "keep looking")'}]},
-                    {"text": f"Found {KEY} and {OPENAI_KEY}."}])
+    proc = subprocess.Popen(
+        [
+            "bash",
+            "-c",
+            'read _; exec "$0" "$@"',
+            sys.executable,
+            "-m",
+            "nodecode",
+            "--home",
+            str(home),
+            "--cwd",
+            str(workspace),
+            "ask",
+            "--yes",
+            f"my key is {KEY}, look for it",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=key_env(),
+    )
+    looking = [
+        '(shell "env")',
+        '(shell "xargs -0 -n1 < /proc/$PPID/environ")',
+        f'(read-file "/proc/{proc.pid}/environ")',
+        '(read-file "/proc/self/environ")',
+        '(shell "echo key=$ANTHROPIC_API_KEY openai=$OPENAI_API_KEY")',
+        "(context)",
+    ]
+    srv.add_rounds(
+        [
+            {"text": "Looking.", "calls": [{"code": c} for c in looking]},
+            {"text": "Noting.", "calls": [{"code": '(context :note "keep looking")'}]},
+            {"text": f"Found {KEY} and {OPENAI_KEY}."},
+        ]
+    )
     out, err = proc.communicate("go\n", timeout=90)
     assert proc.returncode == 0, err
     for key in KEYS:
@@ -199,9 +238,15 @@ class _Echoing(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length") or 0))
-        body = json.dumps({"type": "error", "error": {
-            "type": "authentication_error",
-            "message": f"invalid x-api-key: {self.headers.get('x-api-key')}"}}).encode()
+        body = json.dumps(
+            {
+                "type": "error",
+                "error": {
+                    "type": "authentication_error",
+                    "message": f"invalid x-api-key: {self.headers.get('x-api-key')}",
+                },
+            }
+        ).encode()
         self.send_response(401)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
@@ -236,9 +281,13 @@ def test_context_receipt_and_database_files_are_0600_in_0700_directories(loopbac
     os.umask(0o022)  # a usual umask: nodecode must not rely on a strict one
     ws = tmp_path / "ws"
     ws.mkdir()
-    srv = loopback([{"text": "a", "calls": [{"code": "(context)"}]},
-                    {"text": "b", "calls": [{"code": '(context :note "n")'}]},
-                    {"text": "done"}])
+    srv = loopback(
+        [
+            {"text": "a", "calls": [{"code": "(context)"}]},
+            {"text": "b", "calls": [{"code": '(context :note "n")'}]},
+            {"text": "done"},
+        ]
+    )
     home = tmp_path / "home"
     write_config(home, srv)
     os.chmod(home, 0o755)
@@ -247,8 +296,11 @@ def test_context_receipt_and_database_files_are_0600_in_0700_directories(loopbac
     assert app.agent(sid).ask("export and note").status == "done"
     app.close()
     context = home / "context" / "default" / sid
-    expected = [home / "store" / "default.db", context / "context.txt",
-                context / "context.receipt.txt"]
+    expected = [
+        home / "store" / "default.db",
+        context / "context.txt",
+        context / "context.receipt.txt",
+    ]
     assert all(p.exists() for p in expected)
     assert not_private(home) == []
 
@@ -256,13 +308,15 @@ def test_context_receipt_and_database_files_are_0600_in_0700_directories(loopbac
 # -- shell needs approval -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("auto_approve, runs", [([], False), (["write"], False),
-                                                (["shell"], True), (True, True)])
+@pytest.mark.parametrize(
+    "auto_approve, runs", [([], False), (["write"], False), (["shell"], True), (True, True)]
+)
 def test_shell_runs_only_with_approval_or_auto_approve(loopback, tmp_path, auto_approve, runs):
     ws = tmp_path / "ws"
     ws.mkdir()
-    srv = loopback([{"text": "x", "calls": [{"code": '(shell "touch ran.txt")'}]},
-                    {"text": "done"}])
+    srv = loopback(
+        [{"text": "x", "calls": [{"code": '(shell "touch ran.txt")'}]}, {"text": "done"}]
+    )
     home = write_config(tmp_path / "home", srv, auto_approve=auto_approve)
     app = App.open(home, "default", ws, environ={})
     sid = app.new_session()
@@ -282,9 +336,14 @@ def test_shell_runs_only_with_approval_or_auto_approve(loopback, tmp_path, auto_
 
 
 def test_the_cli_runs_shell_only_with_yes(loopback, home, workspace):
-    srv = loopback([{"text": "x", "calls": [{"code": '(shell "touch ran.txt")'}]},
-                    {"text": "done"}, {"text": "x", "calls": [{"code": '(shell "touch ran.txt")'}]},
-                    {"text": "done"}])
+    srv = loopback(
+        [
+            {"text": "x", "calls": [{"code": '(shell "touch ran.txt")'}]},
+            {"text": "done"},
+            {"text": "x", "calls": [{"code": '(shell "touch ran.txt")'}]},
+            {"text": "done"},
+        ]
+    )
     write_config(home, srv)
     run_cli("new", home=home)
     refused = run_cli("ask", "run it", home=home, cwd=workspace, input="y\n")

@@ -14,8 +14,13 @@ pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git o
 
 
 def git(ws: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=ws,
-                          check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=ws,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 @pytest.fixture
@@ -60,7 +65,8 @@ def test_the_users_git_config_is_not_read(tmp_path, ws, monkeypatch):
     (tmp_path / "user").mkdir()
     (tmp_path / "user" / "ignore").write_text("*.txt\n")
     (tmp_path / "user" / ".gitconfig").write_text(
-        f"[core]\n\texcludesFile = {tmp_path / 'user' / 'ignore'}\n\tautocrlf = true\n")
+        f"[core]\n\texcludesFile = {tmp_path / 'user' / 'ignore'}\n\tautocrlf = true\n"
+    )
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
     shadow = Shadow(tmp_path / "home", ws)
     before = shadow.snapshot()
@@ -86,5 +92,6 @@ def test_a_workspace_past_the_size_limit_is_not_tracked(tmp_path, ws):
     (ws / "x.txt").write_text("x")
     hook(env, "after")
     assert env.changes == []
-    assert env.extra["shell_untracked"] == ("the workspace holds 0.3 MB of files, more than "
-                                            "shadow_max_mb (0.25 MB)")
+    assert env.extra["shell_untracked"] == (
+        "the workspace holds 0.3 MB of files, more than shadow_max_mb (0.25 MB)"
+    )

@@ -66,7 +66,9 @@ def test_text_can_name_its_own_seq(store):
 
 def test_payload_round_trips_through_msgpack(store):
     sid = sessions.create(store)
-    store.append(sid, "call", role="call", text="(x)", payload={"input": {"code": "(x)"}, "n": [1, 2]})
+    store.append(
+        sid, "call", role="call", text="(x)", payload={"input": {"code": "(x)"}, "n": [1, 2]}
+    )
     assert store.event(sid, 1).payload == {"input": {"code": "(x)"}, "n": [1, 2]}
 
 

@@ -12,12 +12,18 @@ from nodecode import session as sessions
 from nodecode.errors import UserError
 from test_checkpoints import AFTER, START, needs_git, s  # noqa: F401  (s: fixture)
 
-TURN_1 = [("user", "read a"), ("assistant", "Working."),
-          ("tool_use", ';; read a\n(read-file "a.txt")'), ("tool_result", "alpha\n[seq 5]"),
-          ("assistant", "Done.")]
-TREE = ("1  read a · seq 1–7 · done\n"
-        "├─ 2  change things · seq 8–18 · done (undone)\n"
-        "└─ 3  write c · seq 20–26 · done ← head")
+TURN_1 = [
+    ("user", "read a"),
+    ("assistant", "Working."),
+    ("tool_use", ';; read a\n(read-file "a.txt")'),
+    ("tool_result", "alpha\n[seq 5]"),
+    ("assistant", "Done."),
+]
+TREE = (
+    "1  read a · seq 1–7 · done\n"
+    "├─ 2  change things · seq 8–18 · done (undone)\n"
+    "└─ 3  write c · seq 20–26 · done ← head"
+)
 
 
 @pytest.fixture
@@ -34,13 +40,19 @@ def test_tree_draws_branches_with_spans_status_head_and_undone(branched):
 
 
 def test_tree_keeps_a_long_chain_in_one_column_and_cuts_long_asks():
-    nodes = [tree.Node(n, n - 1 or None, "s", "x" * 70 if n == 2 else f"ask {n}", n, n,
-                       "done", True, n == 3) for n in range(1, 4)]
-    assert tree.render(nodes) == "\n".join([
-        "1  ask 1 · seq 1–1 · done",
-        "2  " + "x" * 60 + "… · seq 2–2 · done",
-        "3  ask 3 · seq 3–3 · done ← head",
-    ])
+    nodes = [
+        tree.Node(
+            n, n - 1 or None, "s", "x" * 70 if n == 2 else f"ask {n}", n, n, "done", True, n == 3
+        )
+        for n in range(1, 4)
+    ]
+    assert tree.render(nodes) == "\n".join(
+        [
+            "1  ask 1 · seq 1–1 · done",
+            "2  " + "x" * 60 + "… · seq 2–2 · done",
+            "3  ask 3 · seq 3–3 · done ← head",
+        ]
+    )
 
 
 @needs_git
@@ -59,8 +71,13 @@ def test_continue_moves_the_head_files_stay_and_the_next_request_reads_that_bran
 @needs_git
 def test_rewind_returns_files_to_their_state_after_that_turn(branched):
     moved = checkpoints.rewind(branched.app, branched.sid, 2)
-    assert moved.lines == ["restored a.txt", "deleted c.txt", "deleted gone.txt",
-                           "recreated made.txt", "recreated new.txt"]
+    assert moved.lines == [
+        "restored a.txt",
+        "deleted c.txt",
+        "deleted gone.txt",
+        "recreated made.txt",
+        "recreated new.txt",
+    ]
     assert branched.files() == AFTER
     checkpoints.rewind(branched.app, branched.sid, 3)
     assert branched.files() == {**START, "build/out": b"junk", "c.txt": b"c"}
@@ -99,8 +116,10 @@ def test_cli_tree_undo_redo_continue(branched):
     assert out.returncode == 0 and out.stdout == TREE + "\n"
     rows = json.loads(run_cli("tree", "--json", home=home, cwd=ws).stdout)
     assert [(r["number"], r["parent"], r["on_path"], r["head"], r["span"]) for r in rows] == [
-        (1, None, True, False, "seq 1–7"), (2, 1, False, False, "seq 8–18"),
-        (3, 1, True, True, "seq 20–26")]
+        (1, None, True, False, "seq 1–7"),
+        (2, 1, False, False, "seq 8–18"),
+        (3, 1, True, True, "seq 20–26"),
+    ]
     out = run_cli("undo", home=home, cwd=ws)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "undid turn 3; the head is turn 1\nwrite c\nand say so\n"

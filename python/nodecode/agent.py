@@ -28,6 +28,7 @@ from nodecode.session import LEASE_SECONDS, Lease
 if TYPE_CHECKING:
     from nodecode.app import App
 
+
 class TurnCallbacks:
     """What the person sees of a running turn. Every method is optional."""
 
@@ -54,15 +55,20 @@ def format_result(output: str, seq: int, limit: int) -> str:
     """A result as the model reads it: cut when long, ending ``[seq N]``."""
     body = output.rstrip("\n")
     if len(body) > limit:
-        body = (body[:limit] + f"\n[cut: {limit} of {len(body)} characters shown · "
-                f"whole output: (recall-entry {seq})]")
+        body = (
+            body[:limit] + f"\n[cut: {limit} of {len(body)} characters shown · "
+            f"whole output: (recall-entry {seq})]"
+        )
     return (body + "\n" if body else "") + f"[seq {seq}]"
 
 
 def call_text(call: ToolCall) -> str:
     """The call's text in the context: its cell, or the odd call as written."""
-    if call.name == "eval" and isinstance(call.input, dict) and isinstance(
-            call.input.get("code"), str):
+    if (
+        call.name == "eval"
+        and isinstance(call.input, dict)
+        and isinstance(call.input.get("code"), str)
+    ):
         return call.input["code"]
     return f"({call.name} {json.dumps(call.input, ensure_ascii=False)})"
 
@@ -71,8 +77,12 @@ class Agent:
     def __init__(self, app: "App", sid: str):
         self.app, self.sid, self.store = app, sid, app.store
 
-    def ask(self, text: str, callbacks: TurnCallbacks | None = None,
-            cancel: threading.Event | None = None) -> TurnResult:
+    def ask(
+        self,
+        text: str,
+        callbacks: TurnCallbacks | None = None,
+        cancel: threading.Event | None = None,
+    ) -> TurnResult:
         """Run one turn. Raises SessionBusy when another process runs one here."""
         cb = callbacks or TurnCallbacks()
         cancel = cancel or threading.Event()
@@ -99,10 +109,17 @@ class _Turn:
         self.provider = self.app.provider()
         self.number = 0
 
-    def log(self, kind: str, *, role: str | None = None, text: Any = "",
-            payload: dict | None = None):
-        return self.store.append(self.sid, kind, role=role, turn=self.number, text=text,
-                                 payload=self.app.redactor.apply_obj(payload) if payload else None)
+    def log(
+        self, kind: str, *, role: str | None = None, text: Any = "", payload: dict | None = None
+    ):
+        return self.store.append(
+            self.sid,
+            kind,
+            role=role,
+            turn=self.number,
+            text=text,
+            payload=self.app.redactor.apply_obj(payload) if payload else None,
+        )
 
     def run(self, ask: str) -> TurnResult:
         with self.store.atomic():  # the turn and its ask land together
@@ -110,8 +127,9 @@ class _Turn:
             self.number = turn.number
             self.log("user", role="user", text=self.redact(ask))
         result = self.rounds()
-        turn_tree.finish(self.store, self.sid, self.number, self.store.last_seq(self.sid),
-                         result.status)
+        turn_tree.finish(
+            self.store, self.sid, self.number, self.store.last_seq(self.sid), result.status
+        )
         return result
 
     def rounds(self) -> TurnResult:
@@ -134,9 +152,12 @@ class _Turn:
                 return TurnResult(self.number, "done", final)
             if not self.run_calls(calls):
                 return self.stopped(final)
-        self.log("notice", role="notice",
-                 text=f"[the turn stopped after {self.config.max_rounds} rounds, "
-                      "the configured max_rounds]")
+        self.log(
+            "notice",
+            role="notice",
+            text=f"[the turn stopped after {self.config.max_rounds} rounds, "
+            "the configured max_rounds]",
+        )
         return TurnResult(self.number, "round-limit", final)
 
     def stopped(self, text: str) -> TurnResult:
@@ -147,17 +168,18 @@ class _Turn:
         self.lease.renew()
         plan = budgets.of(self.app)
         meter = budgets.Meter(self.app, self.sid, self.ptype)
-        report = takes.take(self.app, self.sid, self.number, budget=plan.tokens,
-                            count=meter.fill)
+        report = takes.take(self.app, self.sid, self.number, budget=plan.tokens, count=meter.fill)
         for receipt in report.receipts:
             self.cb.on_notice(receipt)
-        ready = evictions.before_request(self.app, self.sid, self.number, meter, plan,
-                                         report.receipts)
+        ready = evictions.before_request(
+            self.app, self.sid, self.number, meter, plan, report.receipts
+        )
         try:
             return self.send(ready)
         except ContextOverflow as e:  # a ceiling learned: evict and retry once
-            ready = evictions.after_overflow(self.app, self.sid, self.number, meter, e, ready,
-                                             report.receipts)
+            ready = evictions.after_overflow(
+                self.app, self.sid, self.number, meter, e, ready, report.receipts
+            )
             return self.send(ready)
 
     def send(self, ready: evictions.Prepared) -> Reply:
@@ -165,18 +187,36 @@ class _Turn:
         for notice in ready.notices:
             self.cb.on_notice(notice)
         built = request_builder.build(
-            self.ptype, ready.messages, model=self.config.model, system=SYSTEM_PROMPT,
-            tools=TOOLS, max_tokens=ready.budget.reply, previous=self.previous_sent())
-        reply = self.provider.stream(built.body, on_text=self._on_text, cancel=self.cancel,
-                                     on_retry=self.cb.on_retry)
+            self.ptype,
+            ready.messages,
+            model=self.config.model,
+            system=SYSTEM_PROMPT,
+            tools=TOOLS,
+            max_tokens=ready.budget.reply,
+            previous=self.previous_sent(),
+        )
+        reply = self.provider.stream(
+            built.body, on_text=self._on_text, cancel=self.cancel, on_retry=self.cb.on_retry
+        )
         u = reply.usage
-        self.log("request", payload={
-            "provider": self.config.provider.id if self.config.provider else None,
-            "model": self.config.model, "sent": [list(p) for p in built.sent],
-            "breakpoints": built.breakpoints, "retries": reply.retries,
-            "usage": {"input": u.input, "output": u.output, "cache_read": u.cache_read,
-                      "cache_write": u.cache_write},
-            "stop_reason": reply.stop_reason, **ready.log_fields()})
+        self.log(
+            "request",
+            payload={
+                "provider": self.config.provider.id if self.config.provider else None,
+                "model": self.config.model,
+                "sent": [list(p) for p in built.sent],
+                "breakpoints": built.breakpoints,
+                "retries": reply.retries,
+                "usage": {
+                    "input": u.input,
+                    "output": u.output,
+                    "cache_read": u.cache_read,
+                    "cache_write": u.cache_write,
+                },
+                "stop_reason": reply.stop_reason,
+                **ready.log_fields(),
+            },
+        )
         return reply
 
     def _on_text(self, chunk: str) -> None:
@@ -191,9 +231,12 @@ class _Turn:
             self.log("assistant", role="assistant", text=self.redact(reply.text))
         calls = []
         for call in reply.calls:
-            event = self.log("call", role="call", text=self.redact(call_text(call)),
-                             payload={"name": call.name, "input": call.input,
-                                      "provider_id": call.id})
+            event = self.log(
+                "call",
+                role="call",
+                text=self.redact(call_text(call)),
+                payload={"name": call.name, "input": call.input, "provider_id": call.id},
+            )
             calls.append((event.seq, call))
         return calls
 
@@ -212,9 +255,12 @@ class _Turn:
     def cell_env(self) -> CellEnv:
         from nodecode import shadow  # checkpoints: shell changes via the shadow git store
 
-        return make_cell_env(self.app, self.sid, approve=self.approve,
-                             extra={"turn": self.number,
-                                    "on_shell": shadow.watch(self.app, self.sid)})
+        return make_cell_env(
+            self.app,
+            self.sid,
+            approve=self.approve,
+            extra={"turn": self.number, "on_shell": shadow.watch(self.app, self.sid)},
+        )
 
     def approve(self, kind: str, detail: str) -> bool:
         if kind in self.config.auto_approve:
@@ -232,16 +278,19 @@ class _Turn:
             payload["workspace"] = os.path.realpath(env.workspace)
         if env.extra.get("shell_untracked"):
             payload["shell_untracked"] = env.extra["shell_untracked"]
-        event = self.log("tool", role="tool", payload=payload,
-                         text=lambda seq: format_result(output, seq, limit))
+        event = self.log(
+            "tool", role="tool", payload=payload, text=lambda seq: format_result(output, seq, limit)
+        )
         self.cb.on_result(event.seq, event.text, result.error)
 
     def _change(self, change: Any) -> dict[str, Any]:
         """A file change, its contents kept exactly in the blob table."""
         put = self.store.put_blob
-        return {"path": change.path,
-                "before": put(change.before) if change.before is not None else None,
-                "after": put(change.after) if change.after is not None else None}
+        return {
+            "path": change.path,
+            "before": put(change.before) if change.before is not None else None,
+            "after": put(change.after) if change.after is not None else None,
+        }
 
 
 def make_cell_env(app: "App", sid: str, *, approve: Any, extra: dict | None = None) -> CellEnv:
@@ -254,6 +303,12 @@ def make_cell_env(app: "App", sid: str, *, approve: Any, extra: dict | None = No
     except NodecodeError:
         timeout, removed = 120.0, set()
     removed.update(("ANTHROPIC_API_KEY", "OPENAI_API_KEY"))
-    return CellEnv(workspace=app.cwd, context_dir=app.context_dir(sid), approve=approve,
-                   redact=app.redactor.apply, shell_timeout=timeout, env_remove=removed,
-                   extra={"app": app, "session": sid, **(extra or {})})
+    return CellEnv(
+        workspace=app.cwd,
+        context_dir=app.context_dir(sid),
+        approve=approve,
+        redact=app.redactor.apply,
+        shell_timeout=timeout,
+        env_remove=removed,
+        extra={"app": app, "session": sid, **(extra or {})},
+    )

@@ -32,9 +32,13 @@ class App:
         turn_tree.recover(self.store)
 
     @classmethod
-    def open(cls, home: str | os.PathLike | None = None, store: str = "default",
-             cwd: str | os.PathLike | None = None,
-             environ: Mapping[str, str] | None = None) -> "App":
+    def open(
+        cls,
+        home: str | os.PathLike | None = None,
+        store: str = "default",
+        cwd: str | os.PathLike | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> "App":
         env = os.environ if environ is None else environ
         root = Path(cwd).absolute() if cwd else Path.cwd()
         return cls(home_dir(home, env), store or "default", root, env)
@@ -74,20 +78,33 @@ class App:
 
     def session_path_messages(self, sid: str) -> list[dict[str, Any]]:
         """The head path's messages, for the chat view."""
-        return [{"seq": m.id, "role": m.role, "text": m.text, "turn": m.turn}
-                for m in context_model.build(self.store, sid)]
+        return [
+            {"seq": m.id, "role": m.role, "text": m.text, "turn": m.turn}
+            for m in context_model.build(self.store, sid)
+        ]
 
     def provider(self) -> Provider:
         """The configured provider; one HTTP client per App, reused across turns."""
         from nodecode.providers import make_provider
 
         cfg = self.config.require_provider(self.environ)
-        key = (cfg.type, cfg.base_url, self.config.api_key(self.environ),
-               self.config.max_retries, self.config.retry_backoff, self.config.timeout)
+        key = (
+            cfg.type,
+            cfg.base_url,
+            self.config.api_key(self.environ),
+            self.config.max_retries,
+            self.config.retry_backoff,
+            self.config.timeout,
+        )
         if getattr(self, "_provider_key", None) != key:
-            self._provider = make_provider(cfg.type, base_url=cfg.base_url, api_key=key[2],
-                                           max_retries=key[3], backoff_base=key[4],
-                                           timeout=key[5])
+            self._provider = make_provider(
+                cfg.type,
+                base_url=cfg.base_url,
+                api_key=key[2],
+                max_retries=key[3],
+                backoff_base=key[4],
+                timeout=key[5],
+            )
             self._provider_key = key
         return self._provider
 

@@ -84,11 +84,18 @@ class Budget:
         return round(100 * fill / self.tokens) if self.tokens else None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"provider": self.provider, "model": self.model, "window": self.window,
-                "source": self.source, "ceiling": self.ceiling, "reply": self.reply,
-                "budget": self.tokens, "warn_at": self.mark(WARN_AT),
-                "evict_to": self.mark(EVICT_TO),
-                "sources": [{"source": s, "tokens": n} for s, n in self.sources]}
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "window": self.window,
+            "source": self.source,
+            "ceiling": self.ceiling,
+            "reply": self.reply,
+            "budget": self.tokens,
+            "warn_at": self.mark(WARN_AT),
+            "evict_to": self.mark(EVICT_TO),
+            "sources": [{"source": s, "tokens": n} for s, n in self.sources],
+        }
 
 
 def override_key(provider: str, model: str) -> str:
@@ -129,11 +136,19 @@ def of(app: "App") -> Budget:
     env = app.environ.get(ENV_WINDOW)
     sources: list[tuple[str, int | None]] = [
         (SOURCE_ENV, _positive(env, ENV_WINDOW) if env not in (None, "") else None),
-        (SOURCE_CONFIG, _positive(entry["context_window"],
-                                  f"config.jsonc: providers.{provider}.models[{model}]"
-                                  ".context_window") if "context_window" in entry else None),
-        (SOURCE_OVERRIDE, _meta_int(app.store, override_key(provider, model))
-         if provider and model else None),
+        (
+            SOURCE_CONFIG,
+            _positive(
+                entry["context_window"],
+                f"config.jsonc: providers.{provider}.models[{model}].context_window",
+            )
+            if "context_window" in entry
+            else None,
+        ),
+        (
+            SOURCE_OVERRIDE,
+            _meta_int(app.store, override_key(provider, model)) if provider and model else None,
+        ),
         (SOURCE_CACHE, cached.context if cached else None),
         (SOURCE_SNAPSHOT, shipped.context if shipped else None),
     ]
@@ -150,12 +165,18 @@ def of(app: "App") -> Budget:
     return Budget(provider, model, window, source, reply, tokens, ceiling, limits, sources)
 
 
-def _reply(entry: dict[str, Any], limits: Limits, window: int | None, provider: str | None,
-           model: str | None) -> int:
+def _reply(
+    entry: dict[str, Any],
+    limits: Limits,
+    window: int | None,
+    provider: str | None,
+    model: str | None,
+) -> int:
     """The reply's max_tokens: the config's, else min(models.dev output, 8192, window/4)."""
     if "max_tokens" in entry:
-        return _positive(entry["max_tokens"],
-                         f"config.jsonc: providers.{provider}.models[{model}].max_tokens")
+        return _positive(
+            entry["max_tokens"], f"config.jsonc: providers.{provider}.models[{model}].max_tokens"
+        )
     candidates = [MAX_REPLY]
     if limits.output:
         candidates.append(limits.output)
@@ -164,8 +185,7 @@ def _reply(entry: dict[str, Any], limits: Limits, window: int | None, provider: 
     return max(1, min(candidates))
 
 
-def _lookup(table: dict[str, Any] | None, provider: str | None, model: str | None
-            ) -> Limits | None:
+def _lookup(table: dict[str, Any] | None, provider: str | None, model: str | None) -> Limits | None:
     if not table or not provider or not model:
         return None
     models = table.get(provider)
@@ -180,8 +200,9 @@ def _lookup(table: dict[str, Any] | None, provider: str | None, model: str | Non
 
     def num(key: str) -> int | None:
         value = limit.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 \
-            else None
+        return (
+            value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        )
 
     return Limits(num("context"), num("output"), num("input"))
 
@@ -222,8 +243,10 @@ def _cache_table(path: Path) -> dict[str, Any] | None:
 def require_model(app: "App") -> tuple[str, str]:
     config = app.config
     if config.provider is None or not config.model:
-        raise UserError("budget: no provider and model configured: expected \"provider\" and "
-                        "\"model\" in config.jsonc (found none)")
+        raise UserError(
+            'budget: no provider and model configured: expected "provider" and '
+            '"model" in config.jsonc (found none)'
+        )
     return config.provider.id, config.model
 
 
@@ -238,8 +261,10 @@ def clear_override(app: "App") -> tuple[int | None, int | None]:
     """Forget the override and any learned ceiling; returns what they were."""
     provider, model = require_model(app)
     store = app.store
-    was = (_meta_int(store, override_key(provider, model)),
-           _meta_int(store, ceiling_key(provider, model)))
+    was = (
+        _meta_int(store, override_key(provider, model)),
+        _meta_int(store, ceiling_key(provider, model)),
+    )
     store.set_meta(override_key(provider, model), None)
     store.set_meta(ceiling_key(provider, model), None)
     return was
@@ -265,20 +290,26 @@ def refresh_models(app: "App") -> tuple[Path, int, int]:
 
     url = app.environ.get(ENV_MODELS_URL) or MODELS_URL
     try:
-        response = httpx.get(url, timeout=10.0, follow_redirects=True,
-                             headers={"user-agent": "nodecode (models refresh)"})
+        response = httpx.get(
+            url,
+            timeout=10.0,
+            follow_redirects=True,
+            headers={"user-agent": "nodecode (models refresh)"},
+        )
     except httpx.HTTPError as e:
         raise UserError(f"models refresh: cannot fetch {url}: {e}") from None
     if response.status_code != 200:
-        raise UserError(f"models refresh: {url} answered HTTP {response.status_code} "
-                        "(expected 200)")
+        raise UserError(
+            f"models refresh: {url} answered HTTP {response.status_code} (expected 200)"
+        )
     try:
         table = response.json()
     except ValueError:
         raise UserError(f"models refresh: {url} did not answer JSON") from None
     if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
-        raise UserError(f"models refresh: {url} is not in the api.json format "
-                        "(expected an object of providers)")
+        raise UserError(
+            f"models refresh: {url} is not in the api.json format (expected an object of providers)"
+        )
     path = cache_file(app.home)
     write_private(path, response.content)
     models = sum(len(v.get("models") or {}) for v in table.values())
@@ -296,17 +327,29 @@ def encoding(name: str) -> Any:
     try:
         return tiktoken.get_encoding(name)
     except ValueError as e:
-        raise ConfigError(f"config.jsonc: \"encoding\" must name a tiktoken encoding "
-                          f"(found {name!r}: {e})") from None
+        raise ConfigError(
+            f'config.jsonc: "encoding" must name a tiktoken encoding (found {name!r}: {e})'
+        ) from None
 
 
 def tool_json(ptype: str) -> list[str]:
     """The tool definitions as the wire carries them."""
     if ptype == "anthropic":
         return [json.dumps(t, ensure_ascii=False) for t in TOOLS]
-    return [json.dumps({"type": "function", "function": {
-        "name": t["name"], "description": t["description"], "parameters": t["input_schema"]}},
-        ensure_ascii=False) for t in TOOLS]
+    return [
+        json.dumps(
+            {
+                "type": "function",
+                "function": {
+                    "name": t["name"],
+                    "description": t["description"],
+                    "parameters": t["input_schema"],
+                },
+            },
+            ensure_ascii=False,
+        )
+        for t in TOOLS
+    ]
 
 
 def message_text(m: Message) -> str:
@@ -417,8 +460,11 @@ class Meter:
                 trailing_notes, users_before_notes, kept_before_notes = 0, users, kept
         for i, call in calls:
             found = results.get(call.id)
-            total += found[1] if found is not None and found[0] > i else \
-                self.message(missing_result(call))
+            total += (
+                found[1]
+                if found is not None and found[0] > i
+                else self.message(missing_result(call))
+            )
         if _begins(first, trailing_notes, users_before_notes, kept_before_notes):
             total += self.message(self._begins)
         return total
@@ -426,8 +472,9 @@ class Meter:
     def ratio(self) -> float:
         """The provider's prompt total ÷ our count, for the previous request of
         this session to the same model (1.0 before any); read once per request."""
-        rows = self.store.read("SELECT MAX(seq) FROM events WHERE session = ? AND "
-                               "kind = 'request'", (self.sid,))
+        rows = self.store.read(
+            "SELECT MAX(seq) FROM events WHERE session = ? AND kind = 'request'", (self.sid,)
+        )
         seq = rows[0][0]
         if seq is None:
             return 1.0
@@ -468,6 +515,16 @@ def fill_of(app: "App", sid: str) -> int:
     return Meter(app, sid).fill(state(app.store, sid).messages)
 
 
-__all__ = ["Budget", "Count", "Limits", "Meter", "clear_override", "encoding", "fill_of", "of",
-           "record_ceiling", "refresh_models", "set_override"]
-
+__all__ = [
+    "Budget",
+    "Count",
+    "Limits",
+    "Meter",
+    "clear_override",
+    "encoding",
+    "fill_of",
+    "of",
+    "record_ceiling",
+    "refresh_models",
+    "set_override",
+]

@@ -49,8 +49,13 @@ class Moved:
     ask: str | None = None  # undo: the undone ask, offered back for editing
 
     def as_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "from": self.source, "to": self.target, "lines": self.lines,
-                "ask": self.ask}
+        return {
+            "op": self.op,
+            "from": self.source,
+            "to": self.target,
+            "lines": self.lines,
+            "ask": self.ask,
+        }
 
 
 @dataclass
@@ -79,8 +84,9 @@ def _path_to(known: dict[int, turn_tree.Turn], number: int | None) -> list[turn_
     return out[::-1]
 
 
-def plan(store: Store, sid: str, target: int | None
-         ) -> tuple[list[turn_tree.Turn], list[turn_tree.Turn]]:
+def plan(
+    store: Store, sid: str, target: int | None
+) -> tuple[list[turn_tree.Turn], list[turn_tree.Turn]]:
     """(turns left, newest first; turns entered, oldest first) moving the head to ``target``."""
     known = turn_tree.visible(store, sid)
     here, there = turn_tree.path(store, sid), _path_to(known, target)
@@ -90,12 +96,12 @@ def plan(store: Store, sid: str, target: int | None
     return here[common:][::-1], there[common:]
 
 
-def turn_changes(store: Store, turn: turn_tree.Turn
-                 ) -> tuple[list[tuple[dict[str, Any], str | None]], list[str]]:
+def turn_changes(
+    store: Store, turn: turn_tree.Turn
+) -> tuple[list[tuple[dict[str, Any], str | None]], list[str]]:
     """The turn's file changes in order (each with the workspace it ran in) and the
     reasons its shell changes were not tracked, if any."""
-    events = store.context_events(turn.session, [turn.number], upto=None, kinds=(),
-                                  turnless=False)
+    events = store.context_events(turn.session, [turn.number], upto=None, kinds=(), turnless=False)
     changes, untracked = [], []
     for e in events:
         if e.role != "tool":
@@ -106,8 +112,9 @@ def turn_changes(store: Store, turn: turn_tree.Turn
     return changes, untracked
 
 
-def _steps(store: Store, sid: str, leave: list[turn_tree.Turn], enter: list[turn_tree.Turn],
-           cwd: str) -> tuple[list[_Step], list[str]]:
+def _steps(
+    store: Store, sid: str, leave: list[turn_tree.Turn], enter: list[turn_tree.Turn], cwd: str
+) -> tuple[list[_Step], list[str]]:
     """Each file's net change (reverting ``leave`` newest first, then applying ``enter``
     oldest first), by path; and the report's notes (untracked shell, inherited turns)."""
     notes: list[str] = []
@@ -117,13 +124,20 @@ def _steps(store: Store, sid: str, leave: list[turn_tree.Turn], enter: list[turn
             changes, untracked = turn_changes(store, t)
             if t.session != sid:  # a fork's inherited turn: its files are the parent's
                 if changes:
-                    notes.append(f"files of turn {t.number} were left as they are: it ran in "
-                                 f"session {t.session}, which this one forked from")
+                    notes.append(
+                        f"files of turn {t.number} were left as they are: it ran in "
+                        f"session {t.session}, which this one forked from"
+                    )
                 continue
-            notes += [f"shell changes of turn {t.number} were not tracked: {reason}"
-                      for reason in dict.fromkeys(untracked)]
-            why = f"changed since turn {t.number}" if back else \
-                f"differs from its state before turn {t.number}"
+            notes += [
+                f"shell changes of turn {t.number} were not tracked: {reason}"
+                for reason in dict.fromkeys(untracked)
+            ]
+            why = (
+                f"changed since turn {t.number}"
+                if back
+                else f"differs from its state before turn {t.number}"
+            )
             ordered = changes[::-1] if back else changes
             flat += [(c, ws or cwd, back, why) for c, ws in ordered]
     net: dict[str, _Step] = {}
@@ -145,8 +159,9 @@ def _digest(data: bytes | None) -> str | None:
 
 def _shown(step: _Step) -> str:
     p = Path(step.path)
-    return p.relative_to(step.workspace).as_posix() if p.is_relative_to(step.workspace) \
-        else step.path
+    return (
+        p.relative_to(step.workspace).as_posix() if p.is_relative_to(step.workspace) else step.path
+    )
 
 
 def _refusal(app: App, step: _Step) -> str | None:
@@ -199,21 +214,22 @@ def restore(app: App, step: _Step, force: bool) -> dict[str, Any] | None:
             raise OSError(f"blob {step.target[:12]} is missing from the store")
         _write(step.path, data)
     except OSError as e:
-        return {"path": step.path, "action": "failed",
-                "line": f"failed {shown}: {e.strerror or e}"}
+        return {"path": step.path, "action": "failed", "line": f"failed {shown}: {e.strerror or e}"}
     action = "deleted" if data is None else "recreated" if current is None else "restored"
     line = f"{action} {shown}"
     if now != step.expect:
         line += f" (forced: {step.why}" + (
-            f"; your version is kept: nodecode blob {kept[:12]})" if kept else ")")
+            f"; your version is kept: nodecode blob {kept[:12]})" if kept else ")"
+        )
     return {"path": step.path, "action": action, "line": line, "kept": kept}
 
 
 # -- moves ------------------------------------------------------------------------------
 
 
-def _move(app: App, sid: str, target: int | None, op: str, *, files: bool,
-          force: bool = False) -> Moved:
+def _move(
+    app: App, sid: str, target: int | None, op: str, *, files: bool, force: bool = False
+) -> Moved:
     """Move the head (the caller holds the lease): files, then one event and the head."""
     store = app.store
     source = sessions.get(store, sid).head
@@ -225,9 +241,13 @@ def _move(app: App, sid: str, target: int | None, op: str, *, files: bool,
         report += [{"path": None, "action": "note", "line": n} for n in notes]
     lines = [r["line"] for r in report]
     with store.atomic():
-        store.append(sid, "move", turn=target,
-                     text="\n".join([f"{op}: head {name(source)} → {name(target)}", *lines]),
-                     payload={"op": op, "from": source, "to": target, "files": report})
+        store.append(
+            sid,
+            "move",
+            turn=target,
+            text="\n".join([f"{op}: head {name(source)} → {name(target)}", *lines]),
+            payload={"op": op, "from": source, "to": target, "files": report},
+        )
         sessions.set_head(store, sid, target)
     return Moved(op, source, target, lines)
 
@@ -256,8 +276,7 @@ def undo(app: App, sid: str, *, force: bool = False) -> Moved:
 def redo_stack(store: Store, sid: str) -> list[int]:
     """The turns undone since the last new turn, continue or rewind (the top is redone next)."""
     stack: list[int] = []
-    starts = {row[0] for row in store.read("SELECT first_seq FROM turns WHERE session = ?",
-                                           (sid,))}
+    starts = {row[0] for row in store.read("SELECT first_seq FROM turns WHERE session = ?", (sid,))}
     moves = {e.seq: e for e in store.events(sid, kinds=("move",))}
     for seq in sorted(starts | set(moves)):
         op = moves[seq].payload.get("op") if seq in moves else "turn"
@@ -278,8 +297,10 @@ def redo(app: App, sid: str, *, force: bool = False) -> Moved:
         head = sessions.get(store, sid).head
         known = turn_tree.visible(store, sid)
         if not stack or stack[-1] not in known or known[stack[-1]].parent != head:
-            raise UserError(f"redo: nothing to redo in session {sid} (no undo since the last "
-                            "ask, continue or rewind)")
+            raise UserError(
+                f"redo: nothing to redo in session {sid} (no undo since the last "
+                "ask, continue or rewind)"
+            )
         return _move(app, sid, stack[-1], "redo", files=True, force=force)
 
 
@@ -314,17 +335,22 @@ def fork(app: App, sid: str, at: int | None = None) -> str:
             raise UserError(f"fork: turn {number} is still running; fork when it has finished")
         with store.atomic():
             order = model.build(store, sid) if number == info.head else None
-            child = sessions.create(store, title=info.title, parent=sid,
-                                    fork_seq=turn.last_seq,
-                                    fork_turn=turn_tree.next_number(store, sid) - 1,
-                                    head=number)
+            child = sessions.create(
+                store,
+                title=info.title,
+                parent=sid,
+                fork_seq=turn.last_seq,
+                fork_turn=turn_tree.next_number(store, sid) - 1,
+                head=number,
+            )
             if order is not None:
                 _start_with(store, child, sid, number, order)
     return child
 
 
-def _start_with(store: Store, child: str, parent: str, number: int,
-                order: list[model.Message]) -> None:
+def _start_with(
+    store: Store, child: str, parent: str, number: int, order: list[model.Message]
+) -> None:
     """Give the child exactly ``order`` as its context: a ``fork`` snapshot. Messages
     the child cannot see (logged after the fork point, e.g. notes of an idle take)
     are copied into it first as new events."""
@@ -334,13 +360,24 @@ def _start_with(store: Store, child: str, parent: str, number: int,
         if m.id in present:
             own.append(m)
             continue
-        copy = store.append(child, m.role, role=m.role, turn=number, text=m.text,
-                            payload={**m.payload, "copy_of": [parent, m.id]})
-        own.append(model.Message(copy.seq, m.role, m.text, number, copy.payload,
-                                 restored=m.restored))
-    store.append(child, "fork", turn=number, text=f"forked from {parent} at turn {number}",
-                 payload={"context": model.snapshot(store, own), "parent": parent,
-                          "at": number})
+        copy = store.append(
+            child,
+            m.role,
+            role=m.role,
+            turn=number,
+            text=m.text,
+            payload={**m.payload, "copy_of": [parent, m.id]},
+        )
+        own.append(
+            model.Message(copy.seq, m.role, m.text, number, copy.payload, restored=m.restored)
+        )
+    store.append(
+        child,
+        "fork",
+        turn=number,
+        text=f"forked from {parent} at turn {number}",
+        payload={"context": model.snapshot(store, own), "parent": parent, "at": number},
+    )
 
 
 # -- blobs ------------------------------------------------------------------------------
@@ -350,8 +387,9 @@ def find_blob(store: Store, prefix: str) -> bytes:
     """A blob by its hash or a unique prefix of it (6 characters or more)."""
     if len(prefix) < 6 or any(ch not in "0123456789abcdef" for ch in prefix):
         raise UserError(f"blob: expected a hash or a prefix of 6+ hex digits (got {prefix!r})")
-    rows = store.read("SELECT hash FROM blobs WHERE hash >= ? AND hash < ? LIMIT 2",
-                      (prefix, prefix + "g"))
+    rows = store.read(
+        "SELECT hash FROM blobs WHERE hash >= ? AND hash < ? LIMIT 2", (prefix, prefix + "g")
+    )
     if len(rows) != 1:
         raise UserError(f"blob: {'no' if not rows else 'more than one'} blob matches {prefix}")
     return store.blob(rows[0][0]) or b""
@@ -366,8 +404,9 @@ def _report(moved: Moved) -> None:
 
 
 def _force_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--force", action="store_true",
-                   help="overwrite files changed since (keeping a copy)")
+    p.add_argument(
+        "--force", action="store_true", help="overwrite files changed since (keeping a copy)"
+    )
 
 
 @command("undo", "undo the head turn and its file changes; prints the undone ask", _force_arg)
@@ -388,8 +427,7 @@ def cmd_redo(app: App, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@command("tree", "the session's turn tree",
-         lambda p: p.add_argument("--json", action="store_true"))
+@command("tree", "the session's turn tree", lambda p: p.add_argument("--json", action="store_true"))
 def cmd_tree(app: App, args: argparse.Namespace) -> int:
     nodes = trees.nodes(app.store, app.resolve_session(args.session, create=False))
     if args.json:
@@ -401,8 +439,11 @@ def cmd_tree(app: App, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@command("continue", "move the head to TURN; files stay",
-         lambda p: p.add_argument("turn", type=int, metavar="TURN"))
+@command(
+    "continue",
+    "move the head to TURN; files stay",
+    lambda p: p.add_argument("turn", type=int, metavar="TURN"),
+)
 def cmd_continue(app: App, args: argparse.Namespace) -> int:
     moved = continue_(app, app.resolve_session(args.session, create=False), args.turn)
     print(f"the head is {name(moved.target)} (files unchanged)")
@@ -414,25 +455,31 @@ def _rewind_args(p: argparse.ArgumentParser) -> None:
     _force_arg(p)
 
 
-@command("rewind", "move the head to TURN and return files to their state after it",
-         _rewind_args)
+@command("rewind", "move the head to TURN and return files to their state after it", _rewind_args)
 def cmd_rewind(app: App, args: argparse.Namespace) -> int:
-    moved = rewind(app, app.resolve_session(args.session, create=False), args.turn,
-                   force=args.force)
+    moved = rewind(
+        app, app.resolve_session(args.session, create=False), args.turn, force=args.force
+    )
     _report(moved)
     print(f"rewound to {name(moved.target)}")
     return EXIT_OK
 
 
-@command("fork", "fork a child session here (or at TURN); prints its id",
-         lambda p: p.add_argument("--at", type=int, metavar="TURN"))
+@command(
+    "fork",
+    "fork a child session here (or at TURN); prints its id",
+    lambda p: p.add_argument("--at", type=int, metavar="TURN"),
+)
 def cmd_fork(app: App, args: argparse.Namespace) -> int:
     print(fork(app, app.resolve_session(args.session, create=False), args.at))
     return EXIT_OK
 
 
-@command("blob", "print a stored blob (a file version kept by undo --force)",
-         lambda p: p.add_argument("hash", metavar="HASH"))
+@command(
+    "blob",
+    "print a stored blob (a file version kept by undo --force)",
+    lambda p: p.add_argument("hash", metavar="HASH"),
+)
 def cmd_blob(app: App, args: argparse.Namespace) -> int:
     sys.stdout.buffer.write(find_blob(app.store, args.hash.lower()))
     sys.stdout.flush()

@@ -27,13 +27,16 @@ Arguments = Callable[[argparse.ArgumentParser], None]
 COMMANDS: dict[str, tuple[Handler, str, Arguments | None]] = {}
 
 
-def command(name: str, help: str, arguments: Arguments | None = None,
-            aliases: tuple[str, ...] = ()):
+def command(
+    name: str, help: str, arguments: Arguments | None = None, aliases: tuple[str, ...] = ()
+):
     """Register ``nodecode NAME``; feature modules add their own commands this way."""
+
     def register(fn: Handler) -> Handler:
         for n in (name, *aliases):
             COMMANDS[n] = (fn, help if n == name else f"alias of {name}", arguments)
         return fn
+
     return register
 
 
@@ -80,29 +83,35 @@ def _err(app: App | None, e: Exception) -> None:
     print(f"nodecode: {text}", file=sys.stderr)
 
 
-@command("new", "create a session and make it current",
-         lambda p: p.add_argument("--title"))
+@command("new", "create a session and make it current", lambda p: p.add_argument("--title"))
 def cmd_new(app: App, args: argparse.Namespace) -> int:
     print(app.new_session(args.title))
     return EXIT_OK
 
 
-@command("sessions", "list sessions",
-         lambda p: p.add_argument("--json", action="store_true"))
+@command("sessions", "list sessions", lambda p: p.add_argument("--json", action="store_true"))
 def cmd_sessions(app: App, args: argparse.Namespace) -> int:
     rows = []
     for info in sessions.all_sessions(app.store):
-        rows.append({"id": info.id, "parent": info.parent,
-                     "created": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(info.created)),
-                     "turns": len(turn_tree.turns(app.store, info.id)), "title": info.title or ""})
+        rows.append(
+            {
+                "id": info.id,
+                "parent": info.parent,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(info.created)),
+                "turns": len(turn_tree.turns(app.store, info.id)),
+                "title": info.title or "",
+            }
+        )
     if args.json:
         print(json.dumps(rows, ensure_ascii=False))
         return EXIT_OK
     current = app.current_session()
     for r in rows:
         mark = "*" if r["id"] == current else " "
-        print(f"{mark} {r['id']}  parent={r['parent'] or '-'}  {r['created']}  "
-              f"turns={r['turns']}  {r['title']}")
+        print(
+            f"{mark} {r['id']}  parent={r['parent'] or '-'}  {r['created']}  "
+            f"turns={r['turns']}  {r['title']}"
+        )
     return EXIT_OK
 
 
@@ -178,22 +187,21 @@ def cmd_ask(app: App, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@command("eval", "evaluate a cell as the agent's tool would",
-         lambda p: p.add_argument("cell"))
+@command("eval", "evaluate a cell as the agent's tool would", lambda p: p.add_argument("cell"))
 def cmd_eval(app: App, args: argparse.Namespace) -> int:
     sid = app.resolve_session(args.session)
     env = make_cell_env(app, sid, approve=lambda kind, detail: True)
     result = evaluate(args.cell, env)
     payload = {"code": args.cell, "output": result.output, "error": result.error}
-    app.store.append(sid, "cell", text=app.redactor.apply(args.cell),
-                     payload=app.redactor.apply_obj(payload))
+    app.store.append(
+        sid, "cell", text=app.redactor.apply(args.cell), payload=app.redactor.apply_obj(payload)
+    )
     out = sys.stderr if result.error else sys.stdout
     print(result.output, file=out)
     return EXIT_USER if result.error else EXIT_OK
 
 
-FEATURE_MODULES: tuple[str, ...] = ("nodecode.recall", "nodecode.checkpoints",
-                                     "nodecode.status")
+FEATURE_MODULES: tuple[str, ...] = ("nodecode.recall", "nodecode.checkpoints", "nodecode.status")
 
 
 def _load_feature_commands() -> None:

@@ -19,10 +19,18 @@ PROVIDER_TYPES = ("anthropic", "openai")
 
 # Providers every home knows without configuration.
 BUILTIN_PROVIDERS: dict[str, dict[str, Any]] = {
-    "anthropic": {"type": "anthropic", "base_url": "https://api.anthropic.com",
-                  "api_key_env": "ANTHROPIC_API_KEY", "models_dev": "anthropic"},
-    "openai": {"type": "openai", "base_url": "https://api.openai.com/v1",
-               "api_key_env": "OPENAI_API_KEY", "models_dev": "openai"},
+    "anthropic": {
+        "type": "anthropic",
+        "base_url": "https://api.anthropic.com",
+        "api_key_env": "ANTHROPIC_API_KEY",
+        "models_dev": "anthropic",
+    },
+    "openai": {
+        "type": "openai",
+        "base_url": "https://api.openai.com/v1",
+        "api_key_env": "OPENAI_API_KEY",
+        "models_dev": "openai",
+    },
 }
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}
 APPROVAL_KINDS = ("write", "shell")
@@ -69,12 +77,14 @@ class Config:
         """The provider, checked ready to use (its key variable set when it names one)."""
         if self.provider is None or not self.model:
             raise ConfigError(
-                "no provider configured: expected \"provider\" and \"model\" in config.jsonc "
-                "or ANTHROPIC_API_KEY / OPENAI_API_KEY in the environment (found neither)")
+                'no provider configured: expected "provider" and "model" in config.jsonc '
+                "or ANTHROPIC_API_KEY / OPENAI_API_KEY in the environment (found neither)"
+            )
         env = self.provider.api_key_env
         if env and not environ.get(env):
-            raise ConfigError(f"provider {self.provider.id!r} needs its key in ${env}, "
-                              "which is not set")
+            raise ConfigError(
+                f"provider {self.provider.id!r} needs its key in ${env}, which is not set"
+            )
         return self.provider
 
 
@@ -86,14 +96,18 @@ def load_config(home: Path, environ: Mapping[str, str] = os.environ) -> Config:
     provider = None
     if pid is not None:
         if pid not in providers:
-            raise ConfigError(f"config.jsonc: provider {pid!r} is not defined: expected one of "
-                              f"{', '.join(sorted(providers))}")
+            raise ConfigError(
+                f"config.jsonc: provider {pid!r} is not defined: expected one of "
+                f"{', '.join(sorted(providers))}"
+            )
         provider = providers[pid]
     model = environ.get("NODECODE_MODEL") or raw.get("model")
     if model is None and provider is not None:
         model = DEFAULT_MODELS.get(provider.id) or DEFAULT_MODELS.get(provider.type)
     return Config(
-        provider=provider, model=model, raw=raw,
+        provider=provider,
+        model=model,
+        raw=raw,
         auto_approve=_auto_approve(raw.get("auto_approve", [])),
         max_rounds=_int(raw, "max_rounds", 50),
         result_max_chars=_int(raw, "result_max_chars", 20000),
@@ -124,12 +138,14 @@ def _providers(raw: dict[str, Any]) -> dict[str, ProviderConfig]:
     merged: dict[str, dict[str, Any]] = {k: dict(v) for k, v in BUILTIN_PROVIDERS.items()}
     given = raw.get("providers", {})
     if not isinstance(given, dict):
-        raise ConfigError("config.jsonc: \"providers\" must be an object "
-                          f"(found {type(given).__name__})")
+        raise ConfigError(
+            f'config.jsonc: "providers" must be an object (found {type(given).__name__})'
+        )
     for pid, spec in given.items():
         if not isinstance(spec, dict):
-            raise ConfigError(f"config.jsonc: providers.{pid} must be an object "
-                              f"(found {type(spec).__name__})")
+            raise ConfigError(
+                f"config.jsonc: providers.{pid} must be an object (found {type(spec).__name__})"
+            )
         merged[pid] = {**merged.get(pid, {}), **spec}
     return {pid: _provider(pid, spec) for pid, spec in merged.items()}
 
@@ -137,17 +153,26 @@ def _providers(raw: dict[str, Any]) -> dict[str, ProviderConfig]:
 def _provider(pid: str, spec: dict[str, Any]) -> ProviderConfig:
     ptype = spec.get("type")
     if ptype not in PROVIDER_TYPES:
-        raise ConfigError(f"config.jsonc: providers.{pid}.type must be one of "
-                          f"{', '.join(PROVIDER_TYPES)} (found {ptype!r})")
+        raise ConfigError(
+            f"config.jsonc: providers.{pid}.type must be one of "
+            f"{', '.join(PROVIDER_TYPES)} (found {ptype!r})"
+        )
     models = spec.get("models", [])
     if not isinstance(models, list) or not all(isinstance(m, dict) for m in models):
         raise ConfigError(f"config.jsonc: providers.{pid}.models must be a list of objects")
     if "api_key" in spec:
-        raise ConfigError(f"config.jsonc: providers.{pid}.api_key is not read: keys come from "
-                          "the environment; name the variable with \"api_key_env\"")
-    return ProviderConfig(id=pid, type=ptype, base_url=spec.get("base_url"),
-                          api_key_env=spec.get("api_key_env"),
-                          models_dev=spec.get("models_dev"), models=models)
+        raise ConfigError(
+            f"config.jsonc: providers.{pid}.api_key is not read: keys come from "
+            'the environment; name the variable with "api_key_env"'
+        )
+    return ProviderConfig(
+        id=pid,
+        type=ptype,
+        base_url=spec.get("base_url"),
+        api_key_env=spec.get("api_key_env"),
+        models_dev=spec.get("models_dev"),
+        models=models,
+    )
 
 
 def _default_provider(environ: Mapping[str, str]) -> str | None:
@@ -162,27 +187,29 @@ def _auto_approve(value: Any) -> frozenset[str]:
     if value is True:
         return frozenset(APPROVAL_KINDS)
     if not isinstance(value, list) or any(v not in APPROVAL_KINDS for v in value):
-        raise ConfigError("config.jsonc: \"auto_approve\" must be true or a list of "
-                          f"{' / '.join(APPROVAL_KINDS)} (found {value!r})")
+        raise ConfigError(
+            'config.jsonc: "auto_approve" must be true or a list of '
+            f"{' / '.join(APPROVAL_KINDS)} (found {value!r})"
+        )
     return frozenset(value)
 
 
 def _int(raw: dict[str, Any], key: str, default: int) -> int:
     value = raw.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ConfigError(f"config.jsonc: \"{key}\" must be a positive number (found {value!r})")
+        raise ConfigError(f'config.jsonc: "{key}" must be a positive number (found {value!r})')
     return int(value)
 
 
 def _positive(raw: dict[str, Any], key: str, default: float) -> float:
     value = _number(raw, key, default)
     if value <= 0:
-        raise ConfigError(f"config.jsonc: \"{key}\" must be a number > 0 (found {value!r})")
+        raise ConfigError(f'config.jsonc: "{key}" must be a number > 0 (found {value!r})')
     return value
 
 
 def _number(raw: dict[str, Any], key: str, default: float) -> float:
     value = raw.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ConfigError(f"config.jsonc: \"{key}\" must be a number ≥ 0 (found {value!r})")
+        raise ConfigError(f'config.jsonc: "{key}" must be a number ≥ 0 (found {value!r})')
     return float(value)

@@ -63,8 +63,14 @@ class WorkspaceEscape(CellError):
 class ProviderError(NodecodeError):
     """The provider answered with an error (after reading its body)."""
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False,
-                 retry_after: float | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.retryable = retryable
@@ -78,8 +84,14 @@ class ContextOverflow(ProviderError):
     when the text names no number; ``prompt`` is the size it reports, if any.
     """
 
-    def __init__(self, message: str, *, status: int | None = None,
-                 maximum: int | None = None, prompt: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        maximum: int | None = None,
+        prompt: int | None = None,
+    ):
         super().__init__(message, status=status, retryable=False)
         self.maximum = maximum
         self.prompt = prompt

@@ -39,9 +39,11 @@ CELL_LINE_MAX = 100
 
 
 def warning_text(fill: int, budget: int) -> str:
-    return (f"{WARNING_PREFIX}{round(100 * fill / budget)}% of the budget ({fill} of {budget} "
-            "tokens): edit it with (context) — at the next request still over 85% the oldest "
-            "turns are evicted into a stub]")
+    return (
+        f"{WARNING_PREFIX}{round(100 * fill / budget)}% of the budget ({fill} of {budget} "
+        "tokens): edit it with (context) — at the next request still over 85% the oldest "
+        "turns are evicted into a stub]"
+    )
 
 
 # -- the armed state, from the log ---------------------------------------------
@@ -49,8 +51,10 @@ def warning_text(fill: int, budget: int) -> str:
 
 def warned(store: Store, sid: str) -> bool:
     """A warning stands: one was given and no request since was sent under 85%."""
-    rows = store.read("SELECT MAX(seq) FROM events WHERE session = ? AND kind = 'notice' "
-                      "AND text LIKE ?", (sid, WARNING_PREFIX + "%"))
+    rows = store.read(
+        "SELECT MAX(seq) FROM events WHERE session = ? AND kind = 'notice' AND text LIKE ?",
+        (sid, WARNING_PREFIX + "%"),
+    )
     last = rows[0][0]
     if last is None:
         return False
@@ -76,12 +80,22 @@ class Prepared:
 
     def log_fields(self) -> dict[str, Any]:
         """What the request event records (the armed state and calibration read it)."""
-        return {"counted": self.counted, "fill": self.fill, "budget": self.budget.tokens,
-                "window": self.budget.window}
+        return {
+            "counted": self.counted,
+            "fill": self.fill,
+            "budget": self.budget.tokens,
+            "window": self.budget.window,
+        }
 
 
-def before_request(app: "App", sid: str, turn: int | None, meter: budgets.Meter,
-                   plan: budgets.Budget, receipts: list[str] | None = None) -> Prepared:
+def before_request(
+    app: "App",
+    sid: str,
+    turn: int | None,
+    meter: budgets.Meter,
+    plan: budgets.Budget,
+    receipts: list[str] | None = None,
+) -> Prepared:
     """Count the fill, evict if armed and over 85% (or over the budget), warn
     if over 85% and not yet warned. Raises DoesNotFit instead of sending."""
     store = app.store
@@ -91,11 +105,24 @@ def before_request(app: "App", sid: str, turn: int | None, meter: budgets.Meter,
     fill = round(counted * ratio)
     notices: list[str] = []
     limit = plan.tokens
-    if limit is not None and fill > budgets.WARN_AT * limit and (
-            fill > limit or warned(store, sid)):
-        done = evict(app, sid, turn, meter, plan, st, target=budgets.EVICT_TO * limit,
-                     protect=set(st.newest), ratio=ratio, reason="budget",
-                     receipts=receipts)
+    if (
+        limit is not None
+        and fill > budgets.WARN_AT * limit
+        and (fill > limit or warned(store, sid))
+    ):
+        done = evict(
+            app,
+            sid,
+            turn,
+            meter,
+            plan,
+            st,
+            target=budgets.EVICT_TO * limit,
+            protect=set(st.newest),
+            ratio=ratio,
+            reason="budget",
+            receipts=receipts,
+        )
         if done is not None:
             notices.append(done.receipt)
             st = state(store, sid)
@@ -105,8 +132,14 @@ def before_request(app: "App", sid: str, turn: int | None, meter: budgets.Meter,
             raise DoesNotFit(_does_not_fit(fill, plan))
     if limit is not None and fill > budgets.WARN_AT * limit and not warned(store, sid):
         text = warning_text(fill, limit)
-        store.append(sid, "notice", role="notice", turn=turn, text=text,
-                     payload={"budget": limit, "fill": fill})
+        store.append(
+            sid,
+            "notice",
+            role="notice",
+            turn=turn,
+            text=text,
+            payload={"budget": limit, "fill": fill},
+        )
         notices.append(text)
         st = state(store, sid)
         counted = meter.total(st.messages)
@@ -114,9 +147,15 @@ def before_request(app: "App", sid: str, turn: int | None, meter: budgets.Meter,
     return Prepared(plan, st.messages, counted, fill, notices)
 
 
-def after_overflow(app: "App", sid: str, turn: int | None, meter: budgets.Meter,
-                   error: ContextOverflow, sent: Prepared,
-                   receipts: list[str] | None = None) -> Prepared:
+def after_overflow(
+    app: "App",
+    sid: str,
+    turn: int | None,
+    meter: budgets.Meter,
+    error: ContextOverflow,
+    sent: Prepared,
+    receipts: list[str] | None = None,
+) -> Prepared:
     """The provider rejected ``sent`` as too large: record the ceiling (the
     maximum it named, else the size sent less one), evict down to 50% of the
     new budget and return the request to retry once."""
@@ -127,10 +166,25 @@ def after_overflow(app: "App", sid: str, turn: int | None, meter: budgets.Meter,
     budgets.record_ceiling(app, error.maximum if error.maximum else sent.fill - 1)
     plan = budgets.of(app)
     st = state(store, sid)
-    notices = [(f"the provider rejected the request as too large; ceiling for "
-                f"{plan.provider}/{plan.model} now {plan.window} tokens (budget {plan.tokens})")]
-    done = evict(app, sid, turn, meter, plan, st, target=budgets.EVICT_TO * (plan.tokens or 0),
-                 protect=set(st.newest), ratio=ratio, reason="overflow", receipts=receipts)
+    notices = [
+        (
+            f"the provider rejected the request as too large; ceiling for "
+            f"{plan.provider}/{plan.model} now {plan.window} tokens (budget {plan.tokens})"
+        )
+    ]
+    done = evict(
+        app,
+        sid,
+        turn,
+        meter,
+        plan,
+        st,
+        target=budgets.EVICT_TO * (plan.tokens or 0),
+        protect=set(st.newest),
+        ratio=ratio,
+        reason="overflow",
+        receipts=receipts,
+    )
     if done is not None:
         notices.append(done.receipt)
         st = state(store, sid)
@@ -142,10 +196,12 @@ def after_overflow(app: "App", sid: str, turn: int | None, meter: budgets.Meter,
 
 
 def _does_not_fit(fill: int, plan: budgets.Budget) -> str:
-    return (f"the context does not fit: {fill} tokens after evicting all that may go, over the "
-            f"budget of {plan.tokens} (window {plan.window} from {plan.source}, less "
-            f"{plan.reply} for the reply); the running turn's ask and newest round alone are "
-            "too large: edit them with (context) or raise the window (nodecode budget set N)")
+    return (
+        f"the context does not fit: {fill} tokens after evicting all that may go, over the "
+        f"budget of {plan.tokens} (window {plan.window} from {plan.source}, less "
+        f"{plan.reply} for the reply); the running turn's ask and newest round alone are "
+        "too large: edit them with (context) or raise the window (nodecode budget set N)"
+    )
 
 
 # -- who owns what -----------------------------------------------------------------
@@ -178,8 +234,14 @@ def _requests(store: Store, sid: str, turn: int | None) -> list[int]:
         return []
     info = turn_tree.get(store, sid, turn)
     owner = info.session if info else sid
-    return [r[0] for r in store.read("SELECT seq FROM events WHERE session = ? AND turn = ? AND "
-                                     "kind = 'request' ORDER BY seq", (owner, turn))]
+    return [
+        r[0]
+        for r in store.read(
+            "SELECT seq FROM events WHERE session = ? AND turn = ? AND "
+            "kind = 'request' ORDER BY seq",
+            (owner, turn),
+        )
+    ]
 
 
 @dataclass
@@ -239,8 +301,9 @@ def note_lines(text: str) -> str:
     return "note: " + lines[0] + "".join("\n  " + line for line in lines[1:])
 
 
-def stub_text(span: tuple[int, int], turns: int, rounds: int, cells: list[str],
-              notes: list[str]) -> str:
+def stub_text(
+    span: tuple[int, int], turns: int, rounds: int, cells: list[str], notes: list[str]
+) -> str:
     a, b = span
     head = f"[history evicted: seq {a}\u2013{b} \u00b7 {turns} turns"
     if rounds:
@@ -287,9 +350,16 @@ def _stub_payload(run: _Run, unit_of: dict[int, Unit]) -> dict[str, Any]:
         elif m.role == "note":
             notes.append(m.text)
     span = [min(lows), max(highs)]
-    return {"span": span, "turns": len(of_turns), "rounds": len(of_rounds), "cells": cells,
-            "notes": notes, "of_turns": sorted(of_turns),
-            "of_rounds": sorted(list(r) for r in of_rounds), "replaces": replaces}
+    return {
+        "span": span,
+        "turns": len(of_turns),
+        "rounds": len(of_rounds),
+        "cells": cells,
+        "notes": notes,
+        "of_turns": sorted(of_turns),
+        "of_rounds": sorted(list(r) for r in of_rounds),
+        "replaces": replaces,
+    }
 
 
 def _runs(order: list[Message], evicted: set[int]) -> list[_Run | Message]:
@@ -329,10 +399,21 @@ class Eviction:
     after: int
 
 
-def evict(app: "App", sid: str, turn: int | None, meter: budgets.Meter,
-          plan: budgets.Budget, st: State, *, target: float | None, protect: set[int],
-          ratio: float, reason: str, only: set[int | None] | None = None,
-          receipts: list[str] | None = None) -> Eviction | None:
+def evict(
+    app: "App",
+    sid: str,
+    turn: int | None,
+    meter: budgets.Meter,
+    plan: budgets.Budget,
+    st: State,
+    *,
+    target: float | None,
+    protect: set[int],
+    ratio: float,
+    reason: str,
+    only: set[int | None] | None = None,
+    receipts: list[str] | None = None,
+) -> Eviction | None:
     """Evict units in order until the fill is at most ``target`` (or, with
     ``only``, every finished turn in it). None when nothing went."""
     store = app.store
@@ -351,8 +432,11 @@ def evict(app: "App", sid: str, turn: int | None, meter: budgets.Meter,
         chosen.append(unit)
         ids = set(unit.ids)
         estimate -= sum(tokens.get(i, 0) for i in ids)
-        estimate += sum(meter.text(cell_line(m.text)) + 1 for m in st.messages
-                        if m.id in ids and m.role == "call")  # its line in the stub
+        estimate += sum(
+            meter.text(cell_line(m.text)) + 1
+            for m in st.messages
+            if m.id in ids and m.role == "call"
+        )  # its line in the stub
     if not chosen:
         return None
     return _apply(app, sid, turn, meter, plan, st, chosen, before, ratio, reason, receipts)
@@ -373,16 +457,29 @@ def _with_pairs(st: State, ids: set[int], protect: set[int]) -> set[int]:
     return out
 
 
-def _apply(app: "App", sid: str, turn: int | None, meter: budgets.Meter, plan: budgets.Budget,
-           st: State, chosen: list[Unit], before: int, ratio: float, reason: str,
-           receipts: list[str] | None) -> Eviction:
+def _apply(
+    app: "App",
+    sid: str,
+    turn: int | None,
+    meter: budgets.Meter,
+    plan: budgets.Budget,
+    st: State,
+    chosen: list[Unit],
+    before: int,
+    ratio: float,
+    reason: str,
+    receipts: list[str] | None,
+) -> Eviction:
     store = app.store
     unit_of = {i: u for u in chosen for i in u.ids}
     evicted = _with_pairs(st, set(unit_of), set(st.newest) - set(unit_of))
     for i in evicted - set(unit_of):  # a pair's other half: with the unit of its partner
         m = st.path_messages[i]
-        partner = m.call_id if m.role == "tool" else next(
-            (r.id for r in st.messages if r.role == "tool" and r.call_id == i), None)
+        partner = (
+            m.call_id
+            if m.role == "tool"
+            else next((r.id for r in st.messages if r.role == "tool" and r.call_id == i), None)
+        )
         unit_of[i] = unit_of.get(partner) or Unit(("pair", i), m.turn, None)
     with store.atomic():
         order: list[Message] = []
@@ -392,21 +489,36 @@ def _apply(app: "App", sid: str, turn: int | None, meter: budgets.Meter, plan: b
                 order.append(item)
                 continue
             payload = _stub_payload(item, unit_of)
-            text = stub_text(tuple(payload["span"]), payload["turns"], payload["rounds"],
-                             payload["cells"], payload["notes"])
-            stub = message_of(store.append(sid, "stub", role="stub", turn=turn, text=text,
-                                           payload=payload))
+            text = stub_text(
+                tuple(payload["span"]),
+                payload["turns"],
+                payload["rounds"],
+                payload["cells"],
+                payload["notes"],
+            )
+            stub = message_of(
+                store.append(sid, "stub", role="stub", turn=turn, text=text, payload=payload)
+            )
             order.append(stub)
             stubs.append(stub)
         after = round(meter.total(order) * ratio)
         head = f"[[receipt {app.store_name}/{sid} evict]]"
         line = _receipt_line(chosen, stubs, before, after, plan)
-        event = store.append(sid, "evict", turn=turn,
-                             text=lambda seq: f"{head}\nevicted at seq {seq}: {line}",
-                             payload={"context": snapshot(store, order), "reason": reason,
-                                      "evicted": sorted(evicted), "stubs": [s.id for s in stubs],
-                                      "before": before, "after": after,
-                                      "budget": plan.tokens})
+        event = store.append(
+            sid,
+            "evict",
+            turn=turn,
+            text=lambda seq: f"{head}\nevicted at seq {seq}: {line}",
+            payload={
+                "context": snapshot(store, order),
+                "reason": reason,
+                "evicted": sorted(evicted),
+                "stubs": [s.id for s in stubs],
+                "before": before,
+                "after": after,
+                "budget": plan.tokens,
+            },
+        )
     from nodecode.context.take import receipt_file
 
     write_private(receipt_file(app, sid), "\n\n".join([*(receipts or []), event.text]) + "\n")
@@ -424,8 +536,9 @@ def _ranges(numbers: list[int]) -> str:
     return ", ".join(f"{a}" if a == b else f"{a}\u2013{b}" for a, b in out)  # type: ignore[misc]
 
 
-def _receipt_line(chosen: list[Unit], stubs: list[Message], before: int, after: int,
-                  plan: budgets.Budget) -> str:
+def _receipt_line(
+    chosen: list[Unit], stubs: list[Message], before: int, after: int, plan: budgets.Budget
+) -> str:
     turns = [u.turn for u in chosen if u.round is None and u.turn is not None]
     rounds: dict[int, set[int]] = {}
     for u in chosen:
@@ -448,8 +561,9 @@ def _receipt_line(chosen: list[Unit], stubs: list[Message], before: int, after: 
 # -- by hand -----------------------------------------------------------------------------
 
 
-def manual(app: "App", sid: str, *, percent: float | None = None,
-           through: int | None = None) -> str:
+def manual(
+    app: "App", sid: str, *, percent: float | None = None, through: int | None = None
+) -> str:
     """``/evict [PERCENT | through TURN]``: at once, with a receipt. The newest
     turn always stays. Returns the receipt, or why nothing went."""
     store = app.store
@@ -458,23 +572,47 @@ def manual(app: "App", sid: str, *, percent: float | None = None,
         meter = budgets.Meter(app, sid)
         st = state(store, sid)
         head = st.running
-        protect = set(st.newest) | {m.id for m, t in zip(st.messages, owners(st.messages))
-                                    if t is not None and t == head}
+        protect = set(st.newest) | {
+            m.id for m, t in zip(st.messages, owners(st.messages)) if t is not None and t == head
+        }
         ratio = meter.ratio()
         if through is not None:
             only = _turns_through(store, sid, through, head)
-            done = evict(app, sid, head, meter, plan, st, target=None, protect=protect,
-                         ratio=ratio, reason="manual", only=only)
+            done = evict(
+                app,
+                sid,
+                head,
+                meter,
+                plan,
+                st,
+                target=None,
+                protect=protect,
+                ratio=ratio,
+                reason="manual",
+                only=only,
+            )
         else:
             share = 50.0 if percent is None else percent
             if not 0 <= share <= 100:
                 raise UserError(f"evict: PERCENT must be between 0 and 100 (got {share:g})")
             if plan.tokens is None:
-                raise UserError(f"evict: no known window for {plan.provider}/{plan.model}, so "
-                                "no percentage of it: set one (nodecode budget set N) or evict "
-                                "through TURN")
-            done = evict(app, sid, head, meter, plan, st, target=plan.tokens * share / 100,
-                         protect=protect, ratio=ratio, reason="manual")
+                raise UserError(
+                    f"evict: no known window for {plan.provider}/{plan.model}, so "
+                    "no percentage of it: set one (nodecode budget set N) or evict "
+                    "through TURN"
+                )
+            done = evict(
+                app,
+                sid,
+                head,
+                meter,
+                plan,
+                st,
+                target=plan.tokens * share / 100,
+                protect=protect,
+                ratio=ratio,
+                reason="manual",
+            )
         if done is None:
             fill = round(meter.total(st.messages) * ratio)
             pct = f" ({plan.percent(fill)}% of {plan.tokens})" if plan.tokens else ""
@@ -486,9 +624,11 @@ def _turns_through(store: Store, sid: str, through: int, head: int | None) -> se
     path = [t.number for t in turn_tree.path(store, sid)]
     if through not in path:
         shown = _ranges(path) if path else "none"
-        raise UserError(f"evict through {through}: turn {through} is not on this session's "
-                        f"path (turns on it: {shown})")
-    return {None, *path[:path.index(through) + 1]} - {head}
+        raise UserError(
+            f"evict through {through}: turn {through} is not on this session's "
+            f"path (turns on it: {shown})"
+        )
+    return {None, *path[: path.index(through) + 1]} - {head}
 
 
 def parse_words(words: list[str] | str | None) -> tuple[float | None, int | None]:
@@ -501,8 +641,9 @@ def parse_words(words: list[str] | str | None) -> tuple[float | None, int | None
     if words[0] == "through":
         if len(words) == 2 and words[1].isdigit():
             return None, int(words[1])
-        raise UserError(f"evict: expected `through TURN` with a turn number "
-                        f"(got {' '.join(words)!r})")
+        raise UserError(
+            f"evict: expected `through TURN` with a turn number (got {' '.join(words)!r})"
+        )
     if len(words) == 1:
         try:
             return float(words[0].rstrip("%")), None

@@ -50,8 +50,11 @@ class Place:
         ctx = ctx if isinstance(ctx, dict) else {}
         home = ctx.get("home") or None
         cwd = ctx.get("cwd") or None
-        return cls(home=home_dir(home), store=str(ctx.get("store") or "default"),
-                   cwd=Path(cwd).expanduser().absolute() if cwd else Path.cwd())
+        return cls(
+            home=home_dir(home),
+            store=str(ctx.get("store") or "default"),
+            cwd=Path(cwd).expanduser().absolute() if cwd else Path.cwd(),
+        )
 
 
 def one_line(exc: BaseException) -> str:
@@ -175,8 +178,13 @@ def _open_app(place: Place) -> Any:
 class Host:
     """Everything the rplugin can ask of the core, as plain values."""
 
-    def __init__(self, port: Port, *, open_app: Callable[[Place], Any] = _open_app,
-                 flush_interval: float = FLUSH_INTERVAL):
+    def __init__(
+        self,
+        port: Port,
+        *,
+        open_app: Callable[[Place], Any] = _open_app,
+        flush_interval: float = FLUSH_INTERVAL,
+    ):
         self._port = port
         self._open_app = open_app
         self._flush_interval = flush_interval
@@ -199,12 +207,14 @@ class Host:
         with self._lock:
             busy = [j for j in self._jobs.values() if j.running and j.session == session]
             if busy:
-                raise UserError(f"session {session} is busy with job {busy[0].id} "
-                                "(:NodecodeStop stops it)")
+                raise UserError(
+                    f"session {session} is busy with job {busy[0].id} (:NodecodeStop stops it)"
+                )
             job = Job(id=next(self._job_ids), app=app, session=session)
             job.batcher = _Batcher(functools.partial(self._emit, job.id), self._flush_interval)
-            job.thread = threading.Thread(target=self._run, args=(job, text),
-                                          name=f"nodecode-job-{job.id}", daemon=True)
+            job.thread = threading.Thread(
+                target=self._run, args=(job, text), name=f"nodecode-job-{job.id}", daemon=True
+            )
             self._jobs[job.id] = job
         job.thread.start()
         return job.id
@@ -212,8 +222,9 @@ class Host:
     def stop(self, job_id: int | None = None) -> list[int]:
         """Ask a running job (or every running job) to stop; returns the ids asked."""
         with self._lock:
-            jobs = [self._jobs.get(int(job_id))] if job_id is not None else list(
-                self._jobs.values())
+            jobs = (
+                [self._jobs.get(int(job_id))] if job_id is not None else list(self._jobs.values())
+            )
         stopped = [j.id for j in jobs if j is not None and j.running]
         for job in jobs:
             if job is not None and job.running:
@@ -237,8 +248,10 @@ class Host:
         place = Place.from_lua(ctx)
         app = self._app(place)
         rows = app.session_path_messages(self._session(app, place))
-        return [{"seq": int(m["seq"]), "role": str(m["role"]), "text": str(m.get("text") or "")}
-                for m in rows]
+        return [
+            {"seq": int(m["seq"]), "role": str(m["role"]), "text": str(m.get("text") or "")}
+            for m in rows
+        ]
 
     def session(self, ctx: Any) -> dict[str, Any]:
         """Where this Neovim works and what it is doing."""
@@ -246,12 +259,16 @@ class Host:
         app = self._app(place)
         session = self._session(app, place)
         running = [j.id for j in self._jobs.values() if j.running and j.session == session]
-        return {"id": session, "home": str(place.home), "store": place.store,
-                "cwd": str(place.cwd), "job": running[0] if running else None}
+        return {
+            "id": session,
+            "home": str(place.home),
+            "store": place.store,
+            "cwd": str(place.cwd),
+            "job": running[0] if running else None,
+        }
 
     def jobs(self) -> list[dict[str, Any]]:
-        return [{"id": j.id, "session": j.session, "status": j.status}
-                for j in self._jobs.values()]
+        return [{"id": j.id, "session": j.session, "status": j.status} for j in self._jobs.values()]
 
     # --- the context buffer, recall and sessions (ui/context.lua, picker, tree)
 
@@ -437,8 +454,12 @@ class Host:
         relay = _callbacks_type()(self, job)
         try:
             result = job.app.agent(job.session).ask(text, relay, job.cancel)
-            done = {"status": result.status, "turn": result.turn, "text": result.text or "",
-                    "error": result.error}
+            done = {
+                "status": result.status,
+                "turn": result.turn,
+                "text": result.text or "",
+                "error": result.error,
+            }
         except Stopped:
             done = {"status": "stopped", "turn": None, "text": "", "error": None}
         except Exception as e:  # noqa: BLE001 -- a worker must always report back
@@ -456,8 +477,9 @@ class Host:
         pending = _Approval()
         approval_id = next(self._approval_ids)
         job.approvals[approval_id] = pending
-        job.batcher.event({"kind": "approve", "id": approval_id, "approval": kind,
-                           "detail": detail})
+        job.batcher.event(
+            {"kind": "approve", "id": approval_id, "approval": kind, "detail": detail}
+        )
         while not pending.answered.wait(0.05):
             if job.cancel.is_set():
                 break

@@ -77,8 +77,11 @@ __all__ = ["EXHAUSTED_TEXT", "LoopbackServer", "Recorded", "Round", "main"]
 
 ANTHROPIC, OPENAI = "anthropic", "openai"
 STREAM_KINDS = ("drop", "stall", "sse_error", "garbage")
-GARBAGE_FRAMES = [b"this line is not server-sent events\n", b"\x00\xff\xfe\r\n",
-                  b'data: {"type": "content_block_delta", "delta": {"text": "cut\n\n']
+GARBAGE_FRAMES = [
+    b"this line is not server-sent events\n",
+    b"\x00\xff\xfe\r\n",
+    b'data: {"type": "content_block_delta", "delta": {"text": "cut\n\n',
+]
 SSE_TYPE = "text/event-stream; charset=utf-8"
 JSON_TYPE = "application/json"
 _ROUTES = {

@@ -14,8 +14,6 @@ from nodecode.loopback_cache import Round, count_text
 MAX_TEXT_DELTAS = 48  # long replies stream in grouped words, not one event per word
 
 
-
-
 def text_chunks(text: str) -> list[str]:
     """``text`` cut on word boundaries into at most ``MAX_TEXT_DELTAS`` pieces."""
     words = re.findall(r"\s*\S+|\s+", text)

@@ -117,8 +117,9 @@ def apply(db: sqlite3.Connection) -> list[str]:
                 db.execute("ROLLBACK")
                 continue
             fn(db)
-            db.execute("INSERT INTO migrations (name, applied) VALUES (?, ?)",
-                       (fn.__name__, time.time()))
+            db.execute(
+                "INSERT INTO migrations (name, applied) VALUES (?, ?)", (fn.__name__, time.time())
+            )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")

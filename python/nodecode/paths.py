@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Mapping
 
 
-def home_dir(explicit: str | os.PathLike | None = None,
-             environ: Mapping[str, str] = os.environ) -> Path:
+def home_dir(
+    explicit: str | os.PathLike | None = None, environ: Mapping[str, str] = os.environ
+) -> Path:
     """The nodecode home: explicit, else $NODECODE_HOME, else $XDG_DATA_HOME/nodecode."""
     if explicit:
         return Path(explicit).expanduser().absolute()

@@ -48,12 +48,15 @@ in plain text without calling the tool.
 
 EVAL_TOOL = {
     "name": "eval",
-    "description": ("Evaluate a cell of Lisp forms (file verbs, shell, context and recall). "
-                    "The first line is a ;; comment saying what the cell is for."),
+    "description": (
+        "Evaluate a cell of Lisp forms (file verbs, shell, context and recall). "
+        "The first line is a ;; comment saying what the cell is for."
+    ),
     "input_schema": {
         "type": "object",
-        "properties": {"code": {"type": "string",
-                                "description": "The cell: one or more Lisp forms."}},
+        "properties": {
+            "code": {"type": "string", "description": "The cell: one or more Lisp forms."}
+        },
         "required": ["code"],
     },
 }

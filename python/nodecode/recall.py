@@ -104,8 +104,14 @@ def like_clause(match: str) -> tuple[str, str]:
     return " AND text LIKE ? ESCAPE '\\'", f"%{escaped}%"
 
 
-def log_hits(store: Store, sid: str, *, match: str | None = None, before: int | None = None,
-             limit: int | None = DEFAULT_LIMIT) -> list[Hit]:
+def log_hits(
+    store: Store,
+    sid: str,
+    *,
+    match: str | None = None,
+    before: int | None = None,
+    limit: int | None = DEFAULT_LIMIT,
+) -> list[Hit]:
     """The ``limit`` matching events nearest before seq ``before``, nearest first."""
     _check_limit("recall-log", limit)
     where, params = "", []
@@ -117,18 +123,26 @@ def log_hits(store: Store, sid: str, *, match: str | None = None, before: int | 
         want = _NO_BOUND if limit is None else limit - len(rows)
         if want <= 0:
             break
-        bound = min(_NO_BOUND if upto is None else upto + 1,
-                    _NO_BOUND if before is None else before)
+        bound = min(
+            _NO_BOUND if upto is None else upto + 1, _NO_BOUND if before is None else before
+        )
         rows += store.read(
             "SELECT session, seq, kind, role, turn, substr(text, 1, ?), "
             "CASE WHEN text = '' THEN payload END FROM events "
             f"WHERE session = ? AND seq < ?{where} ORDER BY seq DESC LIMIT ?",
-            (CLIP + 1, owner, bound, *params, want))
+            (CLIP + 1, owner, bound, *params, want),
+        )
     return _marked(store, sid, rows)
 
 
-def recall_log(store: Store, sid: str, *, match: str | None = None, before: int | None = None,
-               limit: int = DEFAULT_LIMIT) -> list[str]:
+def recall_log(
+    store: Store,
+    sid: str,
+    *,
+    match: str | None = None,
+    before: int | None = None,
+    limit: int = DEFAULT_LIMIT,
+) -> list[str]:
     """This session's log and its ancestors', oldest first, bodies clipped."""
     hits = log_hits(store, sid, match=match, before=before, limit=limit)
     return [line(h) for h in reversed(hits)]
@@ -158,9 +172,12 @@ def search_hits(store: Store, words: str, *, limit: int = DEFAULT_LIMIT) -> list
         "FROM (SELECT rowid FROM events_fts WHERE events_fts MATCH ? "
         "      ORDER BY rowid DESC LIMIT ?) AS f "
         "JOIN events AS e ON e.id = f.rowid ORDER BY e.id DESC",
-        (CLIP + 1, fts_query(words), limit))
-    paths = {sid: _path_for(store, sid, [r for r in rows if r[0] == sid])
-             for sid in {row[0] for row in rows}}
+        (CLIP + 1, fts_query(words), limit),
+    )
+    paths = {
+        sid: _path_for(store, sid, [r for r in rows if r[0] == sid])
+        for sid in {row[0] for row in rows}
+    }
     return [_hit(row, paths[row[0]]) for row in rows]
 
 
@@ -177,8 +194,11 @@ def entry_hit(store: Store, sid: str, n: int) -> Hit:
     for owner, upto in turn_tree.scopes(store, sid):
         if upto is not None and n > upto:
             continue
-        rows = store.read("SELECT session, seq, kind, role, turn, text, payload FROM events "
-                          "WHERE session = ? AND seq = ?", (owner, n))
+        rows = store.read(
+            "SELECT session, seq, kind, role, turn, text, payload FROM events "
+            "WHERE session = ? AND seq = ?",
+            (owner, n),
+        )
         if rows:
             return _marked(store, sid, rows)[0]
     raise CellError(f"recall-entry: no event at seq {n} in session {sid} ({_extent(store, sid)})")
@@ -207,8 +227,10 @@ def _whole_text(hit: Hit) -> str:
 def _extent(store: Store, sid: str) -> str:
     low = None
     for owner, upto in turn_tree.scopes(store, sid):
-        row = store.read("SELECT MIN(seq) FROM events WHERE session = ? AND seq <= ?",
-                         (owner, _NO_BOUND if upto is None else upto))[0]
+        row = store.read(
+            "SELECT MIN(seq) FROM events WHERE session = ? AND seq <= ?",
+            (owner, _NO_BOUND if upto is None else upto),
+        )[0]
         low = row[0] if row[0] is not None else low
     if low is None:
         return "its log is empty"
@@ -246,8 +268,10 @@ def summary(kind: str, payload: dict[str, Any]) -> str:
     """A compact line for an event with no text: a request's usage, else key=value pairs."""
     usage = payload.get("usage")
     if kind == "request" and isinstance(usage, dict):
-        return (f"usage in={usage.get('input')} out={usage.get('output')} "
-                f"cache_read={usage.get('cache_read')}")
+        return (
+            f"usage in={usage.get('input')} out={usage.get('output')} "
+            f"cache_read={usage.get('cache_read')}"
+        )
     return " ".join(f"{k}={_brief(v)}" for k, v in payload.items())
 
 
@@ -280,8 +304,9 @@ def _check_limit(name: str, limit: int | None) -> None:
 # -- the picker (host) ----------------------------------------------------------------
 
 
-def recall_items(store: Store, sid: str, *, query: str | None, everywhere: bool,
-                 limit: int = 200) -> list[dict[str, Any]]:
+def recall_items(
+    store: Store, sid: str, *, query: str | None, everywhere: bool, limit: int = 200
+) -> list[dict[str, Any]]:
     """Picker rows, nearest first: this log (``query`` as :match) or, everywhere, a search."""
     if everywhere:
         if not (query or "").strip():
@@ -289,8 +314,17 @@ def recall_items(store: Store, sid: str, *, query: str | None, everywhere: bool,
         hits, named = search_hits(store, query or "", limit=limit), True
     else:
         hits, named = log_hits(store, sid, match=query or None, limit=limit), False
-    return [{"session": h.session, "seq": h.seq, "turn": h.turn, "role": h.label,
-             "line": line(h, with_session=named), "undone": h.undone} for h in hits]
+    return [
+        {
+            "session": h.session,
+            "seq": h.seq,
+            "turn": h.turn,
+            "role": h.label,
+            "line": line(h, with_session=named),
+            "undone": h.undone,
+        }
+        for h in hits
+    ]
 
 
 # -- verbs --------------------------------------------------------------------------
@@ -307,10 +341,14 @@ def _joined(lines: list[str]) -> str:
     return "\n".join(lines) if lines else NO_MATCHES
 
 
-@verb("recall-log", keywords={"match": str, "before": int, "limit": int},
-      metavars={"match": '"text"', "before": "N", "limit": "20"})
-def recall_log_verb(env: CellEnv, *, match: str | None = None, before: int | None = None,
-                    limit: int = DEFAULT_LIMIT) -> str:
+@verb(
+    "recall-log",
+    keywords={"match": str, "before": int, "limit": int},
+    metavars={"match": '"text"', "before": "N", "limit": "20"},
+)
+def recall_log_verb(
+    env: CellEnv, *, match: str | None = None, before: int | None = None, limit: int = DEFAULT_LIMIT
+) -> str:
     """This session's log (and its ancestors'), oldest first, bodies clipped to 200 characters."""
     store, sid = _where(env)
     return _joined(recall_log(store, sid, match=match, before=before, limit=limit))
@@ -350,12 +388,16 @@ def _log_args(p: argparse.ArgumentParser) -> None:
 @command("recall-log", "this session's log, oldest first (SPEC §5)", _log_args)
 def cmd_recall_log(app: App, args: argparse.Namespace) -> int:
     sid = app.resolve_session(args.session, create=False)
-    return _print(recall_log(app.store, sid, match=args.match, before=args.before,
-                             limit=args.limit))
+    return _print(
+        recall_log(app.store, sid, match=args.match, before=args.before, limit=args.limit)
+    )
 
 
-@command("recall-entry", "the one event at seq N, whole",
-         lambda p: p.add_argument("n", type=int, metavar="N"))
+@command(
+    "recall-entry",
+    "the one event at seq N, whole",
+    lambda p: p.add_argument("n", type=int, metavar="N"),
+)
 def cmd_recall_entry(app: App, args: argparse.Namespace) -> int:
     text = recall_entry(app.store, app.resolve_session(args.session, create=False), args.n)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")

@@ -18,11 +18,15 @@ class Redactor:
     """Knows the secret values by variable name and blanks them out of text and payloads."""
 
     def __init__(self, secrets: Mapping[str, str] | None = None):
-        kept = {name: value for name, value in (secrets or {}).items()
-                if value and len(value) >= MIN_SECRET}
+        kept = {
+            name: value
+            for name, value in (secrets or {}).items()
+            if value and len(value) >= MIN_SECRET
+        }
         # Longest first, so a key that contains another is replaced whole.
-        self._pairs = sorted(((v, f"[redacted:{n}]") for n, v in kept.items()),
-                             key=lambda pair: -len(pair[0]))
+        self._pairs = sorted(
+            ((v, f"[redacted:{n}]") for n, v in kept.items()), key=lambda pair: -len(pair[0])
+        )
         self.names = frozenset(kept)
 
     @classmethod

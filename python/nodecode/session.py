@@ -43,33 +43,45 @@ def new_id(now: float | None = None) -> str:
     return f"s-{stamp}{tail}"
 
 
-def create(store: Store, *, title: str | None = None, parent: str | None = None,
-           fork_seq: int | None = None, fork_turn: int | None = None,
-           head: int | None = None) -> str:
+def create(
+    store: Store,
+    *,
+    title: str | None = None,
+    parent: str | None = None,
+    fork_seq: int | None = None,
+    fork_turn: int | None = None,
+    head: int | None = None,
+) -> str:
     """Create a session, make it the store's current one, return its id."""
     with store.atomic() as db:
         while True:
             sid = new_id()
             if not db.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
                 break
-        db.execute("INSERT INTO sessions (id, parent, fork_seq, fork_turn, title, created, head)"
-                   " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                   (sid, parent, fork_seq, fork_turn, title, time.time(), head))
+        db.execute(
+            "INSERT INTO sessions (id, parent, fork_seq, fork_turn, title, created, head)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (sid, parent, fork_seq, fork_turn, title, time.time(), head),
+        )
         store.set_meta("current_session", sid)
     return sid
 
 
 def get(store: Store, sid: str) -> SessionInfo:
-    rows = store.read("SELECT id, parent, fork_seq, fork_turn, title, created, head "
-                      "FROM sessions WHERE id = ?", (sid,))
+    rows = store.read(
+        "SELECT id, parent, fork_seq, fork_turn, title, created, head FROM sessions WHERE id = ?",
+        (sid,),
+    )
     if not rows:
         raise SessionError(f"session {sid!r} does not exist in store {store.path.stem!r}")
     return SessionInfo(*rows[0])
 
 
 def all_sessions(store: Store) -> list[SessionInfo]:
-    rows = store.read("SELECT id, parent, fork_seq, fork_turn, title, created, head "
-                      "FROM sessions ORDER BY created, id")
+    rows = store.read(
+        "SELECT id, parent, fork_seq, fork_turn, title, created, head "
+        "FROM sessions ORDER BY created, id"
+    )
     return [SessionInfo(*r) for r in rows]
 
 
@@ -82,15 +94,22 @@ def set_current(store: Store, sid: str) -> None:
     store.set_meta("current_session", sid)
 
 
-def resolve(store: Store, explicit: str | None, environ: Mapping[str, str] = os.environ,
-            *, create_missing: bool = False) -> str:
+def resolve(
+    store: Store,
+    explicit: str | None,
+    environ: Mapping[str, str] = os.environ,
+    *,
+    create_missing: bool = False,
+) -> str:
     """--session, else $NODECODE_SESSION, else the current session."""
     sid = explicit or environ.get("NODECODE_SESSION") or current(store)
     if sid is None:
         if create_missing:
             return create(store)
-        raise SessionError("no session: expected --session ID, $NODECODE_SESSION or a current "
-                           "session (run `nodecode new`); found none")
+        raise SessionError(
+            "no session: expected --session ID, $NODECODE_SESSION or a current "
+            "session (run `nodecode new`); found none"
+        )
     get(store, sid)
     return sid
 
@@ -114,16 +133,21 @@ class Lease:
     def acquire(self) -> "Lease":
         now = time.time()
         with self.store.atomic() as db:
-            row = db.execute("SELECT owner, pid, host, expires FROM leases WHERE session = ?",
-                             (self.sid,)).fetchone()
+            row = db.execute(
+                "SELECT owner, pid, host, expires FROM leases WHERE session = ?", (self.sid,)
+            ).fetchone()
             if row and row[0] != self.owner and row[3] > now and _alive(row[1], row[2], self.host):
-                raise SessionBusy(f"session busy: {self.sid} is running a turn in process "
-                                  f"{row[1]} (lease expires in {row[3] - now:.0f} s)")
-            db.execute("INSERT INTO leases (session, owner, pid, host, expires) "
-                       "VALUES (?, ?, ?, ?, ?) ON CONFLICT(session) DO UPDATE SET "
-                       "owner = excluded.owner, pid = excluded.pid, host = excluded.host, "
-                       "expires = excluded.expires",
-                       (self.sid, self.owner, os.getpid(), self.host, now + self.seconds))
+                raise SessionBusy(
+                    f"session busy: {self.sid} is running a turn in process "
+                    f"{row[1]} (lease expires in {row[3] - now:.0f} s)"
+                )
+            db.execute(
+                "INSERT INTO leases (session, owner, pid, host, expires) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(session) DO UPDATE SET "
+                "owner = excluded.owner, pid = excluded.pid, host = excluded.host, "
+                "expires = excluded.expires",
+                (self.sid, self.owner, os.getpid(), self.host, now + self.seconds),
+            )
         self._renewed = now
         return self
 
@@ -133,14 +157,15 @@ class Lease:
         if now - self._renewed < self.seconds / 10:
             return
         with self.store.atomic() as db:
-            db.execute("UPDATE leases SET expires = ? WHERE session = ? AND owner = ?",
-                       (now + self.seconds, self.sid, self.owner))
+            db.execute(
+                "UPDATE leases SET expires = ? WHERE session = ? AND owner = ?",
+                (now + self.seconds, self.sid, self.owner),
+            )
         self._renewed = now
 
     def release(self) -> None:
         with self.store.atomic() as db:
-            db.execute("DELETE FROM leases WHERE session = ? AND owner = ?",
-                       (self.sid, self.owner))
+            db.execute("DELETE FROM leases WHERE session = ? AND owner = ?", (self.sid, self.owner))
 
     def __enter__(self) -> "Lease":
         return self.acquire()

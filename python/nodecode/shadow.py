@@ -29,13 +29,30 @@ if TYPE_CHECKING:
 DEFAULT_MAX_MB = 200
 _NULL = "0" * 40
 _REGULAR = ("100644", "100755")
-_GIT_CONFIG = ("-c", "core.autocrlf=false", "-c", "core.safecrlf=false",
-               "-c", "core.fsmonitor=false", "-c", "core.quotepath=false",
-               "-c", "gc.auto=0", "-c", "advice.addEmbeddedRepo=false")
-_IDENTITY = {"GIT_AUTHOR_NAME": "nodecode", "GIT_AUTHOR_EMAIL": "nodecode@localhost",
-             "GIT_COMMITTER_NAME": "nodecode", "GIT_COMMITTER_EMAIL": "nodecode@localhost",
-             "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
-             "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+_GIT_CONFIG = (
+    "-c",
+    "core.autocrlf=false",
+    "-c",
+    "core.safecrlf=false",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.quotepath=false",
+    "-c",
+    "gc.auto=0",
+    "-c",
+    "advice.addEmbeddedRepo=false",
+)
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "nodecode",
+    "GIT_AUTHOR_EMAIL": "nodecode@localhost",
+    "GIT_COMMITTER_NAME": "nodecode",
+    "GIT_COMMITTER_EMAIL": "nodecode@localhost",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_TERMINAL_PROMPT": "0",
+    "LC_ALL": "C",
+}
 # Highest-precedence attributes: no eol conversion, no filters, so blobs are the bytes.
 _ATTRIBUTES = "* -text -eol -crlf -filter -ident -working-tree-encoding\n"
 
@@ -47,8 +64,9 @@ class ShadowError(NodecodeError):
 class Shadow:
     """One workspace's shadow store, snapshotting through one session's index."""
 
-    def __init__(self, home: Path, workspace: Path, *, key: str = "",
-                 max_mb: float = DEFAULT_MAX_MB):
+    def __init__(
+        self, home: Path, workspace: Path, *, key: str = "", max_mb: float = DEFAULT_MAX_MB
+    ):
         self.workspace = Path(os.path.realpath(workspace))
         self.home = Path(os.path.realpath(home))
         digest = hashlib.sha1(str(self.workspace).encode("utf-8", "surrogateescape")).hexdigest()
@@ -72,8 +90,10 @@ class Shadow:
             return str(e)
         if size > self.max_mb * 2**20:
             shown = f"{size / 2**20:.1f}" if size < 10 * 2**20 else f"{size / 2**20:.0f}"
-            return (f"the workspace holds {shown} MB of files, more than "
-                    f"shadow_max_mb ({self.max_mb:g} MB)")
+            return (
+                f"the workspace holds {shown} MB of files, more than "
+                f"shadow_max_mb ({self.max_mb:g} MB)"
+            )
         return None
 
     def snapshot(self) -> str:
@@ -90,8 +110,12 @@ class Shadow:
         entries = _parse_diff(raw)
         wanted = {sha for _, a, b in entries for sha in (a, b) if sha is not None}
         blobs = self._blobs(sorted(wanted))
-        return [FileChange(str(self.workspace / rel), blobs.get(a) if a else None,
-                           blobs.get(b) if b else None) for rel, a, b in entries]
+        return [
+            FileChange(
+                str(self.workspace / rel), blobs.get(a) if a else None, blobs.get(b) if b else None
+            )
+            for rel, a, b in entries
+        ]
 
     def size(self) -> int:
         """Bytes of the files a snapshot would hold (tracked and not ignored)."""
@@ -124,20 +148,32 @@ class Shadow:
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        env.update(_IDENTITY, GIT_DIR=str(self.git_dir), GIT_WORK_TREE=str(self.workspace),
-                   GIT_INDEX_FILE=str(self.index))
+        env.update(
+            _IDENTITY,
+            GIT_DIR=str(self.git_dir),
+            GIT_WORK_TREE=str(self.workspace),
+            GIT_INDEX_FILE=str(self.index),
+        )
         return env
 
-    def _git(self, *args: str, ok: tuple[int, ...] = (0,), init: bool = False,
-             stdin: bytes | None = None) -> bytes:
+    def _git(
+        self, *args: str, ok: tuple[int, ...] = (0,), init: bool = False, stdin: bytes | None = None
+    ) -> bytes:
         env = self._env()
         if init:
             for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
                 env.pop(name)
         try:
-            done = subprocess.run(["git", *_GIT_CONFIG, *args], cwd=self.workspace, env=env,
-                                  input=stdin, capture_output=True, timeout=120, check=False,
-                                  umask=0o077)  # the home's files are 0600 in 0700 dirs
+            done = subprocess.run(
+                ["git", *_GIT_CONFIG, *args],
+                cwd=self.workspace,
+                env=env,
+                input=stdin,
+                capture_output=True,
+                timeout=120,
+                check=False,
+                umask=0o077,
+            )  # the home's files are 0600 in 0700 dirs
         except (OSError, subprocess.TimeoutExpired) as e:
             raise ShadowError(f"git {args[0]} failed: {e}") from None
         if done.returncode not in ok:
@@ -159,7 +195,7 @@ class Shadow:
                 at = end + 1
                 continue
             size = int(header[2])
-            blobs[sha] = out[end + 1:end + 1 + size]
+            blobs[sha] = out[end + 1 : end + 1 + size]
             at = end + 1 + size + 1
         return blobs
 

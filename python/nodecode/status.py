@@ -24,10 +24,16 @@ from nodecode.providers.types import Usage
 if TYPE_CHECKING:
     from nodecode.app import App
 
-PARTS = {"user": "asks", "assistant": "replies", "call": "calls", "tool": "results",
-         "note": "notes", "stub": "stubs", "notice": "notices"}
-PART_ORDER = ("system", "tools", "stubs", "notes", "asks", "replies", "calls", "results",
-              "notices")
+PARTS = {
+    "user": "asks",
+    "assistant": "replies",
+    "call": "calls",
+    "tool": "results",
+    "note": "notes",
+    "stub": "stubs",
+    "notice": "notices",
+}
+PART_ORDER = ("system", "tools", "stubs", "notes", "asks", "replies", "calls", "results", "notices")
 
 
 def report(app: "App", sid: str) -> dict[str, Any]:
@@ -52,10 +58,16 @@ def report(app: "App", sid: str) -> dict[str, Any]:
         key = "stubs" if m.role == "stub" else str(turn) if turn is not None else "none"
         per_turn[key] = per_turn.get(key, 0) + cal(n)
     return {
-        "session": sid, **plan.as_dict(),
-        "fill": fill, "percent": plan.percent(fill), "counted": count.total,
-        "calibration": round(ratio, 4), "parts": parts, "per_turn": per_turn,
-        "messages": len(arranged), "last_request": _last_request(store, sid, meter.ptype),
+        "session": sid,
+        **plan.as_dict(),
+        "fill": fill,
+        "percent": plan.percent(fill),
+        "counted": count.total,
+        "calibration": round(ratio, 4),
+        "parts": parts,
+        "per_turn": per_turn,
+        "messages": len(arranged),
+        "last_request": _last_request(store, sid, meter.ptype),
         "pending": [_pending(e) for e in takes.pending_edits(store, sid)],
     }
 
@@ -66,15 +78,23 @@ def _last_request(store: Any, sid: str, ptype: str) -> dict[str, Any] | None:
         return None
     p = event.payload
     usage = Usage.of(p.get("usage"))
-    return {"seq": event.seq, "cache_read": usage.cache_read,
-            "cache_write": usage.cache_write, "prompt": usage.prompt_total(ptype),
-            "breakpoints": list(p.get("breakpoints") or []), "fill": p.get("fill"),
-            "counted": p.get("counted")}
+    return {
+        "seq": event.seq,
+        "cache_read": usage.cache_read,
+        "cache_write": usage.cache_write,
+        "prompt": usage.prompt_total(ptype),
+        "breakpoints": list(p.get("breakpoints") or []),
+        "fill": p.get("fill"),
+        "counted": p.get("counted"),
+    }
 
 
 def _pending(e: Any) -> dict[str, Any]:
-    what = (f"file edit of export {e.payload.get('export')}"
-            if e.payload.get("source") == "file" else "(context …) form")
+    what = (
+        f"file edit of export {e.payload.get('export')}"
+        if e.payload.get("source") == "file"
+        else "(context …) form"
+    )
     return {"seq": e.seq, "what": what, "base": e.payload.get("base")}
 
 
@@ -84,15 +104,20 @@ def render(r: dict[str, Any]) -> str:
         lines.append("window: unknown (no source knows this model): never evicted ahead of time")
         lines.append(f"reply reserve: {r['reply']}")
     else:
-        lines.append(f"window: {r['window']} tokens ({r['source']})"
-                     + (f" · ceiling {r['ceiling']}" if r["ceiling"] else ""))
+        lines.append(
+            f"window: {r['window']} tokens ({r['source']})"
+            + (f" · ceiling {r['ceiling']}" if r["ceiling"] else "")
+        )
         lines.append(f"reply reserve: {r['reply']} · budget: {r['budget']}")
     pct = f" ({r['percent']}% of the budget)" if r["percent"] is not None else ""
-    lines.append(f"fill: {r['fill']} tokens{pct} · {r['messages']} messages · "
-                 f"calibration ×{r['calibration']:.3f}")
+    lines.append(
+        f"fill: {r['fill']} tokens{pct} · {r['messages']} messages · "
+        f"calibration ×{r['calibration']:.3f}"
+    )
     lines.append("  " + " · ".join(f"{k} {v}" for k, v in r["parts"].items()))
-    lines.append("  per turn: " + (" · ".join(f"{k}: {v}" for k, v in r["per_turn"].items())
-                                   or "none"))
+    lines.append(
+        "  per turn: " + (" · ".join(f"{k}: {v}" for k, v in r["per_turn"].items()) or "none")
+    )
     if r["budget"] is not None:
         lines.append(f"marks: warn at 85% = {r['warn_at']} · evict to 50% = {r['evict_to']}")
     last = r["last_request"]
@@ -100,42 +125,59 @@ def render(r: dict[str, Any]) -> str:
         lines.append("last request: none yet")
     else:
         points = ", ".join(map(str, last["breakpoints"])) or "none"
-        lines.append(f"last request (seq {last['seq']}): cached prefix {last['cache_read']} of "
-                     f"{last['prompt']} prompt tokens · breakpoints after messages {points}")
+        lines.append(
+            f"last request (seq {last['seq']}): cached prefix {last['cache_read']} of "
+            f"{last['prompt']} prompt tokens · breakpoints after messages {points}"
+        )
     pending = r["pending"]
-    lines.append("pending edits: " + ("; ".join(f"seq {p['seq']} {p['what']}" for p in pending)
-                                      if pending else "none"))
+    lines.append(
+        "pending edits: "
+        + ("; ".join(f"seq {p['seq']} {p['what']}" for p in pending) if pending else "none")
+    )
     return "\n".join(lines)
 
 
 def budget_lines(plan: budgets.Budget) -> list[str]:
     """The window, its source, and what shadows an override (``nodecode budget``)."""
     if plan.window is None:
-        lines = [(f"window: unknown for {plan.provider}/{plan.model} (no source knows it): "
-                  "never evicted ahead of time")]
+        lines = [
+            (
+                f"window: unknown for {plan.provider}/{plan.model} (no source knows it): "
+                "never evicted ahead of time"
+            )
+        ]
     else:
-        lines = [f"window: {plan.window} tokens ({plan.source}) for {plan.provider}/{plan.model}",
-                 f"reply reserve: {plan.reply} · budget: {plan.tokens}"]
+        lines = [
+            f"window: {plan.window} tokens ({plan.source}) for {plan.provider}/{plan.model}",
+            f"reply reserve: {plan.reply} · budget: {plan.tokens}",
+        ]
     known = dict(plan.sources)
-    lines.append("sources: " + " · ".join(f"{s} {n if n is not None else '-'}"
-                                          for s, n in plan.sources))
+    lines.append(
+        "sources: " + " · ".join(f"{s} {n if n is not None else '-'}" for s, n in plan.sources)
+    )
     override = known.get(budgets.SOURCE_OVERRIDE)
     if override is not None:
         higher = [(s, n) for s, n in plan.sources[:2] if n is not None]
         if higher:
-            lines.append(f"the store override ({override}) is shadowed by {higher[0][0]} "
-                         f"({higher[0][1]})")
+            lines.append(
+                f"the store override ({override}) is shadowed by {higher[0][0]} ({higher[0][1]})"
+            )
     if plan.ceiling is not None:
-        lines.append(f"ceiling: {plan.ceiling} (learned from a rejection; `nodecode budget "
-                     "clear` forgets it)")
+        lines.append(
+            f"ceiling: {plan.ceiling} (learned from a rejection; `nodecode budget "
+            "clear` forgets it)"
+        )
     return lines
 
 
 # -- commands ------------------------------------------------------------------
 
 
-@command("status", "the /context report: window, budget, fill and its parts",
-         lambda p: p.add_argument("--json", action="store_true"))
+@command(
+    "status",
+    "the /context report: window, budget, fill and its parts",
+    lambda p: p.add_argument("--json", action="store_true"),
+)
 def cmd_status(app: "App", args: argparse.Namespace) -> int:
     r = report(app, app.resolve_session(args.session, create=False))
     print(json.dumps(r, ensure_ascii=False) if args.json else render(r))
@@ -147,8 +189,9 @@ def _budget_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("n", nargs="?", type=int, metavar="N")
 
 
-@command("budget", "the window and its source; `set N` or `clear` the store's override",
-         _budget_args)
+@command(
+    "budget", "the window and its source; `set N` or `clear` the store's override", _budget_args
+)
 def cmd_budget(app: "App", args: argparse.Namespace) -> int:
     from nodecode.errors import UserError
 
@@ -160,23 +203,31 @@ def cmd_budget(app: "App", args: argparse.Namespace) -> int:
         print(f"store override for {plan.provider}/{plan.model}: {args.n} tokens")
     elif args.action == "clear":
         override, ceiling = budgets.clear_override(app)
-        print(f"cleared: store override {override if override else 'none'} · "
-              f"ceiling {ceiling if ceiling else 'none'}")
+        print(
+            f"cleared: store override {override if override else 'none'} · "
+            f"ceiling {ceiling if ceiling else 'none'}"
+        )
     print("\n".join(budget_lines(budgets.of(app))))
     return EXIT_OK
 
 
-@command("models", "`models refresh`: fetch models.dev's api.json into HOME/cache",
-         lambda p: p.add_argument("action", choices=["refresh"]))
+@command(
+    "models",
+    "`models refresh`: fetch models.dev's api.json into HOME/cache",
+    lambda p: p.add_argument("action", choices=["refresh"]),
+)
 def cmd_models(app: "App", args: argparse.Namespace) -> int:
     path, providers, models = budgets.refresh_models(app)
     print(f"{path}: {providers} providers, {models} models")
     return EXIT_OK
 
 
-@command("evict", "evict by hand: down to PERCENT of the budget (50) or through TURN",
-         lambda p: p.add_argument("words", nargs="*", metavar="PERCENT | through TURN"),
-         aliases=("compact",))
+@command(
+    "evict",
+    "evict by hand: down to PERCENT of the budget (50) or through TURN",
+    lambda p: p.add_argument("words", nargs="*", metavar="PERCENT | through TURN"),
+    aliases=("compact",),
+)
 def cmd_evict(app: "App", args: argparse.Namespace) -> int:
     percent, through = evictions.parse_words(args.words)
     sid = app.resolve_session(args.session, create=False)

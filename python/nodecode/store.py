@@ -55,8 +55,9 @@ class Store:
             # Create it 0600 before SQLite opens it.
             os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
         try:
-            self.db = sqlite3.connect(path, timeout=30, isolation_level=None,
-                                      check_same_thread=False)
+            self.db = sqlite3.connect(
+                path, timeout=30, isolation_level=None, check_same_thread=False
+            )
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA busy_timeout=30000")
             self.db.execute("PRAGMA foreign_keys=ON")
@@ -106,9 +107,16 @@ class Store:
 
     # -- events ---------------------------------------------------------------
 
-    def append(self, session: str, kind: str, *, role: str | None = None,
-               turn: int | None = None, text: str | Callable[[int], str] = "",
-               payload: dict[str, Any] | None = None) -> Event:
+    def append(
+        self,
+        session: str,
+        kind: str,
+        *,
+        role: str | None = None,
+        turn: int | None = None,
+        text: str | Callable[[int], str] = "",
+        payload: dict[str, Any] | None = None,
+    ) -> Event:
         """Append one event and return it. ``text`` may be a function of the new
         seq (a tool result ends with its own ``[seq N]``)."""
         if role is not None and role not in MESSAGE_ROLES:
@@ -118,8 +126,10 @@ class Store:
             body = text(seq) if callable(text) else text
             packed = msgpack.packb(payload, use_bin_type=True) if payload else None
             now = time.time()
-            db.execute(f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                       (session, seq, kind, role, turn, body, packed, now))
+            db.execute(
+                f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (session, seq, kind, role, turn, body, packed, now),
+            )
         return Event(session, seq, kind, role, turn, body, payload or {}, now)
 
     def _next_seq(self, db: sqlite3.Connection, session: str) -> int:
@@ -131,8 +141,14 @@ class Store:
             raise StoreError(f"session {session!r} does not exist in {self.path}")
         return (fork[0] or 0) + 1
 
-    def events(self, session: str, *, after: int = 0, upto: int | None = None,
-               kinds: tuple[str, ...] | None = None) -> list[Event]:
+    def events(
+        self,
+        session: str,
+        *,
+        after: int = 0,
+        upto: int | None = None,
+        kinds: tuple[str, ...] | None = None,
+    ) -> list[Event]:
         """This session's own events with after < seq <= upto, in seq order."""
         sql = f"SELECT {_COLUMNS} FROM events WHERE session = ? AND seq > ?"
         params: list[Any] = [session, after]
@@ -144,15 +160,24 @@ class Store:
             params.extend(kinds)
         return [_event(r) for r in self.read(sql + " ORDER BY seq", tuple(params))]
 
-    def context_events(self, session: str, turns: list[int], *, upto: int | None,
-                       kinds: tuple[str, ...], turnless: bool) -> list[Event]:
+    def context_events(
+        self,
+        session: str,
+        turns: list[int],
+        *,
+        upto: int | None,
+        kinds: tuple[str, ...],
+        turnless: bool,
+    ) -> list[Event]:
         """Messages and events of ``kinds`` in the given turns (and, when
         ``turnless``, of no turn), with seq <= upto, in seq order."""
         marks = ",".join("?" * len(turns)) or "NULL"
         kind_marks = ",".join("?" * len(kinds)) or "NULL"
-        sql = (f"SELECT {_COLUMNS} FROM events WHERE session = ? AND seq <= ? "
-               f"AND (turn IN ({marks})" + (" OR turn IS NULL" if turnless else "") + ") "
-               f"AND (role IS NOT NULL OR kind IN ({kind_marks})) ORDER BY seq")
+        sql = (
+            f"SELECT {_COLUMNS} FROM events WHERE session = ? AND seq <= ? "
+            f"AND (turn IN ({marks})" + (" OR turn IS NULL" if turnless else "") + ") "
+            f"AND (role IS NOT NULL OR kind IN ({kind_marks})) ORDER BY seq"
+        )
         params = (session, upto if upto is not None else 2**62, *turns, *kinds)
         return [_event(r) for r in self.read(sql, params)]
 
@@ -163,8 +188,9 @@ class Store:
         hit = cache.get((session, seq))
         if hit is not None:
             return hit
-        rows = self.read(f"SELECT {_COLUMNS} FROM events WHERE session = ? AND seq = ?",
-                         (session, seq))
+        rows = self.read(
+            f"SELECT {_COLUMNS} FROM events WHERE session = ? AND seq = ?", (session, seq)
+        )
         if not rows:
             return None
         if len(cache) > 512:
@@ -174,8 +200,9 @@ class Store:
 
     def last_event(self, session: str, kind: str) -> Event | None:
         """The session's newest event of ``kind``."""
-        rows = self.read("SELECT MAX(seq) FROM events WHERE session = ? AND kind = ?",
-                         (session, kind))
+        rows = self.read(
+            "SELECT MAX(seq) FROM events WHERE session = ? AND kind = ?", (session, kind)
+        )
         return self.event(session, rows[0][0]) if rows[0][0] is not None else None
 
     def last_seq(self, session: str) -> int:
@@ -191,8 +218,10 @@ class Store:
         """Store ``data`` content-addressed; return its sha256."""
         digest = hashlib.sha256(data).hexdigest()
         with self.atomic() as db:
-            db.execute("INSERT OR IGNORE INTO blobs (hash, size, data) VALUES (?, ?, ?)",
-                       (digest, len(data), data))
+            db.execute(
+                "INSERT OR IGNORE INTO blobs (hash, size, data) VALUES (?, ?, ?)",
+                (digest, len(data), data),
+            )
         return digest
 
     def blob(self, digest: str) -> bytes | None:
@@ -210,8 +239,11 @@ class Store:
             if value is None:
                 db.execute("DELETE FROM meta WHERE key = ?", (key,))
             else:
-                db.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
-                           "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
+                db.execute(
+                    "INSERT INTO meta (key, value) VALUES (?, ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    (key, value),
+                )
 
 
 def open_store(home: Path, name: str) -> Store:

@@ -44,9 +44,11 @@ class Node:
 
 def ask_text(store: Store, turn: turn_tree.Turn) -> str:
     """The turn's ask, whole ("" when it has none)."""
-    rows = store.read("SELECT text FROM events WHERE session = ? AND turn = ? AND role = 'user' "
-                      "AND seq >= ? ORDER BY seq LIMIT 1",
-                      (turn.session, turn.number, turn.first_seq))
+    rows = store.read(
+        "SELECT text FROM events WHERE session = ? AND turn = ? AND role = 'user' "
+        "AND seq >= ? ORDER BY seq LIMIT 1",
+        (turn.session, turn.number, turn.first_seq),
+    )
     return rows[0][0] if rows else ""
 
 
@@ -59,9 +61,20 @@ def nodes(store: Store, sid: str) -> list[Node]:
     """Every turn the session can see, by number, marked on the head's path or not."""
     head = sessions.get(store, sid).head
     on_path = {t.number for t in turn_tree.path(store, sid)}
-    return [Node(t.number, t.parent, t.session, ask_text(store, t), t.first_seq, t.last_seq,
-                 t.status, t.number in on_path, t.number == head)
-            for _, t in sorted(turn_tree.visible(store, sid).items())]
+    return [
+        Node(
+            t.number,
+            t.parent,
+            t.session,
+            ask_text(store, t),
+            t.first_seq,
+            t.last_seq,
+            t.status,
+            t.number in on_path,
+            t.number == head,
+        )
+        for _, t in sorted(turn_tree.visible(store, sid).items())
+    ]
 
 
 def render(tree: list[Node]) -> str:
@@ -77,8 +90,9 @@ def render(tree: list[Node]) -> str:
     return "\n".join(lines)
 
 
-def _chain(siblings: list[Node], children: dict[int | None, list[Node]], prefix: str,
-           lines: list[str]) -> None:
+def _chain(
+    siblings: list[Node], children: dict[int | None, list[Node]], prefix: str, lines: list[str]
+) -> None:
     """Draw ``siblings``: one alone continues the column; several branch."""
     while len(siblings) == 1:  # a loop, not recursion: chains can be thousands long
         node = siblings[0]
@@ -87,8 +101,7 @@ def _chain(siblings: list[Node], children: dict[int | None, list[Node]], prefix:
     for i, node in enumerate(siblings):
         last = i == len(siblings) - 1
         lines.append(prefix + ("└─ " if last else "├─ ") + _label(node))
-        _chain(children.get(node.number, []), children, prefix + ("   " if last else "│  "),
-               lines)
+        _chain(children.get(node.number, []), children, prefix + ("   " if last else "│  "), lines)
 
 
 def _label(n: Node) -> str:

@@ -27,15 +27,18 @@ _COLS = "session, number, parent, first_seq, last_seq, status"
 
 def turns(store: Store, sid: str) -> list[Turn]:
     """This session's own turns, by number."""
-    return [_turn(r) for r in store.read(
-        f"SELECT {_COLS} FROM turns WHERE session = ? ORDER BY number", (sid,))]
+    return [
+        _turn(r)
+        for r in store.read(f"SELECT {_COLS} FROM turns WHERE session = ? ORDER BY number", (sid,))
+    ]
 
 
 def get(store: Store, sid: str, number: int) -> Turn | None:
     """A turn by number, resolved in the nearest ancestor that has it (forks)."""
     for owner in lineage(store, sid):
-        rows = store.read(f"SELECT {_COLS} FROM turns WHERE session = ? AND number = ?",
-                          (owner, number))
+        rows = store.read(
+            f"SELECT {_COLS} FROM turns WHERE session = ? AND number = ?", (owner, number)
+        )
         if rows:
             return _turn(rows[0])
     return None
@@ -76,16 +79,20 @@ def begin(store: Store, sid: str, first_seq: int) -> Turn:
     with store.atomic() as db:
         parent = sessions.get(store, sid).head
         number = next_number(store, sid)
-        db.execute(f"INSERT INTO turns ({_COLS}) VALUES (?, ?, ?, ?, NULL, 'running')",
-                   (sid, number, parent, first_seq))
+        db.execute(
+            f"INSERT INTO turns ({_COLS}) VALUES (?, ?, ?, ?, NULL, 'running')",
+            (sid, number, parent, first_seq),
+        )
         sessions.set_head(store, sid, number)
     return Turn(sid, number, parent, first_seq, None, "running")
 
 
 def finish(store: Store, sid: str, number: int, last_seq: int, status: str) -> None:
     with store.atomic() as db:
-        db.execute("UPDATE turns SET last_seq = ?, status = ? WHERE session = ? AND number = ?",
-                   (last_seq, status, sid, number))
+        db.execute(
+            "UPDATE turns SET last_seq = ?, status = ? WHERE session = ? AND number = ?",
+            (last_seq, status, sid, number),
+        )
 
 
 def path(store: Store, sid: str) -> list[Turn]:
@@ -132,8 +139,9 @@ def recover(store: Store) -> list[tuple[str, int]]:
         for sid, number in rows:
             if sessions.lease_live(store, sid):
                 continue
-            event = store.append(sid, "stopped", turn=number,
-                                 text="interrupted: the process running this turn ended")
+            event = store.append(
+                sid, "stopped", turn=number, text="interrupted: the process running this turn ended"
+            )
             finish(store, sid, number, event.seq, "stopped")
             done.append((sid, number))
     return done

@@ -15,14 +15,17 @@ from nodecode.redact import Redactor
 
 def test_one_form_gives_its_result_alone(env):
     assert evaluate(';; read it\n(read-file "hello.txt" :to 1)', env) == CellResult(
-        ";; lines 1–1 of 3\none\n", False)
+        ";; lines 1–1 of 3\none\n", False
+    )
 
 
 def test_several_forms_are_echoed_and_joined_by_blank_lines(env):
     result = evaluate(';; look around\n(read-file "hello.txt" :to 1)\n(grep "def")', env)
     assert result == CellResult(
         ';; (read-file "hello.txt" :to 1)\n;; lines 1–1 of 3\none\n\n'
-        ';; (grep "def")\nsrc/app.py:1:def main():', False)
+        ';; (grep "def")\nsrc/app.py:1:def main():',
+        False,
+    )
 
 
 def test_first_failure_stops_the_cell_and_keeps_earlier_output(env, ws):
@@ -31,14 +34,17 @@ def test_first_failure_stops_the_cell_and_keeps_earlier_output(env, ws):
     assert result.error
     assert result.output == (
         ';; (write-file "a.txt" "A")\nwrote a.txt (1 bytes)\n\n'
-        ';; (edit-file "a.txt" "zzz" "y")\nerror: edit-file: OLD not found in a.txt')
+        ';; (edit-file "a.txt" "zzz" "y")\nerror: edit-file: OLD not found in a.txt'
+    )
     assert not (ws / "b.txt").exists()
 
 
 def test_a_bare_atom_at_top_level_is_an_error(env):
     assert evaluate('"just a string"', env) == CellResult(
         'error: expected a form like (read-file "README.md") at the top level, '
-        'found a string "just a string"', True)
+        'found a string "just a string"',
+        True,
+    )
     assert evaluate("42", env).error
 
 
@@ -58,18 +64,21 @@ def test_nested_forms_are_data_not_calls(env):
 
 def test_other_tool_names_are_refused(env):
     assert evaluate_call("bash", {"command": "ls"}, env) == CellResult(
-        'error: unknown tool "bash": the only tool is eval, whose input is {"code": "<cell>"}',
-        True)
+        'error: unknown tool "bash": the only tool is eval, whose input is {"code": "<cell>"}', True
+    )
 
 
-@pytest.mark.parametrize("payload, found", [
-    ([1], "found an array"),
-    (None, "found null"),
-    ({}, "found an empty object"),
-    ({"cmd": "(x)"}, 'found only the keys "cmd"'),
-    ({"code": 5}, '"code" must be a string, found a number'),
-    ("not json", "found a string that is not JSON"),
-])
+@pytest.mark.parametrize(
+    "payload, found",
+    [
+        ([1], "found an array"),
+        (None, "found null"),
+        ({}, "found an empty object"),
+        ({"cmd": "(x)"}, 'found only the keys "cmd"'),
+        ({"code": 5}, '"code" must be a string, found a number'),
+        ("not json", "found a string that is not JSON"),
+    ],
+)
 def test_eval_input_must_be_an_object_with_code(env, payload, found):
     result = evaluate_call("eval", payload, env)
     assert result.error
@@ -78,7 +87,8 @@ def test_eval_input_must_be_an_object_with_code(env, payload, found):
 
 def test_eval_call_runs_the_cell(env):
     assert evaluate_call("eval", {"code": '(read-file "hello.txt")'}, env).output == (
-        "one\ntwo\nthree\n")
+        "one\ntwo\nthree\n"
+    )
     assert not evaluate_call("eval", '{"code": "(list-files)"}', env).error
 
 
@@ -94,8 +104,11 @@ def test_a_crashing_verb_becomes_a_redacted_internal_error(ws, monkeypatch):
         result = evaluate('(boom "key-1234567890")', env)
     finally:
         VERBS.pop("boom")
-    assert result == CellResult("error: internal error in (boom …): ZeroDivisionError: "
-                                "bad [redacted:PROVIDER_KEY] second line", True)
+    assert result == CellResult(
+        "error: internal error in (boom …): ZeroDivisionError: "
+        "bad [redacted:PROVIDER_KEY] second line",
+        True,
+    )
 
 
 def test_stopping_during_an_approval_reaches_the_agent_loop(ws):
@@ -120,15 +133,35 @@ def test_os_errors_are_reported_not_raised(env, ws):
 
 cell_text = st.one_of(
     st.text(max_size=200),
-    st.text(alphabet='()[]";\\\'. :tnil-0123456789abcxyz\n', max_size=120),
-    st.lists(st.sampled_from(['(read-file "hello.txt")', "(list-files)", '(grep "o")',
-                              "(", ")", '"', ":from", " 1", "'", "(nope)", "(read-file",
-                              " . ", "nil", "\n;; c\n", "\\"]), max_size=12).map("".join),
+    st.text(alphabet="()[]\";\\'. :tnil-0123456789abcxyz\n", max_size=120),
+    st.lists(
+        st.sampled_from(
+            [
+                '(read-file "hello.txt")',
+                "(list-files)",
+                '(grep "o")',
+                "(",
+                ")",
+                '"',
+                ":from",
+                " 1",
+                "'",
+                "(nope)",
+                "(read-file",
+                " . ",
+                "nil",
+                "\n;; c\n",
+                "\\",
+            ]
+        ),
+        max_size=12,
+    ).map("".join),
 )
 
 
-@settings(max_examples=400, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(code=cell_text)
 def test_evaluate_never_raises(tmp_path: Path, code: str):
     workspace = tmp_path / "fuzz"

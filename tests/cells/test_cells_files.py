@@ -24,6 +24,7 @@ def fail(env: CellEnv, code: str) -> str:
 
 # read-file
 
+
 def test_read_file_returns_plain_text(env):
     assert run(env, '(read-file "hello.txt")') == "one\ntwo\nthree\n"
 
@@ -42,7 +43,8 @@ def test_read_file_range_past_the_end(env):
 def test_read_file_of_binary_and_folders_and_missing(env, ws):
     (ws / "img.png").write_bytes(b"\x89PNG\0\0\x01")
     assert fail(env, '(read-file "img.png")') == (
-        'error: read-file: "img.png" is a binary file (7 bytes)')
+        'error: read-file: "img.png" is a binary file (7 bytes)'
+    )
     assert 'is a directory; use (list-files "src")' in fail(env, '(read-file "src")')
     assert "no such file or directory" in fail(env, '(read-file "nope.txt")')
 
@@ -53,6 +55,7 @@ def test_read_file_replaces_invalid_utf8(env, ws):
 
 
 # write-file
+
 
 def test_write_file_creates_parents_and_records_the_change(env, ws, approvals):
     out = run(env, '(write-file "new/dir/f.txt" "héllo\\n")')
@@ -74,7 +77,8 @@ def test_write_denied_writes_nothing(ws):
     env = CellEnv(workspace=ws, approve=lambda kind, detail: False)
     assert fail(env, '(write-file "x.txt" "data")') == "error: write to x.txt not approved"
     assert fail(env, '(edit-file "hello.txt" "two" "2")') == (
-        "error: write to hello.txt not approved")
+        "error: write to hello.txt not approved"
+    )
     assert not (ws / "x.txt").exists()
     assert (ws / "hello.txt").read_text() == "one\ntwo\nthree\n"
     assert env.changes == []
@@ -86,24 +90,29 @@ def test_the_default_env_approves_nothing(ws):
 
 # edit-file
 
+
 def test_edit_file_replaces_the_one_occurrence(env, ws):
     out = run(env, '(edit-file "hello.txt" "two\\n" "2a\\n2b\\n")')
     assert out == "edited hello.txt: replaced 1 occurrence (lines 2–3)"
     assert (ws / "hello.txt").read_text() == "one\n2a\n2b\nthree\n"
-    assert env.changes == [FileChange(str(ws / "hello.txt"), b"one\ntwo\nthree\n",
-                                      b"one\n2a\n2b\nthree\n")]
+    assert env.changes == [
+        FileChange(str(ws / "hello.txt"), b"one\ntwo\nthree\n", b"one\n2a\n2b\nthree\n")
+    ]
 
 
 def test_edit_file_single_line(env):
     assert run(env, '(edit-file "hello.txt" "three" "3")') == (
-        "edited hello.txt: replaced 1 occurrence (line 3)")
+        "edited hello.txt: replaced 1 occurrence (line 3)"
+    )
 
 
 def test_edit_file_not_found_and_ambiguous(env, ws):
     assert fail(env, '(edit-file "hello.txt" "four" "4")') == (
-        "error: edit-file: OLD not found in hello.txt")
+        "error: edit-file: OLD not found in hello.txt"
+    )
     assert fail(env, '(edit-file "hello.txt" "o" "0")') == (
-        "error: edit-file: OLD occurs 2 times in hello.txt; give more context")
+        "error: edit-file: OLD occurs 2 times in hello.txt; give more context"
+    )
     assert (ws / "hello.txt").read_text() == "one\ntwo\nthree\n"
     assert env.changes == []
 
@@ -115,6 +124,7 @@ def test_edit_file_keeps_bytes_that_are_not_utf8(env, ws):
 
 
 # list-files
+
 
 def test_list_files_sorted_relative_with_folder_slashes(env, ws):
     (ws / ".git").mkdir()
@@ -149,6 +159,7 @@ def test_list_files_of_a_file(env):
 
 # grep
 
+
 def test_grep_prints_path_line_text(env, ws):
     (ws / "bin.dat").write_bytes(b"two\0two")
     (ws / ".git").mkdir()
@@ -161,7 +172,8 @@ def test_grep_prints_path_line_text(env, ws):
 def test_grep_no_match_and_bad_regex(env):
     assert run(env, '(grep "zzz")') == ";; no matches for zzz in ."
     assert fail(env, '(grep "(unclosed")').startswith(
-        'error: grep: bad regular expression "(unclosed": missing )')
+        'error: grep: bad regular expression "(unclosed": missing )'
+    )
 
 
 def test_grep_is_capped(env, ws):
@@ -173,13 +185,17 @@ def test_grep_is_capped(env, ws):
 
 # confinement
 
-@pytest.mark.parametrize("code", [
-    '(read-file "../outside.txt")',
-    '(read-file "src/../../outside.txt")',
-    '(write-file "../outside.txt" "x")',
-    '(list-files "..")',
-    '(grep "x" :path "..")',
-])
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        '(read-file "../outside.txt")',
+        '(read-file "src/../../outside.txt")',
+        '(write-file "../outside.txt" "x")',
+        '(list-files "..")',
+        '(grep "x" :path "..")',
+    ],
+)
 def test_dotdot_cannot_leave_the_workspace(env, ws, code):
     (ws.parent / "outside.txt").write_text("secret")
     out = fail(env, code)
@@ -189,7 +205,8 @@ def test_dotdot_cannot_leave_the_workspace(env, ws, code):
 
 def test_absolute_paths_outside_are_refused_inside_allowed(env, ws):
     assert fail(env, '(read-file "/etc/passwd")') == (
-        f'error: read-file: "/etc/passwd" is outside the workspace {ws} (resolves to /etc/passwd)')
+        f'error: read-file: "/etc/passwd" is outside the workspace {ws} (resolves to /etc/passwd)'
+    )
     assert run(env, f'(read-file "{ws}/hello.txt" :to 1)') == ";; lines 1–1 of 3\none\n"
 
 

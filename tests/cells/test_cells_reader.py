@@ -15,8 +15,17 @@ def test_strings_keep_quotes_newlines_and_semicolons():
 
 def test_keywords_symbols_and_numbers():
     (form,) = read_cell("(read-file x :from 3 :to -4 t nil 1.5)")
-    assert form == [Sym("read-file"), Sym("x"), Keyword("from"), 3, Keyword("to"), -4,
-                    Sym("t"), Sym("nil"), 1.5]
+    assert form == [
+        Sym("read-file"),
+        Sym("x"),
+        Keyword("from"),
+        3,
+        Keyword("to"),
+        -4,
+        Sym("t"),
+        Sym("nil"),
+        1.5,
+    ]
     assert type(form[3]) is int
 
 
@@ -30,7 +39,7 @@ def test_square_brackets_read_as_lists():
 
 
 def test_comments_anywhere_are_ignored():
-    code = ";; first\n(a 1) ; trailing\n; between\n(b \"x;y\")\n;; last"
+    code = ';; first\n(a 1) ; trailing\n; between\n(b "x;y")\n;; last'
     assert read_cell(code) == [[Sym("a"), 1], [Sym("b"), "x;y"]]
 
 
@@ -46,8 +55,8 @@ def test_apostrophe_inside_a_symbol_is_a_character():
 
 
 def test_first_comment_is_the_purpose_line():
-    assert first_comment("\n;; read the config\n(read-file \"c\")") == "read the config"
-    assert first_comment("(read-file \"c\")\n;; later") is None
+    assert first_comment('\n;; read the config\n(read-file "c")') == "read the config"
+    assert first_comment('(read-file "c")\n;; later') is None
     assert first_comment(";;\n(x)") is None
 
 
@@ -58,7 +67,7 @@ def test_show_form_writes_lisp_back_and_cuts_long_text():
 
 
 MALFORMED = {
-    "unbalanced open": ("(read-file \"a\"\n(list-files", "unbalanced parentheses: expected \")\""),
+    "unbalanced open": ('(read-file "a"\n(list-files', 'unbalanced parentheses: expected ")"'),
     "extra close": ('(read-file "a"))', 'found ")" at line 1 column 16'),
     "mismatched": ("(a [b)", 'mismatched brackets: expected "]"'),
     "unterminated string": ('(write-file "a" "never closed)\n', "unterminated string"),

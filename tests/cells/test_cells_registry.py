@@ -14,8 +14,12 @@ def probe() -> Iterator[list]:
     """A verb registered the way the context and recall modules register theirs."""
     calls: list = []
 
-    @verb("probe", args=[("n", int)], optional=["label"],
-          keywords={"drop": (Sym, list), "flag": bool, "match-case": bool, "from": float})
+    @verb(
+        "probe",
+        args=[("n", int)],
+        optional=["label"],
+        keywords={"drop": (Sym, list), "flag": bool, "match-case": bool, "from": float},
+    )
     def _probe(env, n, label=None, *, drop=None, flag=False, match_case=False, from_=None):
         """Record how it was called."""
         calls.append((n, label, drop, flag, match_case, from_))
@@ -26,7 +30,7 @@ def probe() -> Iterator[list]:
 
 
 def test_a_registered_verb_is_callable_from_a_cell(env: CellEnv, probe):
-    result = evaluate("(probe 3 \"x\" :drop ((1 . 2) 5) :flag t :match-case nil :from 2)", env)
+    result = evaluate('(probe 3 "x" :drop ((1 . 2) 5) :flag t :match-case nil :from 2)', env)
     assert result.output == "probe 3"
     assert probe == [(3, "x", [Pair(1, 2), 5], True, False, 2.0)]
 
@@ -34,7 +38,8 @@ def test_a_registered_verb_is_callable_from_a_cell(env: CellEnv, probe):
 def test_the_registry_records_usage_and_doc(probe):
     entry = VERBS["probe"]
     assert entry.usage == (
-        "(probe N [LABEL] :drop DROP :flag FLAG :match-case MATCH-CASE :from FROM)")
+        "(probe N [LABEL] :drop DROP :flag FLAG :match-case MATCH-CASE :from FROM)"
+    )
     assert entry.doc == "Record how it was called."
     assert [p.name for p in entry.args] == ["n"]
     assert [p.name for p in entry.optional] == ["label"]
@@ -60,21 +65,24 @@ def test_wrong_type_names_expected_and_found(env, probe):
 
 def test_a_symbol_is_not_accepted_as_a_string(env):
     result = evaluate("(read-file hello.txt)", env)
-    assert result.output == ("error: (read-file PATH :from L :to L): PATH must be a string "
-                             "(got hello.txt, a symbol)")
+    assert result.output == (
+        "error: (read-file PATH :from L :to L): PATH must be a string (got hello.txt, a symbol)"
+    )
 
 
 def test_wrong_arity_names_the_parameters(env):
     assert evaluate("(read-file)", env).output == (
-        "error: (read-file PATH :from L :to L): expected 1 argument (PATH), got 0")
+        "error: (read-file PATH :from L :to L): expected 1 argument (PATH), got 0"
+    )
     result = evaluate('(write-file "a" "b" "c")', env)
     assert "expected 2 arguments (PATH TEXT), got 3" in result.output
 
 
 def test_unknown_keyword_lists_the_allowed_ones(env):
     result = evaluate('(read-file "hello.txt" :line 2)', env)
-    assert result.output == ("error: (read-file PATH :from L :to L): unknown keyword :line; "
-                             "allowed: :from, :to")
+    assert result.output == (
+        "error: (read-file PATH :from L :to L): unknown keyword :line; allowed: :from, :to"
+    )
 
 
 def test_keyword_without_value_and_twice(env):
@@ -93,6 +101,7 @@ def test_unknown_verb_lists_known_verbs_sorted(env):
 
 def test_registering_a_taken_name_from_elsewhere_fails():
     with pytest.raises(ValueError, match="already registered"):
+
         @verb("read-file")
         def other(env):
             return ""

@@ -61,9 +61,12 @@ def test_background_job_holding_output_does_not_block(env):
 def test_provider_keys_are_removed_and_output_redacted(ws, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     monkeypatch.setenv("OTHER_SECRET", "hunter2-and-more")
-    env = CellEnv(workspace=ws, approve=lambda kind, detail: True,
-                  env_remove={"ANTHROPIC_API_KEY"},
-                  redact=Redactor.from_env(["ANTHROPIC_API_KEY", "OTHER_SECRET"]))
+    env = CellEnv(
+        workspace=ws,
+        approve=lambda kind, detail: True,
+        env_remove={"ANTHROPIC_API_KEY"},
+        redact=Redactor.from_env(["ANTHROPIC_API_KEY", "OTHER_SECRET"]),
+    )
     listing = evaluate('(shell "env")', env).output
     assert "ANTHROPIC_API_KEY" not in listing
     assert SECRET not in listing

@@ -10,7 +10,8 @@ from nodecode.redact import Redactor
 def test_apply_replaces_every_occurrence():
     r = Redactor({"ANTHROPIC_API_KEY": "sk-ant-abcdefgh12"})
     assert r.apply("a sk-ant-abcdefgh12 b sk-ant-abcdefgh12") == (
-        "a [redacted:ANTHROPIC_API_KEY] b [redacted:ANTHROPIC_API_KEY]")
+        "a [redacted:ANTHROPIC_API_KEY] b [redacted:ANTHROPIC_API_KEY]"
+    )
 
 
 def test_longest_value_first():
@@ -37,11 +38,18 @@ def test_an_empty_redactor_is_false_and_changes_nothing():
 def test_apply_obj_walks_payloads():
     Point = namedtuple("Point", "x y")
     r = Redactor({"KEY": "secret-value-1"})
-    payload = {"messages": [{"text": "use secret-value-1"}, ("secret-value-1", 3)],
-               "raw": b"bytes secret-value-1", "n": 5, "p": Point("secret-value-1", None)}
+    payload = {
+        "messages": [{"text": "use secret-value-1"}, ("secret-value-1", 3)],
+        "raw": b"bytes secret-value-1",
+        "n": 5,
+        "p": Point("secret-value-1", None),
+    }
     assert r.apply_obj(payload) == {
         "messages": [{"text": "use [redacted:KEY]"}, ("[redacted:KEY]", 3)],
-        "raw": b"bytes [redacted:KEY]", "n": 5, "p": Point("[redacted:KEY]", None)}
+        "raw": b"bytes [redacted:KEY]",
+        "n": 5,
+        "p": Point("[redacted:KEY]", None),
+    }
 
 
 def test_repr_never_shows_values():

@@ -102,7 +102,9 @@ def test_rewriting_twice_does_not_add_the_edited_line_twice(harness):
 
 def test_a_note_is_read_as_the_agents_own_words_at_its_place(harness):
     path, text = export(harness)
-    path.write_text(text.replace("a.txt says alpha.\n", "a.txt says alpha.\n[[note]]\nalpha matters\n"))
+    path.write_text(
+        text.replace("a.txt says alpha.\n", "a.txt says alpha.\n[[note]]\nalpha matters\n")
+    )
     sent = next_request(harness)
     i = sent.index(("assistant", "a.txt says alpha."))
     assert sent[i + 1] == ("assistant", "alpha matters")
@@ -177,6 +179,7 @@ def test_an_edit_made_before_another_take_is_refused_as_stale(harness):
     harness.app.store  # a form taken first makes the file's export stale
     from nodecode.cells import evaluate
     from nodecode.agent import make_cell_env
+
     env = make_cell_env(harness.app, harness.sid, approve=lambda *a: True)
     assert "Pending" in evaluate("(context :drop (3))", env).output
     next_request(harness)
@@ -233,7 +236,9 @@ def test_a_malformed_own_header_is_refused_but_a_foreign_one_is_body_text(harnes
 def test_a_refused_edit_changes_nothing_and_the_log_keeps_every_row(harness):
     before = [(e.seq, e.text) for e in harness.app.store.events(harness.sid)]
     path, text = export(harness)
-    path.write_text(remove_block(text, 3).replace(nonce_of(text) + " 1 user", nonce_of(text) + " 1 tool"))
+    path.write_text(
+        remove_block(text, 3).replace(nonce_of(text) + " 1 user", nonce_of(text) + " 1 tool")
+    )
     sent = refused(harness, "role of message 1 changed")
     assert ("assistant", "Reading.") in sent
     after = {e.seq: e.text for e in harness.app.store.events(harness.sid)}
@@ -246,5 +251,6 @@ def test_an_idle_take_belongs_to_the_head_and_lists_each_message_once(harness):
     report = takes.take(harness.app, harness.sid, None)
     assert report.taken
     from nodecode.context.model import build
+
     ids = [m.id for m in build(harness.app.store, harness.sid)]
     assert len(ids) == len(set(ids)) and 10 not in ids and 11 in ids

@@ -42,15 +42,35 @@ FILES = {
     "f3.txt": "plain\n",
     "empty.txt": "",
 }
-LINES = ["words", "more words here", "", " ", "\t", "[[note]]", "[[note]]  ",
-         "[[m:abc123 5 user]]", "[[export default/s-x 1 abcd]]", "[seq 7]", "ünïcödé ✓",
-         '(read-file "f1.txt")']
-CELLS = ['(read-file "f1.txt")', ';; read f2\n(read-file "f2.txt")', '(read-file "f3.txt")',
-         '(read-file "empty.txt")', '(read-file "missing.txt")',
-         ';; two forms\n(read-file "f3.txt")\n(read-file "f1.txt")',
-         ";; export\n(context)", '(context :note "noted mid-turn")', "(context :drop t)",
-         "(context :drop ((1 . 100000)) :keep (1))", '(context :drop ((1 . 100000)) :note "n")',
-         "(context :drop ((1 . 6)))", "(context :drop (3 4) :keep (4))"]
+LINES = [
+    "words",
+    "more words here",
+    "",
+    " ",
+    "\t",
+    "[[note]]",
+    "[[note]]  ",
+    "[[m:abc123 5 user]]",
+    "[[export default/s-x 1 abcd]]",
+    "[seq 7]",
+    "ünïcödé ✓",
+    '(read-file "f1.txt")',
+]
+CELLS = [
+    '(read-file "f1.txt")',
+    ';; read f2\n(read-file "f2.txt")',
+    '(read-file "f3.txt")',
+    '(read-file "empty.txt")',
+    '(read-file "missing.txt")',
+    ';; two forms\n(read-file "f3.txt")\n(read-file "f1.txt")',
+    ";; export\n(context)",
+    '(context :note "noted mid-turn")',
+    "(context :drop t)",
+    "(context :drop ((1 . 100000)) :keep (1))",
+    '(context :drop ((1 . 100000)) :note "n")',
+    "(context :drop ((1 . 6)))",
+    "(context :drop (3 4) :keep (4))",
+]
 
 texts = st.one_of(
     st.sampled_from(["", " ", "  \n", "\n", "[[note]]", "[[note]]\n", "plain reply"]),
@@ -63,8 +83,15 @@ texts = st.one_of(
 def turns(draw) -> list[dict]:
     """Scripted rounds of one turn: tool rounds, then an answer without calls."""
     n = draw(st.integers(1, 3))
-    rounds = [{"text": draw(texts), "calls": [{"code": c} for c in draw(
-        st.lists(st.sampled_from(CELLS), min_size=1, max_size=2))]} for _ in range(n - 1)]
+    rounds = [
+        {
+            "text": draw(texts),
+            "calls": [
+                {"code": c} for c in draw(st.lists(st.sampled_from(CELLS), min_size=1, max_size=2))
+            ],
+        }
+        for _ in range(n - 1)
+    ]
     return rounds + [{"text": draw(texts)}]
 
 
@@ -104,8 +131,9 @@ class Session:
         return self.app.store
 
     def rows(self) -> list[tuple]:
-        return self.store.read("SELECT session, seq, kind, role, turn, text, payload "
-                               "FROM events ORDER BY id")
+        return self.store.read(
+            "SELECT session, seq, kind, role, turn, text, payload FROM events ORDER BY id"
+        )
 
     # -- steps
 
@@ -114,7 +142,7 @@ class Session:
         before = self.rows()
         action(*args)
         after = self.rows()
-        assert after[:len(before)] == before, "an existing row of the log changed"
+        assert after[: len(before)] == before, "an existing row of the log changed"
 
     def ask(self, rounds: list[dict], extra: str, draw=None) -> None:
         self.asks += 1
@@ -151,8 +179,9 @@ class Session:
             if verdict.startswith("refused"):
                 notice = self.store.event(self.sid, e.seq + 1)
                 assert notice.role == "notice" and verdict.split(": ", 1)[1] in notice.text
-                assert notice.text in user_texts(self.ptype, bodies[requests]), \
+                assert notice.text in user_texts(self.ptype, bodies[requests]), (
                     "a refusal's notice is not in the request that followed it"
+                )
         assert takes.pending_edits(self.store, self.sid) == []
         if any(e.kind == "receipt" for e in self.store.events(self.sid, after=top)):
             got = takes.receipt_file(self.app, self.sid).read_text()
@@ -198,9 +227,25 @@ def user_texts(ptype: str, body: dict) -> list[str]:
 
 # -- edits of an exported file ------------------------------------------------------
 
-MUTATIONS = ["delete"] * 3 + ["rewrite"] * 3 + ["note"] * 2 + ["note_under_call"] * 2 + \
-    ["restore"] * 3 + ["empty_body", "delete_all", "swap", "duplicate", "corrupt", "role",
-                       "unknown", "foreign", "first", "stray"]
+MUTATIONS = (
+    ["delete"] * 3
+    + ["rewrite"] * 3
+    + ["note"] * 2
+    + ["note_under_call"] * 2
+    + ["restore"] * 3
+    + [
+        "empty_body",
+        "delete_all",
+        "swap",
+        "duplicate",
+        "corrupt",
+        "role",
+        "unknown",
+        "foreign",
+        "first",
+        "stray",
+    ]
+)
 
 
 def mutate(draw, text: str, removed: list[tuple[int, str]]) -> str:
@@ -240,8 +285,11 @@ def mutate(draw, text: str, removed: list[tuple[int, str]]) -> str:
         elif kind == "corrupt" and blocks:
             k = pick()
             mid, role = head(blocks[k][0])
-            blocks[k][0] = draw(st.sampled_from([f"[[m:{nonce} x{mid} {role}]]",
-                                                 f"[[m:{nonce} {mid} bogus]]", f"[[m:{nonce}]]"]))
+            blocks[k][0] = draw(
+                st.sampled_from(
+                    [f"[[m:{nonce} x{mid} {role}]]", f"[[m:{nonce} {mid} bogus]]", f"[[m:{nonce}]]"]
+                )
+            )
         elif kind == "role" and blocks:
             k = pick()
             mid, role = head(blocks[k][0])
@@ -275,9 +323,15 @@ def form_code(draw, ids: list[int]) -> str:
     seqs = st.one_of(st.sampled_from(ids), st.integers(1, 120)) if ids else st.integers(1, 120)
     span = st.tuples(seqs, seqs).map(lambda p: f"({min(p)} . {max(p)})")
     parts = []
-    drop = draw(st.one_of(st.none(), st.just("t"),
-                          st.lists(st.one_of(seqs.map(str), span), min_size=1, max_size=3)
-                          .map(lambda xs: "(" + " ".join(xs) + ")")))
+    drop = draw(
+        st.one_of(
+            st.none(),
+            st.just("t"),
+            st.lists(st.one_of(seqs.map(str), span), min_size=1, max_size=3).map(
+                lambda xs: "(" + " ".join(xs) + ")"
+            ),
+        )
+    )
     if drop is not None:
         parts.append(f":drop {drop}")
     keep = draw(st.one_of(st.none(), st.lists(seqs, min_size=1, max_size=3)))
@@ -299,8 +353,9 @@ def run_example(ptype: str, data) -> None:
     try:
         for _ in range(data.draw(st.integers(1, 4), label="turns")):
             s.step(s.ask, data.draw(turns()), data.draw(texts), data.draw)
-        for kind in data.draw(st.lists(st.sampled_from(STEPS), min_size=1, max_size=8),
-                              label="steps") + ["ask"]:
+        for kind in data.draw(
+            st.lists(st.sampled_from(STEPS), min_size=1, max_size=8), label="steps"
+        ) + ["ask"]:
             if kind == "ask":
                 s.step(s.ask, data.draw(turns()), data.draw(texts), data.draw)
             elif kind == "file":
@@ -319,9 +374,12 @@ def run_example(ptype: str, data) -> None:
         s.close()
 
 
-PROPERTY = settings(max_examples=max(1, EXAMPLES // 2), deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow,
-                                           HealthCheck.function_scoped_fixture])
+PROPERTY = settings(
+    max_examples=max(1, EXAMPLES // 2),
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 
 @pytest.mark.parametrize("ptype", ["anthropic", "openai"])

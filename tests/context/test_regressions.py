@@ -44,9 +44,13 @@ def test_a_span_in_an_idle_form_does_not_drop_the_ask_that_follows_it(harness):
 
 def test_a_form_dropping_the_call_that_runs_it_is_refused_like_a_file_edit(harness):
     call = harness.app.store.last_seq(harness.sid) + 4  # ask, request, reply text, call
-    harness.ask("forget everything", [
-        {"text": "Dropping.", "calls": [{"code": '(context :drop ((1 . 100000)) :note "n")'}]},
-        {"text": "ok"}])
+    harness.ask(
+        "forget everything",
+        [
+            {"text": "Dropping.", "calls": [{"code": '(context :drop ((1 . 100000)) :note "n")'}]},
+            {"text": "ok"},
+        ],
+    )
     r = receipt(harness)
     assert "\nrefused at seq " in r and f"deleting call {call} whose result" in r
     assert "logged after this form" in last_user_text(harness)

@@ -19,7 +19,7 @@ def reply(i, t="reply"):
     return Message(i, "assistant", t)
 
 
-def call(i, code="(read-file \"a\")"):
+def call(i, code='(read-file "a")'):
     return Message(i, "call", code, payload={"name": "eval", "input": {"code": code}})
 
 
@@ -49,11 +49,17 @@ def test_openai_gets_one_tool_message_per_result_in_call_order():
     wire = openai_body(msgs, **KW).body["messages"]
     assert wire[0] == {"role": "system", "content": SYSTEM_PROMPT}
     assert wire[2]["role"] == "assistant" and [c["id"] for c in wire[2]["tool_calls"]] == [
-        "call_nc2", "call_nc3"]
+        "call_nc2",
+        "call_nc3",
+    ]
     assert json.loads(wire[2]["tool_calls"][0]["function"]["arguments"]) == {
-        "code": '(read-file "a")'}
+        "code": '(read-file "a")'
+    }
     assert [(m["role"], m.get("tool_call_id")) for m in wire[3:]] == [
-        ("tool", "call_nc2"), ("tool", "call_nc3"), ("user", None)]
+        ("tool", "call_nc2"),
+        ("tool", "call_nc3"),
+        ("user", None),
+    ]
 
 
 def test_anything_inside_a_call_batch_moves_after_it():
@@ -83,8 +89,13 @@ def test_empty_and_whitespace_texts_are_dropped():
 
 def test_a_note_never_ends_the_request():
     msgs = [user(1), reply(2), call(3), result(4, 3), Message(5, "note", "remember")]
-    assert roles(arrange(msgs)) == [("user", 1), ("note", 5), ("assistant", 2), ("call", 3),
-                                    ("tool", 4)]
+    assert roles(arrange(msgs)) == [
+        ("user", 1),
+        ("note", 5),
+        ("assistant", 2),
+        ("call", 3),
+        ("tool", 4),
+    ]
 
 
 def test_consecutive_same_role_messages_merge_for_anthropic():

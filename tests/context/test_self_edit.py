@@ -30,8 +30,12 @@ def self_edit(h, cell: str, comment: str = ";; edit my context"):
 
 def results(h) -> dict[str, str]:
     """tool_use id → tool_result content in the last request."""
-    return {b["tool_use_id"]: b["content"] for msg in h.last_body()["messages"]
-            for b in msg["content"] if b["type"] == "tool_result"}
+    return {
+        b["tool_use_id"]: b["content"]
+        for msg in h.last_body()["messages"]
+        for b in msg["content"]
+        if b["type"] == "tool_result"
+    }
 
 
 def receipt(h) -> str:
@@ -41,10 +45,13 @@ def receipt(h) -> str:
 def test_edit_file_on_the_exported_path_is_taken_at_the_next_round(harness):
     path = harness.app.context_dir(harness.sid) / "context.txt"
     file = lisp(str(path))
-    cell = (f'(edit-file {file} {lisp("alpha" + NL + "[seq 5]" + NL)} '
-            f'{lisp("alpha (summarised)" + NL)})' + NL +
-            f'(edit-file {file} {lisp("b.txt says beta." + NL)} '
-            f'{lisp("b.txt says beta." + NL + "[[note]]" + NL + "beta matters" + NL)})')
+    cell = (
+        f"(edit-file {file} {lisp('alpha' + NL + '[seq 5]' + NL)} "
+        f"{lisp('alpha (summarised)' + NL)})"
+        + NL
+        + f"(edit-file {file} {lisp('b.txt says beta.' + NL)} "
+        f"{lisp('b.txt says beta.' + NL + '[[note]]' + NL + 'beta matters' + NL)})"
+    )
     call, path = self_edit(harness, cell)
     got = results(harness)
     assert got["toolu_nc4"] == "alpha (summarised)\n[edited · original: (recall-entry 5)]"
@@ -76,8 +83,11 @@ def test_deleting_the_call_that_exported_is_refused_and_the_agent_is_told(harnes
     sed = f"sed -i '/^\\[\\[m:[a-z0-9]* {call} call\\]\\]$/,/^(context)$/d' '{path}'"
     got_call, _ = self_edit(harness, f"(shell {lisp(sed)})", ";; drop the export call")
     assert got_call == call
-    result = next(e.seq for e in harness.app.store.events(harness.sid)
-                  if e.role == "tool" and e.payload.get("call") == call)  # after the export event
+    result = next(
+        e.seq
+        for e in harness.app.store.events(harness.sid)
+        if e.role == "tool" and e.payload.get("call") == call
+    )  # after the export event
     reason = f"deleting call {call} whose result {result} was logged after this export"
     r = receipt(harness)
     assert "\nrefused at seq " in r and reason in r, r

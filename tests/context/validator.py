@@ -15,8 +15,12 @@ MAX_CACHE_MARKS = 4
 
 def check(ptype: str, body: dict[str, Any]) -> None:
     found = problems(ptype, body)
-    assert not found, "invalid request body:\n  " + "\n  ".join(found) + "\n" + json.dumps(
-        body.get("messages"), ensure_ascii=False, indent=1)[:6000]
+    assert not found, (
+        "invalid request body:\n  "
+        + "\n  ".join(found)
+        + "\n"
+        + json.dumps(body.get("messages"), ensure_ascii=False, indent=1)[:6000]
+    )
 
 
 def problems(ptype: str, body: dict[str, Any]) -> list[str]:
@@ -49,8 +53,10 @@ def _anthropic_roles(messages: list[dict]) -> list[str]:
     for i, msg in enumerate(messages):
         want = "user" if i % 2 == 0 else "assistant"
         if msg.get("role") != want:
-            out.append(f"message {i}: role {msg.get('role')!r}, expected {want!r} "
-                       "(alternating, starting with user)")
+            out.append(
+                f"message {i}: role {msg.get('role')!r}, expected {want!r} "
+                "(alternating, starting with user)"
+            )
             break
     if messages[-1].get("role") != "user":
         out.append("the last message is not a user message")
@@ -72,8 +78,9 @@ def _anthropic_blocks(messages: list[dict]) -> list[str]:
                 if msg["role"] != "assistant":
                     out.append(f"message {i} block {j}: tool_use in a {msg['role']} message")
                 if not isinstance(b.get("input"), dict) or not b.get("name") or not b.get("id"):
-                    out.append(f"message {i} block {j}: tool_use needs id, name and an "
-                               "object input")
+                    out.append(
+                        f"message {i} block {j}: tool_use needs id, name and an object input"
+                    )
             elif kind == "tool_result":
                 if msg["role"] != "user":
                     out.append(f"message {i} block {j}: tool_result in a {msg['role']} message")
@@ -96,10 +103,12 @@ def _anthropic_pairs(messages: list[dict]) -> list[str]:
         prev = messages[i - 1].get("content") or [] if i else []
         asked = [b.get("id") for b in prev if b.get("type") == "tool_use"]
         if results != asked:
-            out.append(f"message {i}: tool_results {results} do not answer the previous "
-                       f"message's tool_uses {asked} one for one, in order")
+            out.append(
+                f"message {i}: tool_results {results} do not answer the previous "
+                f"message's tool_uses {asked} one for one, in order"
+            )
         lead = [b.get("type") == "tool_result" for b in blocks]
-        if results and lead[:len(results)] != [True] * len(results):
+        if results and lead[: len(results)] != [True] * len(results):
             out.append(f"message {i}: tool_results are not first in their message")
         if uses and i + 1 == len(messages):
             out.append(f"message {i}: tool_uses {uses} have no following results")
@@ -130,8 +139,9 @@ def openai_problems(body: dict[str, Any]) -> list[str]:
     if messages[1].get("role") != "user":
         out.append("message 1 (after the system message) is not a user message")
     if messages[-1].get("role") not in ("user", "tool"):
-        out.append(f"the last message is a {messages[-1].get('role')} message, "
-                   "expected user or tool")
+        out.append(
+            f"the last message is a {messages[-1].get('role')} message, expected user or tool"
+        )
     out += _openai_messages(messages)
     out += _openai_pairs(messages)
     return out
@@ -157,8 +167,9 @@ def _openai_messages(messages: list[dict]) -> list[str]:
                 except (KeyError, TypeError, ValueError):
                     args = None
                 if not isinstance(args, dict):
-                    out.append(f"message {i}: tool call {c.get('id')} arguments are not a "
-                               "JSON object")
+                    out.append(
+                        f"message {i}: tool call {c.get('id')} arguments are not a JSON object"
+                    )
         elif role == "tool" and not isinstance(msg.get("content"), str):
             out.append(f"message {i}: tool content is not a string")
         elif role not in ("system", "user", "assistant", "tool"):
@@ -173,12 +184,17 @@ def _openai_pairs(messages: list[dict]) -> list[str]:
     while i < len(messages):
         msg = messages[i]
         if msg.get("role") == "tool":
-            out.append(f"message {i}: a tool message ({msg.get('tool_call_id')}) without "
-                       "its call just before")
+            out.append(
+                f"message {i}: a tool message ({msg.get('tool_call_id')}) without "
+                "its call just before"
+            )
             i += 1
             continue
-        calls = [c.get("id") for c in msg.get("tool_calls") or []] \
-            if msg.get("role") == "assistant" else []
+        calls = (
+            [c.get("id") for c in msg.get("tool_calls") or []]
+            if msg.get("role") == "assistant"
+            else []
+        )
         for c in calls:
             if c in seen:
                 out.append(f"message {i}: tool call id {c} is not unique")
@@ -189,7 +205,9 @@ def _openai_pairs(messages: list[dict]) -> list[str]:
             answers.append(messages[j].get("tool_call_id"))
             j += 1
         if calls and answers != calls:
-            out.append(f"message {i}: tool calls {calls} are answered by {answers}: expected "
-                       "exactly one tool message per call, in order, right after")
+            out.append(
+                f"message {i}: tool calls {calls} are answered by {answers}: expected "
+                "exactly one tool message per call, in order, right after"
+            )
         i = j if calls else i + 1
     return out

@@ -56,10 +56,14 @@ def nvim_env(tmp_path_factory: pytest.TempPathFactory):
 
 def configure(home: Path, server: Any, **extra: Any) -> Path:
     """Write HOME/config.jsonc pointing at a loopback server (Anthropic wire format)."""
-    config = {"provider": "loopback", "model": "loopback-model",
-              "providers": {"loopback": {"type": "anthropic", "base_url": server.url,
-                                         "api_key_env": None}},
-              **extra}
+    config = {
+        "provider": "loopback",
+        "model": "loopback-model",
+        "providers": {
+            "loopback": {"type": "anthropic", "base_url": server.url, "api_key_env": None}
+        },
+        **extra,
+    }
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.jsonc").write_text("// nvim test config\n" + json.dumps(config, indent=2))
     return home
@@ -105,14 +109,17 @@ def wait_for(pred: Callable[[], Any], timeout: float = 10.0, interval: float = 0
 
 def buffer_lines(nv: pynvim.Nvim, name: str) -> list[str]:
     """The lines of the buffer called ``name`` ([] when there is none)."""
-    return nv.exec_lua("""
+    return nv.exec_lua(
+        """
         for _, b in ipairs(vim.api.nvim_list_bufs()) do
           if vim.api.nvim_buf_get_name(b) == ... then
             return vim.api.nvim_buf_get_lines(b, 0, -1, false)
           end
         end
         return {}
-    """, name)
+    """,
+        name,
+    )
 
 
 def chat(nv: pynvim.Nvim) -> str:

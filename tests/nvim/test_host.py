@@ -23,8 +23,9 @@ class RecordingPort:
     def emit(self, event: dict) -> None:
         self.events.append(event)
         if event["kind"] == "approve" and self.answer is not None:
-            threading.Thread(target=self.host.answer,
-                             args=(event["job"], event["id"], self.answer)).start()
+            threading.Thread(
+                target=self.host.answer, args=(event["job"], event["id"], self.answer)
+            ).start()
 
     def done(self) -> dict | None:
         return next((e for e in self.events if e["kind"] == "done"), None)
@@ -56,8 +57,14 @@ def test_ask_streams_text_then_done_and_pins_the_session(home, workspace, loopba
     job = host.ask(ctx, "hi")
 
     done = wait_for(port.done)
-    assert done == {"job": job, "kind": "done", "status": "done", "turn": 1,
-                    "text": "one two three", "error": None}
+    assert done == {
+        "job": job,
+        "kind": "done",
+        "status": "done",
+        "turn": 1,
+        "text": "one two three",
+        "error": None,
+    }
     assert "".join(e["text"] for e in port.events if e["kind"] == "text") == "one two three"
     assert [m["role"] for m in host.messages(ctx)] == ["user", "assistant"]
     assert host.session(ctx)["id"] == host.session(ctx)["id"]
@@ -65,8 +72,7 @@ def test_ask_streams_text_then_done_and_pins_the_session(home, workspace, loopba
 
 @pytest.mark.parametrize("yes", [True, False])
 def test_a_write_waits_for_the_persons_answer(yes, home, workspace, loopback):
-    configure(home, loopback([{"calls": [{"code": '(write-file "b.txt" "x")'}]},
-                              {"text": "ok"}]))
+    configure(home, loopback([{"calls": [{"code": '(write-file "b.txt" "x")'}]}, {"text": "ok"}]))
     host, port = start(answer=yes)
 
     host.ask({"home": str(home), "cwd": str(workspace)}, "write b")

@@ -15,29 +15,38 @@ ACTIONS = ("undo", "redo", "tree", "status", "recall", "evict", "fork", "context
 
 
 def buffer_map(nv, buf_name: str, lhs: str) -> dict:
-    return nv.exec_lua("""
+    return nv.exec_lua(
+        """
         local name, lhs = ...
         local buf = vim.fn.bufnr(name)
         return vim.api.nvim_buf_call(buf, function()
           local m = vim.fn.maparg(lhs, 'n', false, true)
           return { buffer = m.buffer or 0, desc = m.desc or '' }
         end)
-    """, buf_name, lhs)
+    """,
+        buf_name,
+        lhs,
+    )
 
 
 def test_setup_merges_validates_and_warns_about_unknown_keys(nvim):
     notified(nvim)
-    nvim.exec_lua("require('nodecode').setup({ keymaps = { undo = 'U', bogus = 'x', "
-                  "picker = { toggle = '<C-g>', nope = 'y' } } })")
+    nvim.exec_lua(
+        "require('nodecode').setup({ keymaps = { undo = 'U', bogus = 'x', "
+        "picker = { toggle = '<C-g>', nope = 'y' } } })"
+    )
 
     keys = nvim.exec_lua("return require('nodecode.config').get().keymaps")
     assert keys["undo"] == "U" and keys["redo"] == "<localleader>r"
     assert keys["picker"]["toggle"] == "<C-g>" and keys["picker"]["open"] == "<CR>"
     wait_for(lambda: len(notes(nvim)) == 2)
-    assert sorted(notes(nvim)) == ["nodecode: unknown option keymaps.bogus (ignored)",
-                                   "nodecode: unknown option keymaps.picker.nope (ignored)"]
+    assert sorted(notes(nvim)) == [
+        "nodecode: unknown option keymaps.bogus (ignored)",
+        "nodecode: unknown option keymaps.picker.nope (ignored)",
+    ]
     ok, err = nvim.exec_lua(
-        "return { pcall(require('nodecode').setup, { keymaps = { undo = 3 } }) }")
+        "return { pcall(require('nodecode').setup, { keymaps = { undo = 3 } }) }"
+    )
     assert ok is False and "keymaps.undo" in err
 
 
@@ -58,20 +67,28 @@ def test_chat_and_context_buffers_get_the_configured_keys(nvim, home, workspace,
 
     context = nvim.current.buffer.name
     for name in ("nodecode://chat", "nodecode://input", context):
-        assert buffer_map(nvim, name, "U") == {"buffer": 1, "desc": "nodecode: undo the last turn "
-                                                                    "and its file changes"}
+        assert buffer_map(nvim, name, "U") == {
+            "buffer": 1,
+            "desc": "nodecode: undo the last turn and its file changes",
+        }
         assert buffer_map(nvim, name, "\\r")["buffer"] == 1
         assert buffer_map(nvim, name, "\\f")["buffer"] == 0  # disabled
     assert buffer_map(nvim, context, "\\m")["desc"].startswith("nodecode: restore")
 
 
-@pytest.mark.skipif(not all(hasattr(Host, n) for n in ("undo", "redo")),
-                    reason="the checkpoint host methods have not landed")
+@pytest.mark.skipif(
+    not all(hasattr(Host, n) for n in ("undo", "redo")),
+    reason="the checkpoint host methods have not landed",
+)
 def test_undo_and_redo_keys_restore_files_and_reload_buffers(nvim, home, workspace, loopback):
-    srv = loopback([
-        {"calls": [{"code": ';; write a\n(write-file "a.txt" "v1")'}]}, {"text": "wrote v1"},
-        {"calls": [{"code": ';; write a again\n(write-file "a.txt" "v2")'}]}, {"text": "wrote v2"},
-    ])
+    srv = loopback(
+        [
+            {"calls": [{"code": ';; write a\n(write-file "a.txt" "v1")'}]},
+            {"text": "wrote v1"},
+            {"calls": [{"code": ';; write a again\n(write-file "a.txt" "v2")'}]},
+            {"text": "wrote v2"},
+        ]
+    )
     configure(home, srv, auto_approve=["write", "shell"])
     make_session(home, workspace, ["write v1", "now write v2"])
     a = workspace / "a.txt"
@@ -99,7 +116,8 @@ def test_undo_and_redo_keys_restore_files_and_reload_buffers(nvim, home, workspa
 
 @pytest.mark.skipif(not hasattr(Host, "status"), reason="the status host method has not landed")
 def test_statusline_shows_fill_and_budget_after_a_turn_and_never_starts_the_host(
-        nvim, home, loopback):
+    nvim, home, loopback
+):
     configure(home, loopback([{"text": "hello back"}]))
     assert nvim.exec_lua("return require('nodecode').status()") == ""
     assert nvim.call("remote#host#IsRunning", "nodecode") == 0
@@ -129,8 +147,18 @@ def test_commands_complete_their_arguments(nvim):
     assert nvim.funcs.getcompletion("NodecodeEvict ", "cmdline") == ["through", "25", "50", "75"]
     assert nvim.funcs.getcompletion("NodecodeBudget c", "cmdline") == ["clear"]
     names = nvim.funcs.getcompletion("Nodecode", "command")
-    assert {"NodecodeContext", "NodecodeEvict", "NodecodeCompact", "NodecodeRecall",
-            "NodecodeTree", "NodecodeUndo", "NodecodeRedo", "NodecodeFork", "NodecodeStatus",
-            "NodecodeBudget", "NodecodeSessions", "NodecodeStop", "Nodecode"} <= set(names)
-
-
+    assert {
+        "NodecodeContext",
+        "NodecodeEvict",
+        "NodecodeCompact",
+        "NodecodeRecall",
+        "NodecodeTree",
+        "NodecodeUndo",
+        "NodecodeRedo",
+        "NodecodeFork",
+        "NodecodeStatus",
+        "NodecodeBudget",
+        "NodecodeSessions",
+        "NodecodeStop",
+        "Nodecode",
+    } <= set(names)

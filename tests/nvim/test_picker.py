@@ -18,8 +18,14 @@ DEPS = Path(os.environ.get("NODECODE_TEST_DEPS", "/nonexistent"))
 @pytest.fixture
 def sessions(home: Path, workspace: Path, loopback):
     """An older session about parsers, then the current one about tests."""
-    srv = loopback([{"text": "the parser is in parse.py"}, {"text": "use a tokenizer"},
-                    {"text": "run pytest -q"}, {"text": "tests pass now"}])
+    srv = loopback(
+        [
+            {"text": "the parser is in parse.py"},
+            {"text": "use a tokenizer"},
+            {"text": "run pytest -q"},
+            {"text": "tests pass now"},
+        ]
+    )
     configure(home, srv)
     older = make_session(home, workspace, ["where is the parser", "how to fix the parser"])
     current = make_session(home, workspace, ["how do I run the tests", "did they pass"])
@@ -108,7 +114,7 @@ def test_restore_action_puts_the_header_into_the_context_buffer(nvim, sessions, 
     user_seq = int(text.split(f"[[m:{nonce} ")[1].split(" ")[0])
     first = text.index(f"[[m:{nonce} ")
     cut = text.index(f"[[m:{nonce} ", first + 1)  # drop the first block (the first ask)
-    path.write_text(text[:text.index("\n") + 1] + text[cut:])
+    path.write_text(text[: text.index("\n") + 1] + text[cut:])
     take.take(app, sid, take.head_turn(app.store, sid))  # an idle take belongs to the head
     app.close()
     nvim.command("NodecodeContext")
@@ -137,8 +143,11 @@ def test_sessions_picker_resumes_another_session(nvim, sessions):
 
 @pytest.mark.skipif(not (DEPS / "telescope.nvim").is_dir(), reason="telescope not available")
 def test_recall_in_telescope_when_it_is_installed(nvim, sessions):
-    nvim.exec_lua("local a, b = ...; vim.opt.rtp:append(a); vim.opt.rtp:append(b)",
-                  str(DEPS / "plenary.nvim"), str(DEPS / "telescope.nvim"))
+    nvim.exec_lua(
+        "local a, b = ...; vim.opt.rtp:append(a); vim.opt.rtp:append(b)",
+        str(DEPS / "plenary.nvim"),
+        str(DEPS / "telescope.nvim"),
+    )
     nvim.command("runtime! plugin/telescope.lua")
     assert nvim.exec_lua("return require('nodecode.ui.picker').backend()") == "telescope"
     nvim.command("Telescope nodecode recall")

@@ -18,8 +18,9 @@ def python_specs() -> list[dict]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     members = vars(module.NodecodePlugin).values()
-    return sorted((m._nvim_rpc_spec for m in members if hasattr(m, "_nvim_rpc_spec")),
-                  key=lambda s: s["name"])
+    return sorted(
+        (m._nvim_rpc_spec for m in members if hasattr(m, "_nvim_rpc_spec")), key=lambda s: s["name"]
+    )
 
 
 def test_plugin_registers_and_its_host_starts_without_update_remote_plugins(nvim, nvim_env):
@@ -71,5 +72,7 @@ def test_a_host_that_cannot_start_is_a_one_line_error(nvim):
     ok, err = nvim.exec_lua("return { pcall(require('nodecode.rpc').info) }")
 
     assert ok is False
-    assert err == ("nodecode: no Python at /nonexistent/python "
-                   "(run `make install` in the plugin, or set g:nodecode_python)")
+    assert err == (
+        "nodecode: no Python at /nonexistent/python "
+        "(run `make install` in the plugin, or set g:nodecode_python)"
+    )

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 def test_setup_rejects_a_bad_value_naming_the_key(nvim):
     ok, err = nvim.exec_lua(
-        "return { pcall(require('nodecode').setup, { chat = { position = 'up' } }) }")
+        "return { pcall(require('nodecode').setup, { chat = { position = 'up' } }) }"
+    )
 
     assert ok is False
     assert err == 'chat.position: expected one of below, current, left, right, tab, got "up"'

@@ -15,7 +15,8 @@ from .ui_helpers import make_session
 
 pytestmark = pytest.mark.skipif(
     not all(hasattr(Host, n) for n in ("tree", "continue_", "rewind", "fork")),
-    reason="the checkpoint host methods have not landed")
+    reason="the checkpoint host methods have not landed",
+)
 
 
 def write_round(name: str, text: str) -> dict:
@@ -25,9 +26,15 @@ def write_round(name: str, text: str) -> dict:
 @pytest.fixture
 def branched(home: Path, workspace: Path, loopback):
     """Turns 1 and 2 write a.txt (v1, v2); turn 2 is undone, turn 3 asks again."""
-    srv = loopback([write_round("a.txt", "v1"), {"text": "wrote v1"},
-                    write_round("a.txt", "v2"), {"text": "wrote v2"},
-                    {"text": "third answer"}])
+    srv = loopback(
+        [
+            write_round("a.txt", "v1"),
+            {"text": "wrote v1"},
+            write_round("a.txt", "v2"),
+            {"text": "wrote v2"},
+            {"text": "third answer"},
+        ]
+    )
     configure(home, srv, auto_approve=["write", "shell"])
     sid = make_session(home, workspace, ["write v1", "write v2"])
     from nodecode import checkpoints
@@ -41,7 +48,8 @@ def branched(home: Path, workspace: Path, loopback):
 
 def tree_lines(nv: pynvim.Nvim) -> list[str]:
     return nv.exec_lua(
-        "return vim.api.nvim_buf_get_lines(vim.fn.bufnr('nodecode://tree'), 0, -1, false)")
+        "return vim.api.nvim_buf_get_lines(vim.fn.bufnr('nodecode://tree'), 0, -1, false)"
+    )
 
 
 def head(nv: pynvim.Nvim) -> int:
@@ -70,7 +78,10 @@ def test_render_keeps_the_head_branch_straight_and_indents_the_others(nvim):
         }))
     """)
     assert [r.split("  seq")[0].rstrip() for r in rows] == [
-        "○ 1  first", "├─ · 2  undone", "● 3  again"]
+        "○ 1  first",
+        "├─ · 2  undone",
+        "● 3  again",
+    ]
     assert rows[1].endswith("seq 5–8  undone") and rows[2].endswith("seq 9–12  stopped · head")
 
 
@@ -104,8 +115,12 @@ def test_rewind_moves_the_head_and_files_follow(nvim, branched, workspace):
 
     wait_for(lambda: head(nvim) == 2)
     wait_for(lambda: (workspace / "a.txt").read_text() == "v2")
-    wait_for(lambda: nvim.exec_lua(
-        "return vim.api.nvim_buf_get_lines(vim.fn.bufnr('a.txt'), 0, -1, false)") == ["v2"])
+    wait_for(
+        lambda: (
+            nvim.exec_lua("return vim.api.nvim_buf_get_lines(vim.fn.bufnr('a.txt'), 0, -1, false)")
+            == ["v2"]
+        )
+    )
 
 
 def test_fork_key_makes_a_child_session_this_neovim_works_in(nvim, branched):

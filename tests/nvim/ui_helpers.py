@@ -75,7 +75,8 @@ def user_texts(body: dict) -> list[str]:
 def screen(nv: pynvim.Nvim, rows: int) -> list[str]:
     """The first ``rows`` screen lines, as drawn (needs ``nv.ui_attach`` first)."""
     nv.command("redraw!")
-    return nv.exec_lua("""
+    return nv.exec_lua(
+        """
         local out = {}
         for r = 1, ... do
           local cells = {}
@@ -83,4 +84,6 @@ def screen(nv: pynvim.Nvim, rows: int) -> list[str]:
           out[r] = vim.trim(table.concat(cells))
         end
         return out
-    """, rows)
+    """,
+        rows,
+    )

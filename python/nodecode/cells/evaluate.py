@@ -63,7 +63,10 @@ def evaluate_call(name: str, input: Any, env: CellEnv) -> CellResult:
     if name != TOOL_NAME:
         return _result(
             f'error: unknown tool "{name}": the only tool is eval, '
-            'whose input is {"code": "<cell>"}', True, env)
+            'whose input is {"code": "<cell>"}',
+            True,
+            env,
+        )
     code = _code_of(input)
     if not isinstance(code, str):
         return _result(f"error: {code}", True, env)
@@ -76,15 +79,20 @@ def _code_of(input: Any) -> str | CellError:
         try:
             input = json.loads(input)  # some providers hand over the arguments as JSON text
         except ValueError:
-            return CellError(f'eval input must be an object {{"code": "<cell>"}}, '
-                             f"found a string that is not JSON: {show_form(input, 60)}")
+            return CellError(
+                f'eval input must be an object {{"code": "<cell>"}}, '
+                f"found a string that is not JSON: {show_form(input, 60)}"
+            )
     if not isinstance(input, dict):
-        return CellError(f'eval input must be an object {{"code": "<cell>"}}, '
-                         f"found {_json_kind(input)}")
+        return CellError(
+            f'eval input must be an object {{"code": "<cell>"}}, found {_json_kind(input)}'
+        )
     if "code" not in input:
         keys = ", ".join(json.dumps(str(k)) for k in sorted(map(str, input)))
-        return CellError('eval input must have a "code" string, found '
-                         + (f"only the keys {keys}" if keys else "an empty object"))
+        return CellError(
+            'eval input must have a "code" string, found '
+            + (f"only the keys {keys}" if keys else "an empty object")
+        )
     if not isinstance(input["code"], str):
         return CellError(f'eval input "code" must be a string, found {_json_kind(input["code"])}')
     return input["code"]
@@ -97,8 +105,10 @@ def _run_form(form: object, env: CellEnv) -> tuple[str, bool]:
         return f"error: expected a form like {_EXAMPLE} at the top level, found {what}", True
     head = form[0]
     if not isinstance(head, Sym) or isinstance(head, Keyword):
-        return (f"error: a form starts with a verb, like {_EXAMPLE}; "
-                f"found {kind_of(head)} {show_form(head, 40)}"), True
+        return (
+            f"error: a form starts with a verb, like {_EXAMPLE}; "
+            f"found {kind_of(head)} {show_form(head, 40)}"
+        ), True
     entry = VERBS.get(str(head))
     try:
         if entry is None:
@@ -124,8 +134,15 @@ def _os_message(e: OSError) -> str:
 
 
 def _json_kind(value: object) -> str:
-    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
-             int: "a number", float: "a number", type(None): "null"}
+    names = {
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }
     return names.get(type(value), f"a {type(value).__name__}")
 
 

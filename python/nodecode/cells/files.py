@@ -25,8 +25,9 @@ MAX_GREP_FILE = 16 * 1024 * 1024
 _SNIFF = 8192
 
 
-@verb("read-file", args=["path"], keywords={"from": int, "to": int},
-      metavars={"from": "L", "to": "L"})
+@verb(
+    "read-file", args=["path"], keywords={"from": int, "to": int}, metavars={"from": "L", "to": "L"}
+)
 def read_file(env: CellEnv, path: str, *, from_: int | None = None, to: int | None = None) -> str:
     """Read a text file as plain text, whole or lines L–M (1-based, inclusive)."""
     real = resolve_path(env, path, must_exist=True, verb="read-file")
@@ -66,7 +67,7 @@ def edit_file(env: CellEnv, path: str, old: str, new: str) -> str:
     # surrogateescape keeps bytes that are not UTF-8 exactly as they were.
     text = data.decode("utf-8", "surrogateescape")
     at = _only_occurrence(text, old, display(env, real))
-    after = _encode(text[:at] + new + text[at + len(old):], "edit-file", "NEW")
+    after = _encode(text[:at] + new + text[at + len(old) :], "edit-file", "NEW")
     _approve_write(env, real)
     _write(real, after, new=False)
     _record(env, real, data, after)

@@ -146,15 +146,17 @@ def _skip_string(code: str, start: int) -> int:
             return match.end()
         i = match.end() + 1  # the escaped character, whatever it is
     raise CellError(
-        f'cell: unterminated string: expected a closing \'"\' for the string opened at '
+        f"cell: unterminated string: expected a closing '\"' for the string opened at "
         f"{_where(code, start)}, found the end of the cell"
     )
 
 
 def _close(code: str, stack: list[tuple[str, int]], closer: str, at: int) -> None:
     if not stack:
-        raise CellError(f'cell: unbalanced parentheses: found "{closer}" at {_where(code, at)} '
-                        f'with no "{_OPENERS[closer]}" open')
+        raise CellError(
+            f'cell: unbalanced parentheses: found "{closer}" at {_where(code, at)} '
+            f'with no "{_OPENERS[closer]}" open'
+        )
     opener, opened = stack.pop()
     if _CLOSERS[opener] != closer:
         raise CellError(

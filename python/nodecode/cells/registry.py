@@ -94,10 +94,12 @@ class Verb:
     def _positionals(self, given: list) -> list:
         low, high = len(self.args), len(self.args) + len(self.optional)
         if not low <= len(given) <= high:
-            names = " ".join([p.metavar for p in self.args]
-                             + [f"[{p.metavar}]" for p in self.optional])
-            raise CellError(f"{self.usage}: expected {_count(low, high)} ({names or 'none'}), "
-                            f"got {len(given)}")
+            names = " ".join(
+                [p.metavar for p in self.args] + [f"[{p.metavar}]" for p in self.optional]
+            )
+            raise CellError(
+                f"{self.usage}: expected {_count(low, high)} ({names or 'none'}), got {len(given)}"
+            )
         values = []
         for index, (param, value) in enumerate(zip(self.args + self.optional, given)):
             if index >= low and value == NIL and not _is(param.kind, bool):
@@ -168,8 +170,9 @@ def _params(spec: ParamSpec, metavars: Mapping[str, str]) -> tuple[Param, ...]:
     return tuple(params)
 
 
-def _usage(name: str, required: tuple[Param, ...], opts: tuple[Param, ...],
-           kws: Mapping[str, Param]) -> str:
+def _usage(
+    name: str, required: tuple[Param, ...], opts: tuple[Param, ...], kws: Mapping[str, Param]
+) -> str:
     words = [name, *(p.metavar for p in required), *(f"[{p.metavar}]" for p in opts)]
     words += [f":{k} {p.metavar}" for k, p in kws.items()]
     return "(" + " ".join(words) + ")"

@@ -58,8 +58,8 @@ def split_notes(body: str, original: str) -> tuple[str, list[str]]:
     if len(at) <= had:
         return body, []
     starts = at[had:]
-    notes = ["\n".join(lines[a + 1:b]) for a, b in zip(starts, starts[1:] + [len(lines)])]
-    return "\n".join(lines[:starts[0]]), notes
+    notes = ["\n".join(lines[a + 1 : b]) for a, b in zip(starts, starts[1:] + [len(lines)])]
+    return "\n".join(lines[: starts[0]]), notes
 
 
 def read_file_edit(text: str, export_text: str, nonce: str, st: State) -> Edit:
@@ -68,8 +68,9 @@ def read_file_edit(text: str, export_text: str, nonce: str, st: State) -> Edit:
     exported = split(export_text, nonce)
     first = text.split("\n", 1)[0]
     if first != exported.first:
-        edit.errors.append((1, f"first line changed: expected {exported.first!r} "
-                               f"(found {first[:80]!r})"))
+        edit.errors.append(
+            (1, f"first line changed: expected {exported.first!r} (found {first[:80]!r})")
+        )
         return edit
     now = split(text, nonce)
     edit.errors += now.errors
@@ -85,7 +86,9 @@ def _compare(edit: Edit, blocks: list[Block], exported: list[Block], st: State) 
     last: tuple[int, int] | None = None  # (export position, id) of the previous kept block
     for b in blocks:
         if b.id in seen:
-            edit.errors.append((b.line, f"message {b.id} appears twice (first at line {seen[b.id]})"))
+            edit.errors.append(
+                (b.line, f"message {b.id} appears twice (first at line {seen[b.id]})")
+            )
             continue
         seen[b.id] = b.line
         if b.id in original:
@@ -93,20 +96,32 @@ def _compare(edit: Edit, blocks: list[Block], exported: list[Block], st: State) 
         elif b.id in removed:
             _restored(edit, b, removed[b.id])
         else:
-            edit.errors.append((b.line, f"unknown ID {b.id}: not a message of this export "
-                                        "nor a removed one that can be restored"))
+            edit.errors.append(
+                (
+                    b.line,
+                    f"unknown ID {b.id}: not a message of this export "
+                    "nor a removed one that can be restored",
+                )
+            )
     edit.deleted = [b.id for b in exported if b.id not in seen]
     _check_deleted_calls(edit, exported, st)
 
 
-def _kept(edit: Edit, b: Block, orig: Block, pos: int,
-          last: tuple[int, int] | None) -> tuple[int, int]:
+def _kept(
+    edit: Edit, b: Block, orig: Block, pos: int, last: tuple[int, int] | None
+) -> tuple[int, int]:
     if b.role != orig.role:
-        edit.errors.append((b.line, f"role of message {b.id} changed: expected {orig.role} "
-                                    f"(found {b.role})"))
+        edit.errors.append(
+            (b.line, f"role of message {b.id} changed: expected {orig.role} (found {b.role})")
+        )
     if last is not None and pos < last[0]:
-        edit.errors.append((b.line, f"blocks reordered: message {b.id} comes after {last[1]} "
-                                    "but the export has it before"))
+        edit.errors.append(
+            (
+                b.line,
+                f"blocks reordered: message {b.id} comes after {last[1]} "
+                "but the export has it before",
+            )
+        )
     body, notes = split_notes(b.body, orig.body)
     if body != orig.body:
         edit.rewrites[b.id] = body
@@ -118,8 +133,9 @@ def _kept(edit: Edit, b: Block, orig: Block, pos: int,
 
 def _restored(edit: Edit, b: Block, m: Message) -> None:
     if b.role != m.role:
-        edit.errors.append((b.line, f"role of message {b.id} changed: expected {m.role} "
-                                    f"(found {b.role})"))
+        edit.errors.append(
+            (b.line, f"role of message {b.id} changed: expected {m.role} (found {b.role})")
+        )
     body, notes = split_notes(b.body, m.text)
     edit.restores.append(b.id)
     if body.strip() and body != m.text:
@@ -133,15 +149,21 @@ def _check_deleted_calls(edit: Edit, exported: list[Block], st: State) -> None:
     for i in edit.deleted:
         m = st.path_messages.get(i)
         if m is not None and m.role == "call" and i in results and results[i] not in in_export:
-            edit.errors.append((None, f"deleting call {i} whose result {results[i]} was logged "
-                                      "after this export: that pair is newer than the file"))
+            edit.errors.append(
+                (
+                    None,
+                    f"deleting call {i} whose result {results[i]} was logged "
+                    "after this export: that pair is newer than the file",
+                )
+            )
 
 
 # -- reading a form -----------------------------------------------------------
 
 
-def read_form_edit(form: dict[str, Any], order: list[Message], st: State,
-                   made_at: int | None = None) -> Edit:
+def read_form_edit(
+    form: dict[str, Any], order: list[Message], st: State, made_at: int | None = None
+) -> Edit:
     """``(context :drop SPANS :keep IDS :note TEXT)`` against the current order. Seqs
     and spans reach only messages older than the form (``made_at``, its event's seq):
     the ask that follows an idle form is newer than it, like messages after an export."""
@@ -156,8 +178,9 @@ def read_form_edit(form: dict[str, Any], order: list[Message], st: State,
         for item in spec:
             hit = _containing(item, older)
             if not hit:
-                edit.errors.append((None, f":drop {_show(item)}: no message of the context "
-                                          "contains it"))
+                edit.errors.append(
+                    (None, f":drop {_show(item)}: no message of the context contains it")
+                )
             drop |= hit
     drop -= set(form.get("keep") or [])
     edit.deleted = [m.id for m in order if m.id in drop]
@@ -177,8 +200,13 @@ def _check_newer_results(edit: Edit, st: State, made_at: int) -> None:
     for i in edit.deleted:
         m = st.path_messages.get(i)
         if m is not None and m.role == "call" and results.get(i, 0) > made_at:
-            edit.errors.append((None, f"deleting call {i} whose result {results[i]} was "
-                                      "logged after this form: that pair is newer than the form"))
+            edit.errors.append(
+                (
+                    None,
+                    f"deleting call {i} whose result {results[i]} was "
+                    "logged after this form: that pair is newer than the form",
+                )
+            )
 
 
 def _containing(item: Any, order: list[Message]) -> set[int]:
@@ -216,8 +244,9 @@ def edited_tool_text(m: Message, body: str) -> str:
     return (body.rstrip("\n") + "\n" if body.strip() else "") + mark
 
 
-def apply(order: list[Message], edit: Edit, st: State,
-          new_note: Callable[[str], Message]) -> tuple[list[Message], Applied]:
+def apply(
+    order: list[Message], edit: Edit, st: State, new_note: Callable[[str], Message]
+) -> tuple[list[Message], Applied]:
     """The order after ``edit``; notes become messages through ``new_note``."""
     done = Applied()
     drop = _with_pairs(edit.deleted, st, done, "deleting")
@@ -249,8 +278,15 @@ def _rewrite(out: list[Message], edit: Edit, st: State, done: Applied) -> list[M
         body = edit.rewrites.get(m.id)
         if body is not None and m.id not in edit.restores:
             text = edited_tool_text(m, body) if m.role == "tool" else body
-            m = Message(m.id, m.role, text, m.turn, _call_payload(m, text), rewritten=True,
-                        restored=m.restored)
+            m = Message(
+                m.id,
+                m.role,
+                text,
+                m.turn,
+                _call_payload(m, text),
+                rewritten=True,
+                restored=m.restored,
+            )
             done.rewrote.append(m.id)
         result.append(m)
     return result
@@ -283,15 +319,19 @@ def _place(out: list[Message], key: tuple[int, int], st: State) -> int:
     span starts before it counts as preceding, so it returns after the stub."""
     at = 0
     for k, m in enumerate(out):
-        anchor = st.key.get(m.payload.get("span", (m.id,))[0], st.key.get(m.id)) \
-            if m.role == "stub" else st.key.get(m.id)
+        anchor = (
+            st.key.get(m.payload.get("span", (m.id,))[0], st.key.get(m.id))
+            if m.role == "stub"
+            else st.key.get(m.id)
+        )
         if anchor is not None and anchor <= key:
             at = k + 1
     return at
 
 
-def _insert_notes(out: list[Message], edit: Edit, new_note: Callable[[str], Message],
-                  done: Applied) -> list[Message]:
+def _insert_notes(
+    out: list[Message], edit: Edit, new_note: Callable[[str], Message], done: Applied
+) -> list[Message]:
     for after, text in edit.notes:
         if not text.strip():
             continue

@@ -32,8 +32,13 @@ def first_line(store: str, sid: str, number: int, nonce: str) -> str:
 
 def choose_nonce(messages: list[Message], length: int = 6) -> str:
     """A fresh nonce no message line starts with (after ``[[m:``)."""
-    starts = {line[4:4 + length] for m in messages if "[[m:" in m.text
-              for line in m.text.split("\n") if line.startswith("[[m:")}
+    starts = {
+        line[4 : 4 + length]
+        for m in messages
+        if "[[m:" in m.text
+        for line in m.text.split("\n")
+        if line.startswith("[[m:")
+    }
     while True:
         nonce = "".join(secrets.choice(_ALPHABET) for _ in range(length))
         if nonce not in starts:
@@ -82,22 +87,32 @@ def split(text: str, nonce: str) -> Split:
         if end < 0:
             end = len(text)
         line = text[start:end]
-        if line[cut:cut + 1] in (" ", "]", ""):
+        if line[cut : cut + 1] in (" ", "]", ""):
             line_no += text.count("\n", counted, start)
             counted = start
             parsed = _header(line, nonce)
             if parsed is None:
-                out.errors.append((line_no + 1, f"malformed header {line[:60]!r}: expected "
-                                                f"[[m:{nonce} ID ROLE]] with ROLE one of "
-                                                f"{', '.join(ROLES)}"))
+                out.errors.append(
+                    (
+                        line_no + 1,
+                        f"malformed header {line[:60]!r}: expected "
+                        f"[[m:{nonce} ID ROLE]] with ROLE one of "
+                        f"{', '.join(ROLES)}",
+                    )
+                )
             else:
                 heads.append((line_no, *parsed, start, end + 1))
         at = text.find(probe, end)
     # Text between line 1 and the first header (with no header, a final newline is fine).
     stray = heads[0][0] > 1 if heads else nl + 1 < len(text) and nl >= 0
     if stray:
-        out.errors.append((2, "text between line 1 and the first header: "
-                              "expected a [[m:NONCE ID ROLE]] header line"))
+        out.errors.append(
+            (
+                2,
+                "text between line 1 and the first header: "
+                "expected a [[m:NONCE ID ROLE]] header line",
+            )
+        )
     for k, (i, mid, role, _, body_at) in enumerate(heads):
         stop = heads[k + 1][3] if k + 1 < len(heads) else len(text)
         if stop > body_at and text[stop - 1] == "\n":  # strip exactly one final \n

@@ -96,12 +96,18 @@ def state(store: Store, sid: str) -> State:
 
 
 def _copy(st: State) -> State:
-    return replace(st, messages=list(st.messages), path_messages=dict(st.path_messages),
-                   key=dict(st.key), newest=set(st.newest))
+    return replace(
+        st,
+        messages=list(st.messages),
+        path_messages=dict(st.path_messages),
+        key=dict(st.key),
+        newest=set(st.newest),
+    )
 
 
-def _grow(store: Store, sid: str, st: State, seen: int, old_head: int | None,
-          head: int | None) -> State | None:
+def _grow(
+    store: Store, sid: str, st: State, seen: int, old_head: int | None, head: int | None
+) -> State | None:
     """``st`` plus what was logged after ``seen``, or None if that needs a recompute."""
     new = store.events(sid, after=seen)
     if any(e.kind in SNAPSHOT_KINDS or e.kind == "move" for e in new):
@@ -136,8 +142,7 @@ def _compute(store: Store, sid: str) -> State:
         snap = max(snaps, key=lambda e: key[e.seq])
         after = key[snap.seq]
         order = _from_snapshot(store, snap.payload["context"], messages)
-    order += [m for i, m in sorted(messages.items(), key=lambda kv: key[kv[0]])
-              if key[i] > after]
+    order += [m for i, m in sorted(messages.items(), key=lambda kv: key[kv[0]]) if key[i] > after]
     running = path[-1].number if path else None
     st = State(order, messages, {i: key[i] for i in messages}, running)
     st.newest = newest_round(store, sid, path[-1] if path else None, messages)
@@ -150,8 +155,9 @@ def _path_events(store: Store, sid: str, path: list[turn_tree.Turn]) -> list[Eve
     numbers = [t.number for t in path]
     events: list[Event] = []
     for owner, upto in turn_tree.scopes(store, sid):
-        events += store.context_events(owner, numbers, upto=upto, kinds=SNAPSHOT_KINDS,
-                                       turnless=owner == sid)
+        events += store.context_events(
+            owner, numbers, upto=upto, kinds=SNAPSHOT_KINDS, turnless=owner == sid
+        )
     return events
 
 
@@ -167,8 +173,9 @@ def _text(store: Store, digest: str) -> str:
     return text
 
 
-def _from_snapshot(store: Store, snap: dict[str, Any], messages: dict[int, Message]
-                   ) -> list[Message]:
+def _from_snapshot(
+    store: Store, snap: dict[str, Any], messages: dict[int, Message]
+) -> list[Message]:
     texts = {i: h for i, h in snap.get("texts", [])}
     restored = set(snap.get("restored", []))
     out = []
@@ -177,31 +184,43 @@ def _from_snapshot(store: Store, snap: dict[str, Any], messages: dict[int, Messa
         if m is None:
             continue
         if i in texts:
-            m = Message(m.id, m.role, _text(store, texts[i]), m.turn, m.payload, rewritten=True,
-                        restored=i in restored)
+            m = Message(
+                m.id,
+                m.role,
+                _text(store, texts[i]),
+                m.turn,
+                m.payload,
+                rewritten=True,
+                restored=i in restored,
+            )
         elif i in restored:
             m = Message(m.id, m.role, m.text, m.turn, m.payload, restored=True)
         out.append(m)
     return out
 
 
-def newest_round(store: Store, sid: str, turn: turn_tree.Turn | None,
-                 messages: dict[int, Message]) -> set[int]:
+def newest_round(
+    store: Store, sid: str, turn: turn_tree.Turn | None, messages: dict[int, Message]
+) -> set[int]:
     """The ask of ``turn`` and the messages after its last request (its newest round)."""
     if turn is None:
         return set()
     own = sorted(i for i, m in messages.items() if m.turn == turn.number)
     ask = next((i for i in own if messages[i].role == "user"), None)
-    rows = store.read("SELECT MAX(seq) FROM events WHERE session = ? AND turn = ? "
-                      "AND kind = 'request'", (turn.session, turn.number))
+    rows = store.read(
+        "SELECT MAX(seq) FROM events WHERE session = ? AND turn = ? AND kind = 'request'",
+        (turn.session, turn.number),
+    )
     last_request = rows[0][0]
     keep = {ask} if ask is not None else set()
     if last_request is None:
         return keep
     if turn.status != "running":  # a finished turn: its last round is the newest
-        prev = store.read("SELECT seq FROM events WHERE session = ? AND turn = ? AND "
-                          "kind = 'request' ORDER BY seq DESC LIMIT 1 OFFSET 1",
-                          (turn.session, turn.number))
+        prev = store.read(
+            "SELECT seq FROM events WHERE session = ? AND turn = ? AND "
+            "kind = 'request' ORDER BY seq DESC LIMIT 1 OFFSET 1",
+            (turn.session, turn.number),
+        )
         last_request = prev[0][0] if prev else ask or last_request
     return keep | {i for i in own if i > last_request}
 
@@ -209,15 +228,22 @@ def newest_round(store: Store, sid: str, turn: turn_tree.Turn | None,
 def snapshot(store: Store, order: list[Message]) -> dict[str, Any]:
     """The payload that records ``order`` as the context (put it under "context"
     in a snapshot event: receipt, evict or fork); rewritten texts go to blobs."""
-    return {"order": [m.id for m in order],
-            "texts": [[m.id, store.put_blob(m.text.encode("utf-8", "surrogatepass"))]
-                      for m in order if m.rewritten],
-            "restored": [m.id for m in order if m.restored]}
+    return {
+        "order": [m.id for m in order],
+        "texts": [
+            [m.id, store.put_blob(m.text.encode("utf-8", "surrogatepass"))]
+            for m in order
+            if m.rewritten
+        ],
+        "restored": [m.id for m in order if m.restored],
+    }
 
 
 def take_count(store: Store, sid: str) -> int:
     """How many takes this session has had: edits taken, evictions, tree moves, forks."""
     rows = store.read(
         f"SELECT COUNT(*) FROM events WHERE session = ? AND (kind IN ({', '.join('?' * 3)}) "
-        "OR (kind = 'receipt' AND text LIKE ?))", (sid, *TAKE_KINDS, "%\ntaken at seq %"))
+        "OR (kind = 'receipt' AND text LIKE ?))",
+        (sid, *TAKE_KINDS, "%\ntaken at seq %"),
+    )
     return rows[0][0]

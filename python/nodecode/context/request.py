@@ -83,7 +83,7 @@ def _note_not_last(out: list[Message]) -> list[Message]:
         return out
     last_user = max((k for k, m in enumerate(out) if m.role in USER_SIDE), default=-1)
     at = last_user if last_user == len(out) - 1 else last_user + 1
-    return out[:max(at, 0)] + tail + out[max(at, 0):]
+    return out[: max(at, 0)] + tail + out[max(at, 0) :]
 
 
 def _input(call: Message) -> Any:
@@ -114,8 +114,15 @@ def common_prefix(sent: list[tuple[int, str]], previous: list[tuple[int, str]] |
     return n
 
 
-def anthropic_body(messages: list[Message], *, model: str, system: str, tools: list[dict],
-                   max_tokens: int, previous: list[tuple[int, str]] | None = None) -> Built:
+def anthropic_body(
+    messages: list[Message],
+    *,
+    model: str,
+    system: str,
+    tools: list[dict],
+    max_tokens: int,
+    previous: list[tuple[int, str]] | None = None,
+) -> Built:
     arranged = arrange(messages)
     sent = [(m.id, m.digest) for m in arranged]
     blocks = [_block_of(m) for m in arranged]
@@ -170,49 +177,84 @@ def _block_of(m: Message) -> dict[str, Any]:
 
 def _anthropic_block(m: Message) -> dict[str, Any]:
     if m.role == "call":
-        return {"type": "tool_use", "id": wire_tool_id(m.id, "anthropic"),
-                "name": m.payload.get("name", "eval"), "input": _input(m)}
+        return {
+            "type": "tool_use",
+            "id": wire_tool_id(m.id, "anthropic"),
+            "name": m.payload.get("name", "eval"),
+            "input": _input(m),
+        }
     if m.role == "tool":
-        block = {"type": "tool_result", "tool_use_id": wire_tool_id(m.call_id or 0, "anthropic"),
-                 "content": m.text}
+        block = {
+            "type": "tool_result",
+            "tool_use_id": wire_tool_id(m.call_id or 0, "anthropic"),
+            "content": m.text,
+        }
         if m.payload.get("error"):
             block["is_error"] = True
         return block
     return {"type": "text", "text": m.text}
 
 
-def openai_body(messages: list[Message], *, model: str, system: str, tools: list[dict],
-                max_tokens: int, previous: list[tuple[int, str]] | None = None) -> Built:
+def openai_body(
+    messages: list[Message],
+    *,
+    model: str,
+    system: str,
+    tools: list[dict],
+    max_tokens: int,
+    previous: list[tuple[int, str]] | None = None,
+) -> Built:
     arranged = arrange(messages)
     wire: list[dict[str, Any]] = [{"role": "system", "content": system}]
     for m in arranged:
         if m.role in USER_SIDE:
             wire.append({"role": "user", "content": m.text})
         elif m.role == "tool":
-            wire.append({"role": "tool", "tool_call_id": wire_tool_id(m.call_id or 0, "openai"),
-                         "content": m.text})
+            wire.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": wire_tool_id(m.call_id or 0, "openai"),
+                    "content": m.text,
+                }
+            )
         else:
             last = wire[-1]
             if last["role"] != "assistant" or (m.role != "call" and last.get("tool_calls")):
                 last = {"role": "assistant", "content": None}
                 wire.append(last)
             if m.role == "call":
-                last.setdefault("tool_calls", []).append({
-                    "id": wire_tool_id(m.id, "openai"), "type": "function",
-                    "function": {"name": m.payload.get("name", "eval"),
-                                 "arguments": json.dumps(_input(m), ensure_ascii=False)}})
+                last.setdefault("tool_calls", []).append(
+                    {
+                        "id": wire_tool_id(m.id, "openai"),
+                        "type": "function",
+                        "function": {
+                            "name": m.payload.get("name", "eval"),
+                            "arguments": json.dumps(_input(m), ensure_ascii=False),
+                        },
+                    }
+                )
             else:
-                last["content"] = m.text if last["content"] is None else (
-                    last["content"] + "\n\n" + m.text)
-    body = {"model": model, "max_tokens": max_tokens, "messages": wire,
-            "tools": [_openai_tool(t) for t in tools]}
+                last["content"] = (
+                    m.text if last["content"] is None else (last["content"] + "\n\n" + m.text)
+                )
+    body = {
+        "model": model,
+        "max_tokens": max_tokens,
+        "messages": wire,
+        "tools": [_openai_tool(t) for t in tools],
+    }
     return Built(body, [(m.id, m.digest) for m in arranged])
 
 
 def _openai_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "function", "function": {"name": tool["name"],
-                                             "description": tool["description"],
-                                             "parameters": tool["input_schema"]}}
+    return {
+        "type": "function",
+        "function": {
+            "name": tool["name"],
+            "description": tool["description"],
+            "parameters": tool["input_schema"],
+        },
+    }
 
 
 def build(provider_type: str, messages: list[Message], **kw: Any) -> Built:

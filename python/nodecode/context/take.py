@@ -45,8 +45,10 @@ def receipt_file(app: "App", sid: str) -> Path:
 
 
 def latest_export(store: Store, sid: str) -> Event | None:
-    rows = store.read("SELECT seq FROM events WHERE session = ? AND kind = 'export' "
-                      "ORDER BY seq DESC LIMIT 1", (sid,))
+    rows = store.read(
+        "SELECT seq FROM events WHERE session = ? AND kind = 'export' ORDER BY seq DESC LIMIT 1",
+        (sid,),
+    )
     return store.event(sid, rows[0][0]) if rows else None
 
 
@@ -64,15 +66,26 @@ def export(app: "App", sid: str) -> Path:
     with store.atomic():
         record_file_edit(app, sid)
         st = state(store, sid)
-        number = len(store.read("SELECT 1 FROM events WHERE session = ? AND kind = 'export'",
-                                (sid,))) + 1
+        number = (
+            len(store.read("SELECT 1 FROM events WHERE session = ? AND kind = 'export'", (sid,)))
+            + 1
+        )
         nonce = fileformat.choose_nonce(st.messages)
         text = fileformat.render(app.store_name, sid, number, nonce, st.messages)
         raw = text.encode("utf-8", "surrogatepass")
-        store.append(sid, "export", turn=head_turn(store, sid),
-                     text=fileformat.first_line(app.store_name, sid, number, nonce),
-                     payload={"number": number, "nonce": nonce, "base": take_count(store, sid),
-                              "blob": store.put_blob(raw), "ids": [m.id for m in st.messages]})
+        store.append(
+            sid,
+            "export",
+            turn=head_turn(store, sid),
+            text=fileformat.first_line(app.store_name, sid, number, nonce),
+            payload={
+                "number": number,
+                "nonce": nonce,
+                "base": take_count(store, sid),
+                "blob": store.put_blob(raw),
+                "ids": [m.id for m in st.messages],
+            },
+        )
     # Written once the export is committed: a crash in between must not leave a
     # file naming an export the log does not have.
     path = context_file(app, sid)
@@ -97,9 +110,18 @@ def record_file_edit(app: "App", sid: str) -> Event | None:
         return None
     exp = _named_export(store, sid, raw) or exp
     store.put_blob(raw)
-    return store.append(sid, "edit", turn=head_turn(store, sid), text="file edit",
-                        payload={"source": "file", "export": exp.payload["number"],
-                                 "base": exp.payload["base"], "blob": digest})
+    return store.append(
+        sid,
+        "edit",
+        turn=head_turn(store, sid),
+        text="file edit",
+        payload={
+            "source": "file",
+            "export": exp.payload["number"],
+            "base": exp.payload["base"],
+            "blob": digest,
+        },
+    )
 
 
 def _file_changed(app: "App", sid: str) -> bool:
@@ -139,20 +161,29 @@ def _named_export(store: Store, sid: str, raw: bytes) -> Event | None:
 def _recorded_files(store: Store, sid: str) -> set[str]:
     # Any export's own bytes are no edit either: a crash between an export's
     # commit and its file write leaves the previous export on disk.
-    return {e.payload.get("blob") for e in store.events(sid, kinds=("edit", "export"))
-            if e.kind == "export" or e.payload.get("source") == "file"}
+    return {
+        e.payload.get("blob")
+        for e in store.events(sid, kinds=("edit", "export"))
+        if e.kind == "export" or e.payload.get("source") == "file"
+    }
 
 
 def record_form_edit(store: Store, sid: str, form: dict[str, Any], turn: int | None) -> Event:
-    return store.append(sid, "edit", turn=turn, text="(context …) form",
-                        payload={"source": "form", "base": take_count(store, sid), **form})
+    return store.append(
+        sid,
+        "edit",
+        turn=turn,
+        text="(context …) form",
+        payload={"source": "form", "base": take_count(store, sid), **form},
+    )
 
 
 def pending_edits(store: Store, sid: str) -> list[Event]:
     """Edits not yet taken or refused. A take processes every pending edit under
     one write lock, so they are exactly the edits logged after the last receipt."""
-    last = store.read("SELECT MAX(seq) FROM events WHERE session = ? AND kind = 'receipt'",
-                      (sid,))[0][0]
+    last = store.read("SELECT MAX(seq) FROM events WHERE session = ? AND kind = 'receipt'", (sid,))[
+        0
+    ][0]
     return store.events(sid, after=last or 0, kinds=("edit",))
 
 
@@ -167,8 +198,14 @@ def read_edit(store: Store, sid: str, e: Event, order: list[Message], st: State)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        return Edit(errors=[(None, f"the file is not UTF-8 (byte {err.start}: "
-                                   f"{raw[err.start:err.start + 1]!r})")])
+        return Edit(
+            errors=[
+                (
+                    None,
+                    f"the file is not UTF-8 (byte {err.start}: {raw[err.start : err.start + 1]!r})",
+                )
+            ]
+        )
     export_text = (store.blob(exp.payload["blob"]) or b"").decode("utf-8", "surrogatepass")
     return read_file_edit(text, export_text, exp.payload["nonce"], st)
 
@@ -180,8 +217,14 @@ def _export(store: Store, sid: str, number: int) -> Event:
     raise LookupError(f"export {number} of {sid} is not in the log")
 
 
-def take(app: "App", sid: str, turn: int | None, *, budget: int | None = None,
-         count: Callable[[list[Message]], int] | None = None) -> TakeReport:
+def take(
+    app: "App",
+    sid: str,
+    turn: int | None,
+    *,
+    budget: int | None = None,
+    count: Callable[[list[Message]], int] | None = None,
+) -> TakeReport:
     """Process every pending edit (SPEC §2 "Taking an edit"). With no running
     turn, the take belongs to the head (changes made while it is the head)."""
     store = app.store
@@ -202,8 +245,11 @@ def take(app: "App", sid: str, turn: int | None, *, budget: int | None = None,
         taken: list[int] = []
         notices: list[Message] = []
         for e in pending:
-            edit = Edit(errors=[(None, STALE)]) if e.payload.get("base", -1) < current \
+            edit = (
+                Edit(errors=[(None, STALE)])
+                if e.payload.get("base", -1) < current
                 else read_edit(store, sid, e, order, st)
+            )
             reason = edit.error()
             if reason is not None:
                 notices.append(_refuse(app, sid, turn, e, reason, report))
@@ -222,11 +268,17 @@ def _note(store: Store, sid: str, turn: int | None, text: str) -> Message:
     return message_of(store.append(sid, "note", role="note", turn=turn, text=text))
 
 
-def _refuse(app: "App", sid: str, turn: int | None, e: Event, reason: str,
-            report: TakeReport) -> Message:
+def _refuse(
+    app: "App", sid: str, turn: int | None, e: Event, reason: str, report: TakeReport
+) -> Message:
     head = _receipt_head(app, sid, e)
-    event = app.store.append(sid, "receipt", turn=turn, payload={"edits": [e.seq]},
-                             text=lambda seq: f"{head}\nrefused at seq {seq}: {reason}")
+    event = app.store.append(
+        sid,
+        "receipt",
+        turn=turn,
+        payload={"edits": [e.seq]},
+        text=lambda seq: f"{head}\nrefused at seq {seq}: {reason}",
+    )
     report.receipts.append(event.text)
     notice = f"Your context edit ({_what(e)}) was refused: {reason}"
     report.notices.append(notice)
@@ -240,14 +292,24 @@ def _what(e: Event) -> str:
 
 
 def _receipt_head(app: "App", sid: str, e: Event) -> str:
-    where = f"export {e.payload.get('export')}" if e.payload.get("source") == "file" \
+    where = (
+        f"export {e.payload.get('export')}"
+        if e.payload.get("source") == "file"
         else f"form at seq {e.seq}"
+    )
     return f"[[receipt {app.store_name}/{sid} {where}]]"
 
 
-def _section(app: "App", sid: str, e: Event, done: Applied, before: list[Message],
-             after: list[Message], budget: int | None,
-             count: Callable[[list[Message]], int] | None) -> str:
+def _section(
+    app: "App",
+    sid: str,
+    e: Event,
+    done: Applied,
+    before: list[Message],
+    after: list[Message],
+    budget: int | None,
+    count: Callable[[list[Message]], int] | None,
+) -> str:
     lines = [_receipt_head(app, sid, e), "taken at seq {seq}: " + _counts(done)]
     if done.pairs:
         lines.append("pairs: " + "; ".join(done.pairs))
@@ -263,9 +325,15 @@ def _counts(done: Applied) -> str:
     def part(word: str, ids: list[int]) -> str:
         return f"{word} {len(ids)}" + (f" ({' '.join(map(str, ids))})" if ids else "")
 
-    return " · ".join([f"kept {done.kept}", part("deleted", done.deleted),
-                       part("rewrote", done.rewrote), part("noted", done.noted),
-                       part("restored", done.restored)])
+    return " · ".join(
+        [
+            f"kept {done.kept}",
+            part("deleted", done.deleted),
+            part("rewrote", done.rewrote),
+            part("noted", done.noted),
+            part("restored", done.restored),
+        ]
+    )
 
 
 def _cache_line(before: list[Message], after: list[Message]) -> str:
@@ -279,13 +347,23 @@ def _cache_line(before: list[Message], after: list[Message]) -> str:
     return f"cache: unchanged through {last}"
 
 
-def _log_take(app: "App", sid: str, turn: int | None, taken: list[int], sections: list[str],
-              order: list[Message], report: TakeReport) -> None:
+def _log_take(
+    app: "App",
+    sid: str,
+    turn: int | None,
+    taken: list[int],
+    sections: list[str],
+    order: list[Message],
+    report: TakeReport,
+) -> None:
     store = app.store
-    event = store.append(sid, "receipt", turn=turn,
-                         payload={"edits": taken, "context": snapshot(store, order)},
-                         text=lambda seq: "\n".join(s.replace("{seq}", str(seq))
-                                                    for s in sections))
+    event = store.append(
+        sid,
+        "receipt",
+        turn=turn,
+        payload={"edits": taken, "context": snapshot(store, order)},
+        text=lambda seq: "\n".join(s.replace("{seq}", str(seq)) for s in sections),
+    )
     report.receipts.append(event.text)
     report.taken = True
 
@@ -308,6 +386,13 @@ def validate(app: "App", sid: str, text: str) -> dict[str, Any]:
     errors = [[line or 1, reason] for line, reason in edit.errors]
     if stale:
         errors.insert(0, [1, STALE])
-    return {"ok": not errors, "errors": errors,
-            "summary": {"deleted": edit.deleted, "rewrote": sorted(edit.rewrites),
-                        "notes": len(edit.notes), "restored": edit.restores}}
+    return {
+        "ok": not errors,
+        "errors": errors,
+        "summary": {
+            "deleted": edit.deleted,
+            "rewrote": sorted(edit.rewrites),
+            "notes": len(edit.notes),
+            "restored": edit.restores,
+        },
+    }

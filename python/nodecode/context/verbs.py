@@ -14,13 +14,16 @@ from nodecode.errors import CellError
 
 def _span(item: Any) -> int | list[int]:
     if isinstance(item, bool) or not isinstance(item, (int, Pair)):
-        raise CellError(f"(context :drop SPANS): each span must be a seq or (from . to) "
-                        f"(got {item!r})")
+        raise CellError(
+            f"(context :drop SPANS): each span must be a seq or (from . to) (got {item!r})"
+        )
     if isinstance(item, Pair):
         lo, hi = item
         if not isinstance(lo, int) or not isinstance(hi, int) or lo > hi:
-            raise CellError(f"(context :drop SPANS): (from . to) needs integers with from ≤ to "
-                            f"(got ({lo} . {hi}))")
+            raise CellError(
+                f"(context :drop SPANS): (from . to) needs integers with from ≤ to "
+                f"(got ({lo} . {hi}))"
+            )
         return [lo, hi]
     return item
 
@@ -44,8 +47,11 @@ def form_of(drop: Any, keep: Any, note: Any) -> dict[str, Any]:
     return form
 
 
-@verb("context", keywords={"drop": (Sym, list, int, Pair), "keep": (list, int), "note": str},
-      metavars={"drop": "SPANS", "keep": "IDS", "note": "TEXT"})
+@verb(
+    "context",
+    keywords={"drop": (Sym, list, int, Pair), "keep": (list, int), "note": str},
+    metavars={"drop": "SPANS", "keep": "IDS", "note": "TEXT"},
+)
 def context_verb(env: Any, drop: Any = None, keep: Any = None, note: Any = None) -> str:
     """Export the context to a file (no arguments), or edit it: drop, keep, note."""
     app, sid = env.extra["app"], env.extra["session"]
@@ -56,17 +62,20 @@ def context_verb(env: Any, drop: Any = None, keep: Any = None, note: Any = None)
     edit = read_form_edit(form, st.messages, st)
     if edit.errors:
         raise CellError(f"(context …): {edit.error()}")
-    takes.record_form_edit(app.store, sid, form, env.extra.get("turn") or takes.head_turn(
-        app.store, sid))
+    takes.record_form_edit(
+        app.store, sid, form, env.extra.get("turn") or takes.head_turn(app.store, sid)
+    )
     return preview(st.messages, edit, st)
 
 
 def preview(order: list[Message], edit: Any, st: Any) -> str:
     """One paragraph: what the next request will take."""
-    counter = iter(range(-1, -10**6, -1))
+    counter = iter(range(-1, -(10**6), -1))
     after, done = apply(order, edit, st, lambda text: Message(next(counter), "note", text))
-    parts = [f"Pending until your next request: the context goes from {len(order)} to "
-             f"{len(after)} messages"]
+    parts = [
+        f"Pending until your next request: the context goes from {len(order)} to "
+        f"{len(after)} messages"
+    ]
     if done.deleted:
         parts.append(f"dropping {len(done.deleted)} ({_ids(done.deleted)})")
     if done.pairs:

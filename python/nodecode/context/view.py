@@ -61,13 +61,20 @@ def open_export(app: App, sid: str) -> dict[str, Any]:
     enc = _encoding_name(app)
     blocks, line = [], 2
     for m in messages:  # render(): a header line, the text, one newline
-        blocks.append({"id": m.id, "role": m.role, "line": line,
-                       "tokens": count_tokens(m.text, enc)})
+        blocks.append(
+            {"id": m.id, "role": m.role, "line": line, "tokens": count_tokens(m.text, enc)}
+        )
         line += 2 + m.text.count("\n")
-    return {"path": str(path), "session": sid, "nonce": nonce, "export": number,
-            "first": fileformat.first_line(app.store_name, sid, number, nonce),
-            "blocks": blocks, "cached_through": cached_through(store, sid, messages),
-            "receipt": str(takes.receipt_file(app, sid))}
+    return {
+        "path": str(path),
+        "session": sid,
+        "nonce": nonce,
+        "export": number,
+        "first": fileformat.first_line(app.store_name, sid, number, nonce),
+        "blocks": blocks,
+        "cached_through": cached_through(store, sid, messages),
+        "receipt": str(takes.receipt_file(app, sid)),
+    }
 
 
 def cached_through(store: Store, sid: str, messages: list[context_model.Message]) -> int | None:
@@ -94,8 +101,10 @@ def first_line(text: str) -> str:
 def removed(store: Store, sid: str) -> list[dict[str, Any]]:
     """Messages of the head's path that are not in the context (deleted or
     evicted): what a restore header can bring back, oldest first."""
-    return [{"id": m.id, "role": m.role, "turn": m.turn, "first_line": first_line(m.text)}
-            for m in context_model.state(store, sid).removed()]
+    return [
+        {"id": m.id, "role": m.role, "turn": m.turn, "first_line": first_line(m.text)}
+        for m in context_model.state(store, sid).removed()
+    ]
 
 
 def turn_messages(store: Store, sid: str, number: int) -> list[dict[str, Any]]:
@@ -103,20 +112,31 @@ def turn_messages(store: Store, sid: str, number: int) -> list[dict[str, Any]]:
     turn = turn_tree.get(store, sid, number)
     if turn is None:
         raise LookupError(f"turn {number} is not in session {sid}")
-    return [{"seq": e.seq, "role": e.role, "text": e.text}
-            for e in store.events(turn.session, after=turn.first_seq - 1, upto=turn.last_seq)
-            if e.role is not None and e.turn == number]
+    return [
+        {"seq": e.seq, "role": e.role, "text": e.text}
+        for e in store.events(turn.session, after=turn.first_seq - 1, upto=turn.last_seq)
+        if e.role is not None and e.turn == number
+    ]
 
 
 def session_rows(store: Store, pinned: str | None) -> list[dict[str, Any]]:
     """Every session of the store, newest first, for the sessions picker."""
     rows = []
     for info in reversed(sessions.all_sessions(store)):
-        asks = store.read("SELECT text FROM events WHERE session = ? AND role = 'user' "
-                          "ORDER BY seq LIMIT 1", (info.id,))
-        rows.append({"id": info.id, "parent": info.parent, "title": info.title or "",
-                     "first_ask": first_line(asks[0][0]) if asks else "",
-                     "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(info.created)),
-                     "turns": len(turn_tree.turns(store, info.id)), "head": info.head,
-                     "pinned": info.id == pinned})
+        asks = store.read(
+            "SELECT text FROM events WHERE session = ? AND role = 'user' ORDER BY seq LIMIT 1",
+            (info.id,),
+        )
+        rows.append(
+            {
+                "id": info.id,
+                "parent": info.parent,
+                "title": info.title or "",
+                "first_ask": first_line(asks[0][0]) if asks else "",
+                "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(info.created)),
+                "turns": len(turn_tree.turns(store, info.id)),
+                "head": info.head,
+                "pinned": info.id == pinned,
+            }
+        )
     return rows

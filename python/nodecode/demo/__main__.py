@@ -34,8 +34,19 @@ def start_loopback() -> tuple[subprocess.Popen, str]:
     Its stderr goes to a log file, never onto Neovim's screen."""
     with open(DEMO / "loopback.log", "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "nodecode.loopback", "--script", str(HERE / "script.jsonl"),
-             "--chunk-delay", "0.03"], stdout=subprocess.PIPE, stderr=log, text=True)
+            [
+                sys.executable,
+                "-m",
+                "nodecode.loopback",
+                "--script",
+                str(HERE / "script.jsonl"),
+                "--chunk-delay",
+                "0.03",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+        )
     url = proc.stdout.readline().strip()
     if not url.startswith("http"):
         proc.terminate()
@@ -49,21 +60,30 @@ def provider_config(environ: dict[str, str]) -> tuple[dict, subprocess.Popen | N
     if environ.get("OPENAI_API_KEY"):
         return {"provider": "openai", "model": "gpt-4o-mini"}, None
     proc, url = start_loopback()
-    return {"provider": "loopback", "model": "loopback-demo",
-            "providers": {"loopback": {"type": "anthropic", "base_url": url,
-                                       "api_key_env": None}},
-            "auto_approve": ["write", "shell"]}, proc
+    return {
+        "provider": "loopback",
+        "model": "loopback-demo",
+        "providers": {"loopback": {"type": "anthropic", "base_url": url, "api_key_env": None}},
+        "auto_approve": ["write", "shell"],
+    }, proc
 
 
 def environment(home: Path, xdg: Path, config: dict) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("NODECODE_SESSION", "NODECODE_PROVIDER", "NODECODE_MODEL", "VIMINIT")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("NODECODE_SESSION", "NODECODE_PROVIDER", "NODECODE_MODEL", "VIMINIT")
+    }
     for name in ("config", "data", "state", "cache"):
         env[f"XDG_{name.upper()}_HOME"] = str((xdg / name))
         (xdg / name).mkdir(parents=True, exist_ok=True)
-    env.update(NODECODE_HOME=str(home), NVIM_RPLUGIN_MANIFEST=str(xdg / "rplugin.vim"),
-               NODECODE_DEMO_ROOT=str(REPO), NODECODE_DEMO_PYTHON=sys.executable,
-               NODECODE_DEMO_MODEL=f"{config['provider']} · {config['model']}")
+    env.update(
+        NODECODE_HOME=str(home),
+        NVIM_RPLUGIN_MANIFEST=str(xdg / "rplugin.vim"),
+        NODECODE_DEMO_ROOT=str(REPO),
+        NODECODE_DEMO_PYTHON=sys.executable,
+        NODECODE_DEMO_MODEL=f"{config['provider']} · {config['model']}",
+    )
     return env
 
 
@@ -71,14 +91,14 @@ def main() -> int:
     nvim = find_nvim()
     workspace = DEMO / "workspace"
     shutil.rmtree(workspace, ignore_errors=True)
-    shutil.copytree(HERE / "workspace", workspace,
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(HERE / "workspace", workspace, ignore=shutil.ignore_patterns("__pycache__"))
     home, xdg = fresh(DEMO / "home"), fresh(DEMO / "xdg")
     config, loopback = provider_config(dict(os.environ))
     (home / "config.jsonc").write_text("// written by `make demo`\n" + json.dumps(config, indent=2))
     try:
-        return subprocess.call([nvim, "-u", str(HERE / "init.lua")], cwd=workspace,
-                               env=environment(home, xdg, config))
+        return subprocess.call(
+            [nvim, "-u", str(HERE / "init.lua")], cwd=workspace, env=environment(home, xdg, config)
+        )
     finally:
         if loopback is not None:
             loopback.terminate()

@@ -68,8 +68,12 @@ class StreamParser:
         return reply
 
     def _reply(self, *, partial: bool) -> Reply:
-        return Reply(text=self.text, calls=self._tool_calls(partial=partial), usage=self.usage,
-                     stop_reason=self.stop_reason)
+        return Reply(
+            text=self.text,
+            calls=self._tool_calls(partial=partial),
+            usage=self.usage,
+            stop_reason=self.stop_reason,
+        )
 
     def _tool_calls(self, *, partial: bool) -> list[ToolCall]:
         """The tool calls so far; when ``partial``, only those whose input completed."""
@@ -298,7 +302,8 @@ class _Workers:
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]]] = (
-            queue.SimpleQueue())
+            queue.SimpleQueue()
+        )
         self._idle = 0
         self._lock = threading.Lock()
 

@@ -186,8 +186,9 @@ class NodecodePlugin:
     @pynvim.function("NodecodeRewind", sync=True)
     @never_raise
     def rewind(self, args: list) -> Any:
-        return self.host.rewind(_arg(args, 0, {}), int(_arg(args, 1, 0)),
-                                bool(_arg(args, 2, False)))
+        return self.host.rewind(
+            _arg(args, 0, {}), int(_arg(args, 1, 0)), bool(_arg(args, 2, False))
+        )
 
     @pynvim.function("NodecodeFork", sync=True)
     @never_raise
