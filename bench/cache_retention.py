@@ -57,7 +57,6 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import WORDS, Report, arg_parser, prose, write_config  # noqa: E402
-
 from nodecode.agent import TurnCallbacks  # noqa: E402
 from nodecode.app import App  # noqa: E402
 from nodecode.context import model as context_model  # noqa: E402
@@ -228,7 +227,7 @@ def unchanged_prefix(previous: dict, body: dict) -> tuple[int, int]:
     """(blocks, tokens) of the leading prompt blocks ``body`` shares with ``previous``."""
     a, b = anthropic_blocks(previous), anthropic_blocks(body)
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x.key != y.key:
             break
         n += 1
@@ -308,10 +307,10 @@ def run_scenario(root: Path, base: Base, kind: str, depth: float | None, n: int)
     try:
         with httpx.Client(timeout=120) as client:
             # Both caches get the history the base session gave them.
-            for body, usage in zip(base.bodies, base.usages):
+            for body in base.bodies:
                 replayed = send(client, ours_srv, body)
                 send(client, naive_srv, end_only(body))
-            if replayed["cache_read"] != usage["cache_read"]:
+            if replayed["cache_read"] != base.usages[-1]["cache_read"]:
                 raise RuntimeError("the replayed history did not reproduce the base's cache")
             write_config(home, ours_srv.url, auto_approve=["shell"])
             app = App.open(home=home, store=STORE, cwd=base.ws, environ={})
@@ -501,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
                 end_only_pct=round(naive, 2),
                 requests=len(pooled),
             )
-    except Exception as exc:  # a benchmark reports; it never fails the build
+    except Exception as exc:  # noqa: BLE001 — a benchmark reports; it never fails the build
         traceback.print_exc(file=sys.stderr)
         report.row(
             "cache retention",

@@ -43,8 +43,8 @@ import sys
 import tempfile
 import time
 import traceback
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
@@ -58,7 +58,6 @@ from _common import (
     prose,
     spread,
 )
-
 from nodecode import turns as turn_tree  # noqa: E402
 from nodecode.app import App  # noqa: E402
 from nodecode.context import edits  # noqa: E402
@@ -348,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     report = Report(args.json)
     try:
         run(report, args.messages, args.reps, args.warmup, args.profile)
-    except Exception as exc:  # a benchmark reports; it never fails the build
+    except Exception as exc:  # noqa: BLE001 — a benchmark reports; it never fails the build
         traceback.print_exc(file=sys.stderr)
         for name in ("export", "take"):
             report.row(

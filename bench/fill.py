@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="nodecode-bench-") as tmp:
         try:
             measure(report, Path(tmp), args.messages, args.reps, args.warmup)
-        except Exception as exc:  # a benchmark reports; it never fails the build
+        except Exception as exc:  # noqa: BLE001 — a benchmark reports; it never fails the build
             traceback.print_exc(file=sys.stderr)
             report.row(
                 f"fill after one append, {args.messages} messages",

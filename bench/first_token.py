@@ -55,15 +55,14 @@ from _common import (
     spread,
     write_config,
 )
-
+from nodecode import budget as budgets
 from nodecode import turns as turn_tree  # noqa: E402
 from nodecode.agent import TurnCallbacks  # noqa: E402
 from nodecode.app import App  # noqa: E402
 from nodecode.context import model as context_model
 from nodecode.context import request as request_builder
-from nodecode import budget as budgets
-from nodecode.prompt import SYSTEM_PROMPT, TOOLS  # noqa: E402
 from nodecode.loopback import LoopbackServer  # noqa: E402
+from nodecode.prompt import SYSTEM_PROMPT, TOOLS  # noqa: E402
 
 GOALS_MS = {200: 5.0, 2000: 25.0}
 STORE = "default"
@@ -398,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
                         args.warmup,
                         args.profile if n == max(sizes) else 0,
                     )
-                except Exception as exc:  # a benchmark reports; it never fails the build
+                except Exception as exc:  # noqa: BLE001 — a benchmark reports; it never fails the build
                     traceback.print_exc(file=sys.stderr)
                     report.row(
                         f"first token overhead, {n} messages",
@@ -408,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
                         error=str(exc),
                         line=f"first token, {n} messages: ERROR {exc} → FAIL",
                     )
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 — a boundary: report, never crash
             traceback.print_exc(file=sys.stderr)
             report.row(
                 "first token overhead",

@@ -15,12 +15,11 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 import msgpack
-
 from nodecode import recall
 from nodecode import session as sessions
 from nodecode.store import Store, open_store
@@ -29,14 +28,73 @@ CACHE = Path(__file__).resolve().parent / ".cache"
 SEED = 7_2024
 VOCABULARY = 30_000
 T0 = 1_700_000_000.0
-COMMON = (
-    "the to a of and in is it that for file this test def return self import "
-    "error line value function name path with not from on be if as list call"
-).split()
-SYLLABLES = (
-    "ka ro mi su te na lo vi pe da zu ri mo ke sa tu ne li fa go bu "
-    "che ly qua xen dor pli str ing ent ast"
-).split()
+COMMON = [
+    "the",
+    "to",
+    "a",
+    "of",
+    "and",
+    "in",
+    "is",
+    "it",
+    "that",
+    "for",
+    "file",
+    "this",
+    "test",
+    "def",
+    "return",
+    "self",
+    "import",
+    "error",
+    "line",
+    "value",
+    "function",
+    "name",
+    "path",
+    "with",
+    "not",
+    "from",
+    "on",
+    "be",
+    "if",
+    "as",
+    "list",
+    "call",
+]
+SYLLABLES = [
+    "ka",
+    "ro",
+    "mi",
+    "su",
+    "te",
+    "na",
+    "lo",
+    "vi",
+    "pe",
+    "da",
+    "zu",
+    "ri",
+    "mo",
+    "ke",
+    "sa",
+    "tu",
+    "ne",
+    "li",
+    "fa",
+    "go",
+    "bu",
+    "che",
+    "ly",
+    "qua",
+    "xen",
+    "dor",
+    "pli",
+    "str",
+    "ing",
+    "ent",
+    "ast",
+]
 # (role or kind, how often, fewest words, most words)
 SHAPES = [
     ("assistant", 25, 8, 60),
@@ -215,7 +273,7 @@ def bench_search(store: Store, dump: Path, words: list[str]) -> list[float]:
         query = " ".join(words[r] for r in ranks)
         rarest = words[max(ranks)]
         hits = len(recall.recall_search(store, query))
-        ours = timed(lambda: recall.recall_search(store, query))
+        ours = timed(lambda query=query: recall.recall_search(store, query))
         theirs = grep_ms(rarest, dump)
         ratios.append(ours / theirs)
         print(f"  {query!r} ({hits} hits; grep -F {rarest!r})")
@@ -233,7 +291,9 @@ def bench_log(store: Store, size: Size, words: list[str]) -> None:
     for rank in (40, 4000, 25000):
         match = words[rank]
         lines = recall.recall_log(store, sid, match=match, before=before, limit=20)
-        ms = timed(lambda: recall.recall_log(store, sid, match=match, before=before, limit=20))
+        ms = timed(
+            lambda match=match: recall.recall_log(store, sid, match=match, before=before, limit=20)
+        )
         print(
             f"recall-log over a {size.big:,}-event session (:match {match!r} :before {before} "
             f":limit 20 → {len(lines)} lines): {ms:.2f} ms"

@@ -8,7 +8,6 @@ import sys
 import threading
 
 import pytest
-
 from helpers import write_config
 from nodecode.agent import TurnCallbacks
 from nodecode.app import App
@@ -84,9 +83,8 @@ def test_stop_between_calls_leaves_the_rest_without_results_but_requests_stay_va
 def test_a_second_ask_on_a_busy_session_fails_with_session_busy(make_app):
     app, srv, sid = make_app([{"text": "hi"}])
     other = App.open(app.home, "default", app.cwd, environ={})
-    with Lease(other.store, sid):
-        with pytest.raises(SessionBusy, match="session busy"):
-            app.agent(sid).ask("hi")
+    with Lease(other.store, sid), pytest.raises(SessionBusy, match="session busy"):
+        app.agent(sid).ask("hi")
     other.close()
     assert app.agent(sid).ask("hi").status == "done"
 

@@ -331,7 +331,7 @@ def test_the_fill_follows_the_reported_figure_within_2_percent(ptype, session, l
         s.read_turn(k)
     requests = s.events("request")
     assert len(requests) == len(srv.model_requests) == 10
-    for event, received in list(zip(requests, srv.model_requests))[1:]:
+    for event, received in list(zip(requests, srv.model_requests, strict=False))[1:]:
         reported = prompt_total(ptype, received.usage)
         assert abs(event.payload["fill"] - reported) <= 0.02 * reported, (event.seq, reported)
     # and what our tokenizer says is 25% under: the calibration did the rest

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from helpers import run_cli, write_config
 from nodecode.store import open_store
 

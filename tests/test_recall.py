@@ -5,11 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from helpers import run_cli, write_config
-from nodecode import recall
+from nodecode import recall, turns
 from nodecode import session as sessions
-from nodecode import turns
 from nodecode.agent import format_result
 from nodecode.app import App
 from nodecode.cells import CellEnv, CellResult, evaluate

@@ -116,7 +116,7 @@ def test_workspace_escapes_are_refused_through_the_agent(loopback, tmp_path, esc
     assert app.agent(sid).ask("escape").status == "done"
     results = tool_results(app, sid)
     assert len(results) == len(ESCAPES)
-    for code, text in zip(ESCAPES, results):
+    for code, text in zip(ESCAPES, results, strict=True):
         assert text.startswith("error:") and "outside the workspace" in text, (code, text)
         assert "secret outside" not in text
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]

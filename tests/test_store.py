@@ -7,7 +7,6 @@ import sqlite3
 import stat
 
 import pytest
-
 from nodecode import migrations
 from nodecode import session as sessions
 from nodecode.errors import SessionBusy, SessionError, StoreError
@@ -91,10 +90,9 @@ def test_forked_session_seqs_continue_after_the_fork_point(store):
 
 def test_rollback_leaves_nothing_behind(store):
     sid = sessions.create(store)
-    with pytest.raises(RuntimeError):
-        with store.atomic():
-            store.append(sid, "user", role="user", text="lost")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), store.atomic():
+        store.append(sid, "user", role="user", text="lost")
+        raise RuntimeError("boom")
     assert store.events(sid) == []
 
 
@@ -128,9 +126,8 @@ def test_session_ids_sort_by_time_and_are_filename_safe():
 
 def test_lease_makes_a_second_turn_fail_with_session_busy(store):
     sid = sessions.create(store)
-    with sessions.Lease(store, sid):
-        with pytest.raises(SessionBusy, match="session busy"):
-            sessions.Lease(store, sid).acquire()
+    with sessions.Lease(store, sid), pytest.raises(SessionBusy, match="session busy"):
+        sessions.Lease(store, sid).acquire()
     sessions.Lease(store, sid).acquire().release()  # free again
 
 

@@ -74,7 +74,7 @@ def call_text(call: ToolCall) -> str:
 
 
 class Agent:
-    def __init__(self, app: "App", sid: str):
+    def __init__(self, app: App, sid: str):
         self.app, self.sid, self.store = app, sid, app.store
 
     def ask(
@@ -293,7 +293,7 @@ class _Turn:
         }
 
 
-def make_cell_env(app: "App", sid: str, *, approve: Any, extra: dict | None = None) -> CellEnv:
+def make_cell_env(app: App, sid: str, *, approve: Any, extra: dict | None = None) -> CellEnv:
     """The environment cells of this session run in."""
     import nodecode.recall  # noqa: F401  (registers the recall verbs; cli ↔ agent cycle)
 

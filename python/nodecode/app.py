@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from nodecode import session as sessions
 from nodecode import turns as turn_tree
@@ -38,7 +39,7 @@ class App:
         store: str = "default",
         cwd: str | os.PathLike | None = None,
         environ: Mapping[str, str] | None = None,
-    ) -> "App":
+    ) -> App:
         env = os.environ if environ is None else environ
         root = Path(cwd).absolute() if cwd else Path.cwd()
         return cls(home_dir(home, env), store or "default", root, env)
@@ -58,7 +59,7 @@ class App:
         names = set(DEFAULT_KEY_ENVS)
         try:
             names.update(self.config.key_envs)
-        except Exception:  # a broken config must not stop redaction of the defaults
+        except Exception:  # noqa: BLE001 — a broken config must not stop redaction of the defaults
             pass
         return Redactor.from_env(sorted(names), self.environ)
 

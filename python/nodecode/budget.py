@@ -123,7 +123,7 @@ def _meta_int(store: Store, key: str) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
-def of(app: "App") -> Budget:
+def of(app: App) -> Budget:
     """The budget of the configured provider and model, from every source."""
     config = app.config
     provider = config.provider.id if config.provider else None
@@ -193,7 +193,7 @@ def _lookup(table: dict[str, Any] | None, provider: str | None, model: str | Non
         models = models["models"]  # the api.json shape
     spec = models.get(model) if isinstance(models, dict) else None
     if isinstance(spec, list):  # the snapshot's [context, output, input?]
-        spec = {"limit": dict(zip(("context", "output", "input"), spec))}
+        spec = {"limit": dict(zip(("context", "output", "input"), spec, strict=False))}
     if not isinstance(spec, dict):
         return None
     limit = spec.get("limit") or {}
@@ -240,7 +240,7 @@ def _cache_table(path: Path) -> dict[str, Any] | None:
 # -- changing the sources -----------------------------------------------------
 
 
-def require_model(app: "App") -> tuple[str, str]:
+def require_model(app: App) -> tuple[str, str]:
     config = app.config
     if config.provider is None or not config.model:
         raise UserError(
@@ -250,14 +250,14 @@ def require_model(app: "App") -> tuple[str, str]:
     return config.provider.id, config.model
 
 
-def set_override(app: "App", tokens: int) -> Budget:
+def set_override(app: App, tokens: int) -> Budget:
     provider, model = require_model(app)
     tokens = _positive(tokens, "budget set N: N")
     app.store.set_meta(override_key(provider, model), str(tokens))
     return of(app)
 
 
-def clear_override(app: "App") -> tuple[int | None, int | None]:
+def clear_override(app: App) -> tuple[int | None, int | None]:
     """Forget the override and any learned ceiling; returns what they were."""
     provider, model = require_model(app)
     store = app.store
@@ -270,7 +270,7 @@ def clear_override(app: "App") -> tuple[int | None, int | None]:
     return was
 
 
-def record_ceiling(app: "App", tokens: int) -> int | None:
+def record_ceiling(app: App, tokens: int) -> int | None:
     """Remember that the provider rejects requests above ``tokens`` (the lower
     of this and any earlier ceiling); returns the ceiling now in force."""
     config = app.config
@@ -283,7 +283,7 @@ def record_ceiling(app: "App", tokens: int) -> int | None:
     return new
 
 
-def refresh_models(app: "App") -> tuple[Path, int, int]:
+def refresh_models(app: App) -> tuple[Path, int, int]:
     """Fetch models.dev's api.json into the cache (atomically); never on the
     request path. Returns (path, providers, models)."""
     import httpx
@@ -378,7 +378,7 @@ class Meter:
     """Counts what a request costs, per message once, and calibrates it by the
     provider's figure for the previous request of this session."""
 
-    def __init__(self, app: "App", sid: str, ptype: str | None = None):
+    def __init__(self, app: App, sid: str, ptype: str | None = None):
         self.app, self.store, self.sid = app, app.store, sid
         try:
             name = app.config.encoding
@@ -508,7 +508,7 @@ def _begins(first: str | None, trailing_notes: int, users: int, kept: int) -> bo
     return first not in USER_SIDE
 
 
-def fill_of(app: "App", sid: str) -> int:
+def fill_of(app: App, sid: str) -> int:
     """The fill of the session's next request, as it stands."""
     from nodecode.context.model import state
 

@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from nodecode import session as sessions
 from nodecode import turns as turn_tree

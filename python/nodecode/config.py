@@ -7,9 +7,10 @@ that holds its key (``api_key_env``), and only the environment is read.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import json5
 

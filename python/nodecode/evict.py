@@ -89,7 +89,7 @@ class Prepared:
 
 
 def before_request(
-    app: "App",
+    app: App,
     sid: str,
     turn: int | None,
     meter: budgets.Meter,
@@ -148,7 +148,7 @@ def before_request(
 
 
 def after_overflow(
-    app: "App",
+    app: App,
     sid: str,
     turn: int | None,
     meter: budgets.Meter,
@@ -264,7 +264,7 @@ def units(store: Store, sid: str, st: State, protect: set[int]) -> list[Unit]:
     rounds: dict[Hashable, Unit] = {}
     restored: dict[Hashable, Unit] = {}
     current = 0
-    for m, turn in zip(order, own):
+    for m, turn in zip(order, own, strict=True):
         if m.role == "stub" or m.id in protect or m.id <= 0:
             continue
         if turn is not None and turn == st.running:
@@ -400,7 +400,7 @@ class Eviction:
 
 
 def evict(
-    app: "App",
+    app: App,
     sid: str,
     turn: int | None,
     meter: budgets.Meter,
@@ -458,7 +458,7 @@ def _with_pairs(st: State, ids: set[int], protect: set[int]) -> set[int]:
 
 
 def _apply(
-    app: "App",
+    app: App,
     sid: str,
     turn: int | None,
     meter: budgets.Meter,
@@ -561,9 +561,7 @@ def _receipt_line(
 # -- by hand -----------------------------------------------------------------------------
 
 
-def manual(
-    app: "App", sid: str, *, percent: float | None = None, through: int | None = None
-) -> str:
+def manual(app: App, sid: str, *, percent: float | None = None, through: int | None = None) -> str:
     """``/evict [PERCENT | through TURN]``: at once, with a receipt. The newest
     turn always stays. Returns the receipt, or why nothing went."""
     store = app.store
@@ -573,7 +571,9 @@ def manual(
         st = state(store, sid)
         head = st.running
         protect = set(st.newest) | {
-            m.id for m, t in zip(st.messages, owners(st.messages)) if t is not None and t == head
+            m.id
+            for m, t in zip(st.messages, owners(st.messages), strict=True)
+            if t is not None and t == head
         }
         ratio = meter.ratio()
         if through is not None:

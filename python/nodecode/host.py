@@ -18,9 +18,10 @@ import functools
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from nodecode.errors import NodecodeError, Stopped, UserError
 

@@ -62,15 +62,14 @@ from nodecode.loopback_cache import (
     parse_round,
     scale_parts,
 )
-
 from nodecode.loopback_wire import (
-    output_tokens,
-    anthropic_frame,
-    openai_frame,
     anthropic_events,
+    anthropic_frame,
     anthropic_reply,
     openai_chunks,
+    openai_frame,
     openai_reply,
+    output_tokens,
 )
 
 __all__ = ["EXHAUSTED_TEXT", "LoopbackServer", "Recorded", "Round", "main"]

@@ -7,8 +7,8 @@ import secrets
 import socket
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from nodecode.errors import SessionBusy, SessionError
 from nodecode.store import Store
@@ -130,7 +130,7 @@ class Lease:
         self.host = socket.gethostname()
         self._renewed = 0.0
 
-    def acquire(self) -> "Lease":
+    def acquire(self) -> Lease:
         now = time.time()
         with self.store.atomic() as db:
             row = db.execute(
@@ -167,7 +167,7 @@ class Lease:
         with self.store.atomic() as db:
             db.execute("DELETE FROM leases WHERE session = ? AND owner = ?", (self.sid, self.owner))
 
-    def __enter__(self) -> "Lease":
+    def __enter__(self) -> Lease:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:

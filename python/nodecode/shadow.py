@@ -204,7 +204,7 @@ def _parse_diff(raw: bytes) -> list[tuple[str, str | None, str | None]]:
     """``diff-tree -z`` records → (path, blob before, blob after); regular files only."""
     parts = raw.split(b"\0")
     out = []
-    for meta, path in zip(parts[0::2], parts[1::2]):
+    for meta, path in zip(parts[0::2], parts[1::2], strict=False):
         if not meta.startswith(b":"):
             continue
         old_mode, new_mode, old, new, _ = meta[1:].decode().split(" ")

@@ -36,7 +36,7 @@ PARTS = {
 PART_ORDER = ("system", "tools", "stubs", "notes", "asks", "replies", "calls", "results", "notices")
 
 
-def report(app: "App", sid: str) -> dict[str, Any]:
+def report(app: App, sid: str) -> dict[str, Any]:
     """The /context report as plain values (the JSON of ``nodecode status --json``)."""
     store = app.store
     takes.record_file_edit(app, sid)  # a saved, unrecorded context.txt is pending too
@@ -53,7 +53,7 @@ def report(app: "App", sid: str) -> dict[str, Any]:
     parts["system"], parts["tools"] = cal(count.system), cal(count.tools)
     per_turn: dict[str, int] = {}
     arranged = [m for m, _ in count.messages]
-    for (m, n), turn in zip(count.messages, evictions.owners(arranged)):
+    for (m, n), turn in zip(count.messages, evictions.owners(arranged), strict=True):
         parts[PARTS.get(m.role, "asks")] += cal(n)
         key = "stubs" if m.role == "stub" else str(turn) if turn is not None else "none"
         per_turn[key] = per_turn.get(key, 0) + cal(n)
@@ -178,7 +178,7 @@ def budget_lines(plan: budgets.Budget) -> list[str]:
     "the /context report: window, budget, fill and its parts",
     lambda p: p.add_argument("--json", action="store_true"),
 )
-def cmd_status(app: "App", args: argparse.Namespace) -> int:
+def cmd_status(app: App, args: argparse.Namespace) -> int:
     r = report(app, app.resolve_session(args.session, create=False))
     print(json.dumps(r, ensure_ascii=False) if args.json else render(r))
     return EXIT_OK
@@ -192,7 +192,7 @@ def _budget_args(p: argparse.ArgumentParser) -> None:
 @command(
     "budget", "the window and its source; `set N` or `clear` the store's override", _budget_args
 )
-def cmd_budget(app: "App", args: argparse.Namespace) -> int:
+def cmd_budget(app: App, args: argparse.Namespace) -> int:
     from nodecode.errors import UserError
 
     budgets.require_model(app)
@@ -216,7 +216,7 @@ def cmd_budget(app: "App", args: argparse.Namespace) -> int:
     "`models refresh`: fetch models.dev's api.json into HOME/cache",
     lambda p: p.add_argument("action", choices=["refresh"]),
 )
-def cmd_models(app: "App", args: argparse.Namespace) -> int:
+def cmd_models(app: App, args: argparse.Namespace) -> int:
     path, providers, models = budgets.refresh_models(app)
     print(f"{path}: {providers} providers, {models} models")
     return EXIT_OK
@@ -228,7 +228,7 @@ def cmd_models(app: "App", args: argparse.Namespace) -> int:
     lambda p: p.add_argument("words", nargs="*", metavar="PERCENT | through TURN"),
     aliases=("compact",),
 )
-def cmd_evict(app: "App", args: argparse.Namespace) -> int:
+def cmd_evict(app: App, args: argparse.Namespace) -> int:
     percent, through = evictions.parse_words(args.words)
     sid = app.resolve_session(args.session, create=False)
     sys.stdout.write(evictions.manual(app, sid, percent=percent, through=through) + "\n")

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from nodecode.cells import VERBS, CellEnv, CellResult, evaluate, evaluate_call, verb
 from nodecode.errors import Stopped
 from nodecode.redact import Redactor

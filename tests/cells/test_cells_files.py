@@ -6,7 +6,6 @@ import os
 import stat
 
 import pytest
-
 from nodecode.cells import CellEnv, FileChange, evaluate
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from nodecode.cells import Keyword, Pair, Sym, evaluate, first_comment, read_cell, show_form
 from nodecode.errors import CellError
 

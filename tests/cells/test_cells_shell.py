@@ -6,7 +6,6 @@ import os
 import time
 
 import pytest
-
 from nodecode.cells import CellEnv, evaluate
 from nodecode.redact import Redactor
 

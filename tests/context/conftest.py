@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
 from helpers import write_config
-from nodecode.app import App
 from nodecode.agent import TurnCallbacks
+from nodecode.app import App
 
 
 class Recorder(TurnCallbacks):

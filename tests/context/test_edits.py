@@ -176,9 +176,9 @@ def test_first_line_changed_is_refused(harness):
 
 def test_an_edit_made_before_another_take_is_refused_as_stale(harness):
     path, text = export(harness)
-    harness.app.store  # a form taken first makes the file's export stale
-    from nodecode.cells import evaluate
+    # A form taken first makes the file's export stale.
     from nodecode.agent import make_cell_env
+    from nodecode.cells import evaluate
 
     env = make_cell_env(harness.app, harness.sid, approve=lambda *a: True)
     assert "Pending" in evaluate("(context :drop (3))", env).output

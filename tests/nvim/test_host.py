@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-
 from nodecode.errors import UserError
 from nodecode.host import Host, _Batcher
 

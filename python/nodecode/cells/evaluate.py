@@ -35,7 +35,7 @@ def evaluate(code: str, env: CellEnv) -> CellResult:
         output, error = _evaluate(code, env)
     except Stopped:
         raise
-    except Exception as e:  # a bug in the reader must not end the turn either
+    except Exception as e:  # noqa: BLE001 — a bug in the reader must not end the turn either
         output, error = f"error: internal error reading the cell: {_exc(e)}", True
     return _result(output, error, env)
 
@@ -120,7 +120,7 @@ def _run_form(form: object, env: CellEnv) -> tuple[str, bool]:
         return f"error: {e}", True
     except OSError as e:
         return f"error: {head}: {_os_message(e)}", True
-    except Exception as e:  # a bug in a verb must not end the turn
+    except Exception as e:  # noqa: BLE001 — a bug in a verb must not end the turn
         return f"error: internal error in ({head} …): {_exc(e)}", True
 
 
@@ -153,5 +153,5 @@ def _result(output: str, error: bool, env: CellEnv) -> CellResult:
 def _redact(output: str, env: CellEnv) -> str:
     try:
         return env.redact(output)
-    except Exception as e:  # a failing redactor must not leak the unredacted text
+    except Exception as e:  # noqa: BLE001 — a failing redactor must not leak the unredacted text
         return f"error: the output could not be redacted ({type(e).__name__})"

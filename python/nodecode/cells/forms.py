@@ -9,7 +9,7 @@ lists are the Python built-ins.
 from __future__ import annotations
 
 import json
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 
 class Sym(str):
@@ -44,7 +44,7 @@ class Pair(NamedTuple):
     second: object
 
 
-Form = Union[Sym, Keyword, Pair, str, int, float, list]
+Form = Sym | Keyword | Pair | str | int | float | list
 
 NIL = Sym("nil")
 T = Sym("t")

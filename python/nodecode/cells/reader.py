@@ -41,7 +41,7 @@ def read_cell(code: str) -> list[Form]:
         raise CellError(f"cell: nested too deeply: expected at most {MAX_DEPTH} levels") from None
     except sexpdata.ExpectSExp:
         raise CellError("cell: a quote ' must be followed by a form") from None
-    except Exception as e:  # sexpdata's other failures are not meant for people
+    except Exception as e:  # noqa: BLE001 — sexpdata's other failures are not meant for people
         message = " ".join(str(e).split())
         raise CellError(f"cell: could not be read: {type(e).__name__}: {message}") from None
     return [_convert(form) for form in forms]

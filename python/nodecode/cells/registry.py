@@ -18,13 +18,13 @@ from __future__ import annotations
 import keyword as pykeyword
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from ..errors import CellError
-from .forms import NIL, T, Keyword, Sym, describe, type_name
+from .forms import NIL, Keyword, Sym, T, describe, type_name
 
-TypeSpec = Union[type, tuple[type, ...]]
-ParamSpec = Union[Mapping[str, TypeSpec], Iterable[Union[str, tuple[str, TypeSpec]]]]
+TypeSpec = type | tuple[type, ...]
+ParamSpec = Mapping[str, TypeSpec] | Iterable[str | tuple[str, TypeSpec]]
 VerbFn = Callable[..., str]
 
 
@@ -101,7 +101,7 @@ class Verb:
                 f"{self.usage}: expected {_count(low, high)} ({names or 'none'}), got {len(given)}"
             )
         values = []
-        for index, (param, value) in enumerate(zip(self.args + self.optional, given)):
+        for index, (param, value) in enumerate(zip(self.args + self.optional, given, strict=False)):
             if index >= low and value == NIL and not _is(param.kind, bool):
                 break  # nil for an optional argument means "not given"; later ones too
             values.append(param.check(value, self.usage, param.metavar))

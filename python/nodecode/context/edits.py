@@ -6,8 +6,9 @@ Reading never changes anything; ``apply`` returns a new order and a summary.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from nodecode.context.fileformat import NOTE_LINE, Block, split
 from nodecode.context.model import Message, State
@@ -58,7 +59,9 @@ def split_notes(body: str, original: str) -> tuple[str, list[str]]:
     if len(at) <= had:
         return body, []
     starts = at[had:]
-    notes = ["\n".join(lines[a + 1 : b]) for a, b in zip(starts, starts[1:] + [len(lines)])]
+    notes = [
+        "\n".join(lines[a + 1 : b]) for a, b in zip(starts, starts[1:] + [len(lines)], strict=True)
+    ]
     return "\n".join(lines[: starts[0]]), notes
 
 

@@ -107,7 +107,7 @@ class Built:
 def common_prefix(sent: list[tuple[int, str]], previous: list[tuple[int, str]] | None) -> int:
     """How many leading messages equal the previous request's."""
     n = 0
-    for a, b in zip(sent, previous or []):
+    for a, b in zip(sent, previous or [], strict=False):
         if tuple(a) != tuple(b):
             break
         n += 1
@@ -130,7 +130,7 @@ def anthropic_body(
     for at in marks:
         blocks[at] = {**blocks[at], "cache_control": CACHE}
     wire: list[dict[str, Any]] = []
-    for m, block in zip(arranged, blocks):
+    for m, block in zip(arranged, blocks, strict=True):
         role = "assistant" if m.role in ASSISTANT_SIDE else "user"
         if wire and wire[-1]["role"] == role:
             wire[-1]["content"].append(block)

@@ -10,9 +10,10 @@ logging one ``receipt`` event that carries the new order (a snapshot).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from nodecode import session as sessions
 from nodecode.context import fileformat
@@ -36,11 +37,11 @@ class TakeReport:
     taken: bool = False
 
 
-def context_file(app: "App", sid: str) -> Path:
+def context_file(app: App, sid: str) -> Path:
     return app.context_dir(sid) / "context.txt"
 
 
-def receipt_file(app: "App", sid: str) -> Path:
+def receipt_file(app: App, sid: str) -> Path:
     return app.context_dir(sid) / "context.receipt.txt"
 
 
@@ -59,7 +60,7 @@ def head_turn(store: Store, sid: str) -> int | None:
 # -- export -------------------------------------------------------------------
 
 
-def export(app: "App", sid: str) -> Path:
+def export(app: App, sid: str) -> Path:
     """Write the context to context.txt (a new export) and return its path. A
     changed, untaken file is first recorded as a pending edit."""
     store = app.store
@@ -96,7 +97,7 @@ def export(app: "App", sid: str) -> Path:
 # -- pending edits ------------------------------------------------------------
 
 
-def record_file_edit(app: "App", sid: str) -> Event | None:
+def record_file_edit(app: App, sid: str) -> Event | None:
     """If context.txt differs from its export and from every recorded edit,
     log it as a pending edit. Returns the new edit event, if any."""
     store = app.store
@@ -124,7 +125,7 @@ def record_file_edit(app: "App", sid: str) -> Event | None:
     )
 
 
-def _file_changed(app: "App", sid: str) -> bool:
+def _file_changed(app: App, sid: str) -> bool:
     """Whether context.txt may hold an unrecorded edit (read-only; the file's
     digest is kept per size and mtime, so an untouched file is not re-read)."""
     path = context_file(app, sid)
@@ -218,7 +219,7 @@ def _export(store: Store, sid: str, number: int) -> Event:
 
 
 def take(
-    app: "App",
+    app: App,
     sid: str,
     turn: int | None,
     *,
@@ -269,7 +270,7 @@ def _note(store: Store, sid: str, turn: int | None, text: str) -> Message:
 
 
 def _refuse(
-    app: "App", sid: str, turn: int | None, e: Event, reason: str, report: TakeReport
+    app: App, sid: str, turn: int | None, e: Event, reason: str, report: TakeReport
 ) -> Message:
     head = _receipt_head(app, sid, e)
     event = app.store.append(
@@ -291,7 +292,7 @@ def _what(e: Event) -> str:
     return "a (context …) form"
 
 
-def _receipt_head(app: "App", sid: str, e: Event) -> str:
+def _receipt_head(app: App, sid: str, e: Event) -> str:
     where = (
         f"export {e.payload.get('export')}"
         if e.payload.get("source") == "file"
@@ -301,7 +302,7 @@ def _receipt_head(app: "App", sid: str, e: Event) -> str:
 
 
 def _section(
-    app: "App",
+    app: App,
     sid: str,
     e: Event,
     done: Applied,
@@ -338,7 +339,7 @@ def _counts(done: Applied) -> str:
 
 def _cache_line(before: list[Message], after: list[Message]) -> str:
     last = None
-    for a, b in zip(before, after):
+    for a, b in zip(before, after, strict=False):
         if a.id != b.id or a.text != b.text:
             break
         last = a.id
@@ -348,7 +349,7 @@ def _cache_line(before: list[Message], after: list[Message]) -> str:
 
 
 def _log_take(
-    app: "App",
+    app: App,
     sid: str,
     turn: int | None,
     taken: list[int],
@@ -368,12 +369,12 @@ def _log_take(
     report.taken = True
 
 
-def _write_receipts(app: "App", sid: str, report: TakeReport) -> None:
+def _write_receipts(app: App, sid: str, report: TakeReport) -> None:
     if report.receipts:
         write_private(receipt_file(app, sid), "\n\n".join(report.receipts) + "\n")
 
 
-def validate(app: "App", sid: str, text: str) -> dict[str, Any]:
+def validate(app: App, sid: str, text: str) -> dict[str, Any]:
     """A dry run of taking ``text`` as an edit of the latest export (for :w)."""
     store = app.store
     exp = latest_export(store, sid)

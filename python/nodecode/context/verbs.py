@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodecode.cells.forms import T, Pair, Sym
+from nodecode.cells.forms import Pair, Sym, T
 from nodecode.cells.registry import verb
 from nodecode.context import take as takes
 from nodecode.context.edits import Applied, apply, read_form_edit

@@ -86,7 +86,7 @@ def cached_through(store: Store, sid: str, messages: list[context_model.Message]
     if not sent:
         return None
     last = None
-    for a, m in zip(sent, request_builder.arrange(messages)):
+    for a, m in zip(sent, request_builder.arrange(messages), strict=False):
         if a[0] != m.id or a[1] != m.digest:
             break
         last = m.id

@@ -75,7 +75,7 @@ def environment(home: Path, xdg: Path, config: dict) -> dict[str, str]:
         if k not in ("NODECODE_SESSION", "NODECODE_PROVIDER", "NODECODE_MODEL", "VIMINIT")
     }
     for name in ("config", "data", "state", "cache"):
-        env[f"XDG_{name.upper()}_HOME"] = str((xdg / name))
+        env[f"XDG_{name.upper()}_HOME"] = str(xdg / name)
         (xdg / name).mkdir(parents=True, exist_ok=True)
     env.update(
         NODECODE_HOME=str(home),

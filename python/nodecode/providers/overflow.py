@@ -30,8 +30,8 @@ _WITH_NUMBERS = [
         r"\((?P<prompt>\d+) in (?:the messages|your prompt)"
     ),
     (
-        r"maximum context length is (?P<max>\d+) tokens\.\s*However, you requested \d+ output tokens "
-        r"and your prompt contains at least (?P<prompt>\d+) input tokens"
+        r"maximum context length is (?P<max>\d+) tokens\.\s*However, you requested \d+ "
+        r"output tokens and your prompt contains at least (?P<prompt>\d+) input tokens"
     ),
     (
         r"maximum context length is (?P<max>\d+) tokens\.\s*However, your request has "
@@ -41,7 +41,10 @@ _WITH_NUMBERS = [
         r"is too large:\s*\d+\.\s*This model's maximum context length is (?P<max>\d+) tokens and "
         r"your request has (?P<prompt>\d+) input tokens"
     ),
-    r"request \((?P<prompt>\d+) tokens\) exceeds the available context size \((?P<max>\d+) tokens\)",
+    (
+        r"request \((?P<prompt>\d+) tokens\) exceeds the available context size "
+        r"\((?P<max>\d+) tokens\)"
+    ),
     r"input \((?P<prompt>\d+) tokens\) is larger than the max context size \((?P<max>\d+) tokens\)",
     r"n_keep:?\s*\(?(?P<prompt>\d+)\)?\s*>=\s*n_ctx:?\s*\(?(?P<max>\d+)\)?",
     (

@@ -28,7 +28,7 @@ class Usage:
     cache_write: int = 0
 
     @classmethod
-    def of(cls, recorded: dict[str, Any] | None) -> "Usage":
+    def of(cls, recorded: dict[str, Any] | None) -> Usage:
         """The usage a request event recorded (its ``usage`` dict)."""
         r = recorded or {}
         return cls(*(int(r.get(k) or 0) for k in ("input", "output", "cache_read", "cache_write")))
