@@ -57,7 +57,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import WORDS, Report, arg_parser, prose, write_config  # noqa: E402
-from nodecode.agent import TurnCallbacks  # noqa: E402
+from nodecode.agent import Agent, TurnCallbacks  # noqa: E402
 from nodecode.app import App  # noqa: E402
 from nodecode.context import model as context_model  # noqa: E402
 from nodecode.context import take as takes  # noqa: E402
@@ -151,7 +151,7 @@ class _Quiet(TurnCallbacks):
 def ask(app: App, sid: str, srv: LoopbackServer, text: str, rounds: list[dict]) -> _Quiet:
     srv.add_rounds(rounds)
     cb = _Quiet()
-    result = app.agent(sid).ask(text, cb)
+    result = Agent(app, sid).ask(text, cb)
     if result.status != "done":
         raise RuntimeError(f"the turn ended {result.status}: {result.error}")
     return cb
@@ -281,7 +281,7 @@ def _turn_span(app: App, sid: str, depth: float) -> tuple[int, int]:
 
 def _edit_file(app: App, sid: str, target_id: int, rewrite: str | None) -> None:
     """Export, then delete (``rewrite`` None) or rewrite the target's block in context.txt."""
-    path = takes.export(app, sid)
+    path = takes.export(app.workspace, sid)
     text = path.read_text(encoding="utf-8")
     nonce = text.split("\n", 1)[0].rstrip("]").split()[-1]
     lines = text.split("\n")

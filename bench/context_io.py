@@ -10,7 +10,7 @@ alternation after a warm-up, each repetition measures:
 
 * json round-trip: ``json.loads(json.dumps(rows))`` of the context's
   messages as a list of ``{id, role, text}`` (the baseline);
-* export: ``takes.export(app, sid)``, all of it — a changed file recorded
+* export: ``takes.export(app.workspace, sid)``, all of it — a changed file recorded
   first, the context read (warm, as in a host), nonce, render, the ``export``
   event with its blob, context.txt written (0600, fsync'd);
 * take: after an untimed export, context.txt is edited off the clock (3
@@ -19,7 +19,7 @@ alternation after a warm-up, each repetition measures:
   text: ``edits.read_file_edit`` (both texts split into blocks, diffed and
   checked against every rule) + ``edits.apply`` (the new order), on the saved
   file, its export's text and the warm context state. Then the whole
-  ``takes.take(app, sid, turn)`` runs on the same file and is timed too, and
+  ``takes.take(app.workspace, sid, turn)`` runs on the same file and is timed too, and
   printed beside it: it also records the file as a pending edit (its 1.2 MB as
   a blob), reads both texts back from the blob table, logs the receipt event
   with its snapshot and writes context.receipt.txt (fsync'd): store I/O, not
@@ -205,7 +205,7 @@ def run(report: Report, n: int, reps: int, warmup: int, profile: int) -> None:
             )
             turn = takes.head_turn(store, sid)
             rng = random.Random(7)
-            path = takes.context_file(app, sid)
+            path = takes.context_file(app.workspace, sid)
 
             def rows() -> list[dict]:
                 return [
@@ -217,11 +217,11 @@ def run(report: Report, n: int, reps: int, warmup: int, profile: int) -> None:
                 return timed(lambda: json.loads(json.dumps(data)))
 
             def export() -> float:
-                return timed(lambda: takes.export(app, sid))
+                return timed(lambda: takes.export(app.workspace, sid))
 
             def take_once(profiler: cProfile.Profile | None = None) -> tuple[float, float, bool]:
                 """(full take ms, read_file_edit + apply ms, taken) for one fresh file edit."""
-                takes.export(app, sid)  # off the clock: the edit's export, state warm
+                takes.export(app.workspace, sid)  # off the clock: the edit's export, state warm
                 exp = takes.latest_export(store, sid)
                 export_text = path.read_text(encoding="utf-8")
                 edited = edit_file(export_text, rng)
@@ -251,7 +251,7 @@ def run(report: Report, n: int, reps: int, warmup: int, profile: int) -> None:
                 result: list[takes.TakeReport] = []
                 if profiler is not None:
                     profiler.enable()
-                full_ms = timed(lambda: result.append(takes.take(app, sid, turn)))
+                full_ms = timed(lambda: result.append(takes.take(app.workspace, sid, turn)))
                 if profiler is not None:
                     profiler.disable()
                 return full_ms, pure_ms, result[0].taken
@@ -272,7 +272,9 @@ def run(report: Report, n: int, reps: int, warmup: int, profile: int) -> None:
                 data = rows()  # the take shrinks the context: compare like with like
                 full, pure, taken = take_once()
                 if not taken:
-                    raise RuntimeError(f"the edit was not taken: {takes.receipt_file(app, sid)}")
+                    raise RuntimeError(
+                        f"the edit was not taken: {takes.receipt_file(app.workspace, sid)}"
+                    )
                 ours_t.append(full)
                 pure_t.append(pure)
                 base_t.append(json_rt(data))
@@ -316,7 +318,10 @@ def run(report: Report, n: int, reps: int, warmup: int, profile: int) -> None:
             report.note(f"  json runs (ms):   {spread(base_e)}")
             if profile:
                 for name, fn in (
-                    ("export", lambda p: (p.enable(), takes.export(app, sid), p.disable())),
+                    (
+                        "export",
+                        lambda p: (p.enable(), takes.export(app.workspace, sid), p.disable()),
+                    ),
                     ("take", lambda p: take_once(p)),
                 ):
                     profiler = cProfile.Profile()

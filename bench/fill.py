@@ -47,7 +47,7 @@ def measure(report: Report, root: Path, n: int, reps: int, warmup: int) -> None:
     try:
         store = app.store
         turn = turn_tree.path(store, sid)[-1].number
-        meter = budgets.Meter(app, sid)
+        meter = budgets.Meter(app.store, sid, app.config)
 
         def fill(cached: bool = True) -> tuple[float, int]:
             gc.collect()

@@ -57,10 +57,11 @@ from _common import (
 )
 from nodecode import budget as budgets
 from nodecode import turns as turn_tree  # noqa: E402
-from nodecode.agent import TurnCallbacks  # noqa: E402
+from nodecode.agent import Agent, TurnCallbacks  # noqa: E402
 from nodecode.app import App  # noqa: E402
 from nodecode.context import model as context_model
 from nodecode.context import request as request_builder
+from nodecode.context import view
 from nodecode.loopback import LoopbackServer  # noqa: E402
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS  # noqa: E402
 
@@ -232,7 +233,7 @@ class Bench:
             write_config(home, url)
         app = App.open(home=home, store=STORE, cwd=self.root, environ=ENVIRON)
         app.config, app.redactor  # noqa: B018 - loaded once per host, not per ask
-        app.session_path_messages(self.sid)  # the host has shown the chat: store read once
+        view.path_messages(app.store, self.sid)  # the host has shown the chat: store read once
         app.provider()  # the host keeps one HTTP client for its life
         # The host sent this session's previous request: its messages' digests,
         # wire blocks and token counts are already made (cached per message).
@@ -244,13 +245,13 @@ class Bench:
             tools=TOOLS,
             max_tokens=8192,
         )
-        budgets.fill_of(app, self.sid)
+        budgets.fill_of(app.store, self.sid, app.config)
         return app
 
     def ask(self, app: App, profiler: cProfile.Profile | None = None) -> float:
         """One ``Agent.ask``: ms from the call to the first ``on_text``."""
         try:
-            agent = app.agent(self.sid)
+            agent = Agent(app, self.sid)
             cb = _FirstText(profiler)
             t0 = time.perf_counter()
             if profiler is not None:

@@ -52,11 +52,11 @@ def main(home: str, cwd: str, sid: str) -> int:
     app = App.open(home, "default", cwd, environ={})
     print("ready", flush=True)
     for n in count():
-        path = takes.export(app, sid)
+        path = takes.export(app.workspace, sid)
         write_private(path, edited(path.read_text(encoding="utf-8"), n))
         if n % 4 == 3:
-            takes.export(app, sid)  # the export records the edit as pending first
-        report = takes.take(app, sid, None)
+            takes.export(app.workspace, sid)  # the export records the edit as pending first
+        report = takes.take(app.workspace, sid, None)
         print(f"take {n} {'taken' if report.taken else 'refused'}", flush=True)
     return 0
 

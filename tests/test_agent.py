@@ -9,7 +9,7 @@ import threading
 
 import pytest
 from helpers import write_config
-from nodecode.agent import TurnCallbacks
+from nodecode.agent import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.errors import SessionBusy
 from nodecode.session import Lease
@@ -52,7 +52,7 @@ def test_stop_keeps_the_partial_reply_and_appends_a_stopped_event(make_app):
     app, srv, sid = make_app([{"text": words}], server={"chunk_delay": 0.05})
     cancel = threading.Event()
     cb = StopAfterFirstText(cancel)
-    result = app.agent(sid).ask("talk", cb, cancel)
+    result = Agent(app, sid).ask("talk", cb, cancel)
     assert result.status == "stopped"
     events = app.store.events(sid)
     assert kinds(app, sid)[-1] == "stopped"
@@ -73,8 +73,8 @@ def test_stop_between_calls_leaves_the_rest_without_results_but_requests_stay_va
             {"text": "next turn reply"},
         ]
     )
-    assert app.agent(sid).ask("two calls", StopAtFirstResult(), cancel).status == "stopped"
-    app.agent(sid).ask("again", TurnCallbacks())
+    assert Agent(app, sid).ask("two calls", StopAtFirstResult(), cancel).status == "stopped"
+    Agent(app, sid).ask("again", TurnCallbacks())
     body = srv.model_requests[-1].body["messages"]
     results = [b for m in body for b in m["content"] if b["type"] == "tool_result"]
     assert len(results) == 2 and "stopped before this call ran" in results[1]["content"]
@@ -84,9 +84,9 @@ def test_a_second_ask_on_a_busy_session_fails_with_session_busy(make_app):
     app, srv, sid = make_app([{"text": "hi"}])
     other = App.open(app.home, "default", app.cwd, environ={})
     with Lease(other.store, sid), pytest.raises(SessionBusy, match="session busy"):
-        app.agent(sid).ask("hi")
+        Agent(app, sid).ask("hi")
     other.close()
-    assert app.agent(sid).ask("hi").status == "done"
+    assert Agent(app, sid).ask("hi").status == "done"
 
 
 def test_calls_to_another_tool_and_malformed_cells_get_error_results(make_app):
@@ -103,7 +103,7 @@ def test_calls_to_another_tool_and_malformed_cells_get_error_results(make_app):
             {"text": "ok"},
         ]
     )
-    result = app.agent(sid).ask("break things")
+    result = Agent(app, sid).ask("break things")
     assert result.status == "done"
     tools = [e for e in app.store.events(sid) if e.kind == "tool"]
     assert len(tools) == 4 and all(e.payload["error"] for e in tools)
@@ -118,7 +118,7 @@ def test_calls_to_another_tool_and_malformed_cells_get_error_results(make_app):
 def test_round_limit_stops_the_turn_with_a_notice(make_app):
     loop = [{"calls": [{"code": "(list-files)"}]}] * 3
     app, srv, sid = make_app(loop, max_rounds=2)
-    result = app.agent(sid).ask("loop")
+    result = Agent(app, sid).ask("loop")
     assert result.status == "round-limit" and len(srv.model_requests) == 2
     assert "max_rounds" in app.store.events(sid)[-1].text
 
@@ -128,7 +128,7 @@ def test_a_long_result_is_cut_in_the_context_but_kept_whole_in_the_log(make_app)
         [{"calls": [{"code": '(read-file "big.txt")'}]}, {"text": "ok"}], result_max_chars=100
     )
     (app.cwd / "big.txt").write_text("x" * 500)
-    app.agent(sid).ask("read big")
+    Agent(app, sid).ask("read big")
     tool = [e for e in app.store.events(sid) if e.kind == "tool"][0]
     assert tool.text.endswith(f"[seq {tool.seq}]") and f"(recall-entry {tool.seq})" in tool.text
     assert len(tool.text) < 300 and tool.payload["output"] == "x" * 500
@@ -136,7 +136,7 @@ def test_a_long_result_is_cut_in_the_context_but_kept_whole_in_the_log(make_app)
 
 def test_writes_need_approval_unless_auto_approved(make_app):
     app, srv, sid = make_app([{"calls": [{"code": '(write-file "w.txt" "hi")'}]}, {"text": "ok"}])
-    app.agent(sid).ask("write")  # default callbacks approve nothing
+    Agent(app, sid).ask("write")  # default callbacks approve nothing
     assert not (app.cwd / "w.txt").exists()
     tool = [e for e in app.store.events(sid) if e.kind == "tool"][0]
     assert "not approved" in tool.text
@@ -158,7 +158,7 @@ def test_the_api_key_never_reaches_the_log(make_app):
         environ={"ANTHROPIC_API_KEY": key},
         auto_approve=True,
     )
-    app.agent(sid).ask(f"my key is {key}")
+    Agent(app, sid).ask(f"my key is {key}")
     raw = app.store.path.read_bytes() + b"".join(
         p.read_bytes() for p in app.store.path.parent.glob("*-wal")
     )

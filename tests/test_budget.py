@@ -67,13 +67,13 @@ def test_each_window_source_wins_over_the_next(session):
         config={"model": MODEL},
         provider={"models_dev": "anthropic", "models": [{"id": MODEL, "context_window": 7000}]},
     )
-    budgets.set_override(s.app, 8000)
+    budgets.set_override(s.app.workspace, s.app.config, 8000)
     cache = budgets.cache_file(s.home)
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps(api_json(20000, 3000)))
 
     def step(source: str, window: int, reply: int) -> None:
-        plan = budgets.of(s.app)
+        plan = budgets.of(s.app.workspace, s.app.config)
         assert (plan.source, plan.window, plan.reply) == (source, window, reply)
         assert s.read_turn(1).status == "done"
         body = s.srv.model_requests[-1].body
@@ -85,16 +85,16 @@ def test_each_window_source_wins_over_the_next(session):
     s.set_provider(models=[])
     s.reopen()
     step("store override", 8000, 2000)
-    budgets.clear_override(s.app)
+    budgets.clear_override(s.app.store, s.app.config)
     step("models.dev cache", 20000, 3000)  # the model's output limit
     cache.unlink()
     step("models.dev snapshot", 200000, 8192)
-    assert budgets.of(s.app).tokens == 200000 - 8192
+    assert budgets.of(s.app.workspace, s.app.config).tokens == 200000 - 8192
 
 
 def test_the_budget_is_the_input_limit_when_that_is_smaller(session):
     s = session(window=None, config={"model": "gpt-5.1"}, provider={"models_dev": "openai"})
-    plan = budgets.of(s.app)
+    plan = budgets.of(s.app.workspace, s.app.config)
     assert (plan.window, plan.reply, plan.tokens) == (400000, 8192, 272000)
 
 
@@ -146,7 +146,7 @@ def test_models_refresh_writes_the_cache_that_then_gives_the_window(session):
     assert json.loads(cache.read_text()) == api_json(30000, 4000)
     assert stat.S_IMODE(os.stat(cache).st_mode) == 0o600
     s.reopen()
-    plan = budgets.of(s.app)
+    plan = budgets.of(s.app.workspace, s.app.config)
     assert (plan.source, plan.window, plan.reply) == ("models.dev cache", 30000, 4000)
     code, out, err = cli(
         "models", "refresh", home=s.home, env={"NODECODE_MODELS_URL": "http://127.0.0.1:9/api.json"}
@@ -203,7 +203,7 @@ def test_a_ceiling_from_each_overflow_body_caps_the_window_then_evicts_and_retri
         result = s.read_turn(5)
         meta = s.app.store.get_meta("ceiling:loopback:loopback-model")
         assert meta == str(maximum)
-        plan = budgets.of(s.app)
+        plan = budgets.of(s.app.workspace, s.app.config)
         assert plan.window == min(5000, maximum) and plan.ceiling == maximum
         sent = srv.model_requests[before:]
         assert sent[0].status == 400
@@ -246,7 +246,7 @@ def test_an_overflow_naming_no_maximum_sets_the_ceiling_under_the_rejected_size(
         ceiling = int(s.app.store.get_meta("ceiling:loopback:loopback-model"))
         size = openai_tokens(rejected.body)  # what the provider would count
         assert abs(ceiling - (size - 1)) <= 0.02 * size
-        plan = budgets.of(s.app)
+        plan = budgets.of(s.app.workspace, s.app.config)
         assert (plan.window, plan.source) == (ceiling, "ceiling")
         retry = srv.model_requests[before + 1]
         assert retry.status == 200 and prompt_total("openai", retry.usage) <= plan.tokens
@@ -267,7 +267,7 @@ def test_a_server_window_rejects_once_then_the_session_stays_under_it(ptype, ses
     at = statuses.index(400)
     assert statuses[at + 1] == 200  # evicted and retried once, accepted
     assert s.app.store.get_meta("ceiling:loopback:loopback-model") == "3000"
-    plan = budgets.of(s.app)
+    plan = budgets.of(s.app.workspace, s.app.config)
     assert (plan.window, plan.source, plan.reply, plan.tokens) == (3000, "ceiling", 750, 2250)
     retry = srv.model_requests[at + 1]
     check_valid(ptype, retry.body)
@@ -296,7 +296,7 @@ def test_an_unknown_window_never_evicts_ahead_of_time(session):
     s = session(window=None)
     for k in range(1, 16):
         assert s.read_turn(k).status == "done"
-    plan = budgets.of(s.app)
+    plan = budgets.of(s.app.workspace, s.app.config)
     assert (plan.window, plan.tokens, plan.reply) == (None, None, 8192)
     assert s.events("evict") == [] and s.events("stub") == []
     assert not any(e.text.startswith("[context at ") for e in s.events("notice"))
@@ -339,8 +339,11 @@ def test_the_fill_follows_the_reported_figure_within_2_percent(ptype, session, l
     assert last["fill"] > 1.2 * last["counted"]
     assert (
         abs(
-            budgets.fill_of(s.app, s.sid)
-            - 1.25 * budgets.Meter(s.app, s.sid).count(state(s.app.store, s.sid).messages).total
+            budgets.fill_of(s.app.store, s.sid, s.app.config)
+            - 1.25
+            * budgets.Meter(s.app.store, s.sid, s.app.config)
+            .count(state(s.app.store, s.sid).messages)
+            .total
         )
         < 0.03 * last["fill"]
     )
@@ -350,7 +353,7 @@ def test_counting_after_an_append_counts_only_the_new_message(session):
     s = session(window=None)
     for k in range(1, 4):
         s.read_turn(k)
-    meter = budgets.Meter(s.app, s.sid)
+    meter = budgets.Meter(s.app.store, s.sid, s.app.config)
     messages = state(s.app.store, s.sid).messages
     meter.count(messages)
     calls: list[str] = []
@@ -370,7 +373,7 @@ def test_status_reports_window_budget_fill_parts_cache_marks_and_pending_edits(s
         s.read_turn(k)
     from nodecode.context import take as takes
 
-    path = takes.export(s.app, s.sid)
+    path = takes.export(s.app.workspace, s.sid)
     nonce = takes.latest_export(s.app.store, s.sid).payload["nonce"]
     path.write_text(path.read_text() + "[[note]]\nremember f2\n")
     s.close()
@@ -410,7 +413,7 @@ def test_status_reports_window_budget_fill_parts_cache_marks_and_pending_edits(s
     s.reopen()
     from nodecode import status
 
-    text = status.render(status.report(s.app, s.sid))
+    text = status.render(status.report(s.app.workspace, s.app.config, s.sid))
     assert "window: 6000 tokens (NODECODE_CONTEXT_TOKENS)" in text
     assert "reply reserve: 1500 · budget: 4500" in text
     assert "marks: warn at 85% = 3825 · evict to 50% = 2250" in text
@@ -470,7 +473,7 @@ def _contexts(draw) -> list[Message]:
 @pytest.fixture(scope="module")
 def meter(tmp_path_factory):
     app = App.open(tmp_path_factory.mktemp("meter"), "default", None, environ={})
-    yield budgets.Meter(app, app.new_session("m"), "anthropic")
+    yield budgets.Meter(app.store, app.new_session("m"), app.config, "anthropic")
     app.close()
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from unittest import mock
 
 from helpers import write_config
-from nodecode.agent import TurnCallbacks
+from nodecode.agent import Agent, TurnCallbacks
 from nodecode.app import App
 
 WORDS = 60  # words per workspace file: a read costs ~300 tokens
@@ -80,7 +80,7 @@ class Session:
 
     def ask(self, text: str, rounds: list[dict]):
         self.srv.add_rounds(rounds)
-        return self.app.agent(self.sid).ask(text, self.cb)
+        return Agent(self.app, self.sid).ask(text, self.cb)
 
     def read_turn(self, n: int, **kw):
         return self.ask(f"read f{n}", [read_round(n, **kw), {"text": f"f{n} read."}])

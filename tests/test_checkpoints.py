@@ -14,7 +14,7 @@ import pytest
 from helpers import write_config
 from nodecode import checkpoints, recall, turns
 from nodecode import session as sessions
-from nodecode.agent import TurnCallbacks
+from nodecode.agent import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.context import model
 from nodecode.errors import SessionBusy, UserError
@@ -54,7 +54,7 @@ class Session:
     def turn(self, ask: str, *cells: str, reply: str = "Done."):
         calls = [{"text": "Working.", "calls": [{"code": c} for c in cells]}] if cells else []
         self.srv.add_rounds(calls + [{"text": reply}])
-        result = self.app.agent(self.sid).ask(ask, TurnCallbacks())
+        result = Agent(self.app, self.sid).ask(ask, TurnCallbacks())
         assert result.status == "done", result
         return result.turn
 
@@ -126,7 +126,7 @@ def test_turn_records_file_verb_and_shell_changes_with_exact_bytes(s):
 
 @needs_git
 def test_undo_restores_every_file_byte_for_byte_and_offers_the_ask_back(s):
-    moved = checkpoints.undo(s.app, s.sid)
+    moved = checkpoints.undo(s.app.workspace, s.sid)
     assert moved.ask == "change things" and (moved.source, moved.target) == (2, 1)
     assert moved.lines == [
         "restored a.txt",
@@ -143,32 +143,32 @@ def test_undo_restores_every_file_byte_for_byte_and_offers_the_ask_back(s):
 
 @needs_git
 def test_redo_reapplies_the_undone_turn(s):
-    checkpoints.undo(s.app, s.sid)
-    moved = checkpoints.redo(s.app, s.sid)
+    checkpoints.undo(s.app.workspace, s.sid)
+    moved = checkpoints.redo(s.app.workspace, s.sid)
     assert (moved.source, moved.target) == (1, 2)
     assert s.files() == AFTER
     with pytest.raises(UserError, match="nothing to redo"):
-        checkpoints.redo(s.app, s.sid)
+        checkpoints.redo(s.app.workspace, s.sid)
 
 
 @needs_git
 def test_redo_walks_forward_one_turn_per_redo(s):
     s.turn("more", ';; w\n(write-file "c.txt" "c")')
-    checkpoints.undo(s.app, s.sid)
-    checkpoints.undo(s.app, s.sid)
+    checkpoints.undo(s.app.workspace, s.sid)
+    checkpoints.undo(s.app.workspace, s.sid)
     assert sessions.get(s.store, s.sid).head == 1 and not (Path(s.app.cwd) / "c.txt").exists()
-    assert checkpoints.redo(s.app, s.sid).target == 2
+    assert checkpoints.redo(s.app.workspace, s.sid).target == 2
     assert not (Path(s.app.cwd) / "c.txt").exists()
-    assert checkpoints.redo(s.app, s.sid).target == 3
+    assert checkpoints.redo(s.app.workspace, s.sid).target == 3
     assert s.files() == {**AFTER, "c.txt": b"c"}
 
 
 @needs_git
 def test_a_new_ask_after_undo_takes_the_next_number_and_clears_redo(s):
-    checkpoints.undo(s.app, s.sid)
+    checkpoints.undo(s.app.workspace, s.sid)
     assert s.turn("something else") == 3
     with pytest.raises(UserError, match="nothing to redo"):
-        checkpoints.redo(s.app, s.sid)
+        checkpoints.redo(s.app.workspace, s.sid)
     # The next request read turn 1 and the new ask: nothing of the undone turn.
     assert s.sent() == [
         ("user", "read a"),
@@ -187,7 +187,7 @@ def test_a_new_ask_after_undo_takes_the_next_number_and_clears_redo(s):
 @needs_git
 def test_undo_skips_a_file_the_person_changed_and_says_so(s):
     (Path(s.app.cwd) / "made.txt").write_bytes(b"mine")
-    moved = checkpoints.undo(s.app, s.sid)
+    moved = checkpoints.undo(s.app.workspace, s.sid)
     assert "skipped made.txt: changed since turn 2" in moved.lines
     assert (Path(s.app.cwd) / "made.txt").read_bytes() == b"mine"
     assert (Path(s.app.cwd) / "a.txt").read_bytes() == b"alpha\n"
@@ -196,7 +196,7 @@ def test_undo_skips_a_file_the_person_changed_and_says_so(s):
 @needs_git
 def test_forced_undo_overwrites_and_keeps_the_persons_bytes(s):
     (Path(s.app.cwd) / "a.txt").write_bytes(b"my own \x00 edit")
-    moved = checkpoints.undo(s.app, s.sid, force=True)
+    moved = checkpoints.undo(s.app.workspace, s.sid, force=True)
     assert (Path(s.app.cwd) / "a.txt").read_bytes() == b"alpha\n"
     [entry] = [f for f in s.moves()[0].payload["files"] if f["path"].endswith("a.txt")]
     assert s.store.blob(entry["kept"]) == b"my own \x00 edit"
@@ -218,7 +218,7 @@ def test_undo_never_touches_another_sessions_files(s, tmp_path):
     try:
         here.turn("b", ';; w\n(write-file "b.txt" "theirs")')
         there.turn("a", ';; w\n(edit-file "a.txt" "alpha" "theirs")')
-        checkpoints.undo(s.app, s.sid)
+        checkpoints.undo(s.app.workspace, s.sid)
         assert s.files() == {**START, "build/out": b"junk", "b.txt": b"theirs"}
         assert (tmp_path / "ws2" / "a.txt").read_bytes() == b"theirs\n"
         checkpoints.undo(apart, there.sid)
@@ -233,7 +233,7 @@ def test_undo_says_when_shell_changes_were_not_tracked(tmp_path, loopback, monke
     sess = make_session(tmp_path, loopback)
     monkeypatch.setattr("nodecode.shadow.shutil.which", lambda name: None)
     sess.turn("shell", ';; s\n(shell "printf z > z.txt")')
-    moved = checkpoints.undo(sess.app, sess.sid)
+    moved = checkpoints.undo(sess.app.workspace, sess.sid)
     assert moved.lines == [
         ("shell changes of turn 1 were not tracked: git is not installed (not found on PATH)")
     ]
@@ -244,7 +244,7 @@ def test_undo_says_when_shell_changes_were_not_tracked(tmp_path, loopback, monke
 def test_undo_with_nothing_to_undo_is_a_user_error(tmp_path, loopback):
     sess = make_session(tmp_path, loopback)
     with pytest.raises(UserError, match="nothing to undo"):
-        checkpoints.undo(sess.app, sess.sid)
+        checkpoints.undo(sess.app.workspace, sess.sid)
     sess.app.close()
 
 
@@ -253,7 +253,7 @@ def test_a_move_waits_for_no_running_turn(s):
     lease = sessions.Lease(s.store, s.sid).acquire()
     try:
         with pytest.raises(SessionBusy):
-            checkpoints.undo(s.app, s.sid)
+            checkpoints.undo(s.app.workspace, s.sid)
     finally:
         lease.release()
 
@@ -261,7 +261,7 @@ def test_a_move_waits_for_no_running_turn(s):
 @needs_git
 def test_undo_makes_older_exports_stale(s):
     before = model.take_count(s.store, s.sid)
-    checkpoints.undo(s.app, s.sid)
+    checkpoints.undo(s.app.workspace, s.sid)
     assert model.take_count(s.store, s.sid) == before + 1
 
 
@@ -291,7 +291,7 @@ def test_undo_refuses_paths_outside_the_workspace(tmp_path, loopback):
         },
     )
     turns.finish(sess.store, sess.sid, turn.number, sess.store.last_seq(sess.sid), "done")
-    moved = checkpoints.undo(sess.app, sess.sid)
+    moved = checkpoints.undo(sess.app.workspace, sess.sid)
     assert moved.lines == [
         f"skipped {p.resolve()}: outside the workspace {sess.app.cwd.resolve()}"
         for p in (own, outside)

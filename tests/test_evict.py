@@ -200,7 +200,7 @@ def test_an_evicted_message_restored_through_the_file_returns_after_the_stub(ses
     result = next(t for t in s.events("tool") if "word1x0" in t.text)
     call = result.payload["call"]
     assert result.seq not in context_ids(s)
-    path = takes.export(s.app, s.sid)
+    path = takes.export(s.app.workspace, s.sid)
     nonce = takes.latest_export(s.app.store, s.sid).payload["nonce"]
     path.write_text(path.read_text() + f"[[m:{nonce} {result.seq} tool]]\n")
     s.read_turn(n)
@@ -223,7 +223,7 @@ def test_restored_messages_are_evicted_last(session):
         s.read_turn(n)
         n += 1
     result = next(t for t in s.events("tool") if "word1x0" in t.text)
-    path = takes.export(s.app, s.sid)
+    path = takes.export(s.app.workspace, s.sid)
     nonce = takes.latest_export(s.app.store, s.sid).payload["nonce"]
     path.write_text(path.read_text() + f"[[m:{nonce} {result.seq} tool]]\n")
     while len(evictions_of(s)) < 2:
@@ -302,16 +302,18 @@ def test_evict_through_a_turn_and_what_is_refused(session):
     for k in range(1, 5):
         s.read_turn(k)
     with pytest.raises(UserError, match="no known window"):
-        evictions.manual(s.app, s.sid, percent=50)
+        evictions.manual(s.app.workspace, s.app.config, s.sid, percent=50)
     with pytest.raises(UserError, match="turn 9 is not on this session's path"):
-        evictions.manual(s.app, s.sid, through=9)
+        evictions.manual(s.app.workspace, s.app.config, s.sid, through=9)
     with Lease(s.app.store, s.sid), pytest.raises(SessionBusy):
-        evictions.manual(s.app, s.sid, through=2)
-    receipt = evictions.manual(s.app, s.sid, through=2)
+        evictions.manual(s.app.workspace, s.app.config, s.sid, through=2)
+    receipt = evictions.manual(s.app.workspace, s.app.config, s.sid, through=2)
     assert "evicted at seq" in receipt and "turns 1–2" in receipt
     (stub,) = s.events("stub")
     assert stub.text.startswith("[history evicted: seq 1–") and " · 2 turns · " in stub.text
-    receipt = evictions.manual(s.app, s.sid, through=4)  # the newest turn (4) stays
+    receipt = evictions.manual(
+        s.app.workspace, s.app.config, s.sid, through=4
+    )  # the newest turn (4) stays
     assert "turn 3 (" in receipt
     roles = [(m.role, m.turn) for m in state(s.app.store, s.sid).messages]
     assert roles[0][0] == "stub" and {t for r, t in roles[1:]} == {4}

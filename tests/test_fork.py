@@ -23,7 +23,7 @@ def test_fork_at_the_head_starts_with_the_parents_context(s):  # noqa: F811
     parent_events = s.store.events(s.sid)
     parent_context = model.build(s.store, s.sid)
     last = s.store.last_seq(s.sid)
-    child = checkpoints.fork(s.app, s.sid)
+    child = checkpoints.fork(s.app.store, s.sid)
     assert sessions.current(s.store) == child
     info = sessions.get(s.store, child)
     assert (info.parent, info.fork_seq, info.fork_turn, info.head) == (s.sid, last, 2, 2)
@@ -45,7 +45,7 @@ def test_fork_at_the_head_starts_with_the_parents_context(s):  # noqa: F811
 
 @needs_git
 def test_fork_at_an_earlier_turn_reads_the_context_as_that_turn_left_it(s):  # noqa: F811
-    child = checkpoints.fork(s.app, s.sid, 1)
+    child = checkpoints.fork(s.app.store, s.sid, 1)
     info = sessions.get(s.store, child)
     assert (info.fork_seq, info.head) == (7, 1)
     kid = Session(s.app, s.srv, child)
@@ -58,10 +58,10 @@ def test_fork_at_an_earlier_turn_reads_the_context_as_that_turn_left_it(s):  # n
 @needs_git
 def test_fork_keeps_edits_taken_while_idle(s):  # noqa: F811
     takes.record_form_edit(s.store, s.sid, {"drop": [4], "note": "remember: a is alpha"}, 2)
-    takes.take(s.app, s.sid, 2)  # taken while idle: the note is logged after turn 2 ended
+    takes.take(s.app.workspace, s.sid, 2)  # taken while idle: the note is logged after turn 2 ended
     parent_context = model.build(s.store, s.sid)
     assert any(m.role == "note" for m in parent_context)
-    child = checkpoints.fork(s.app, s.sid)
+    child = checkpoints.fork(s.app.store, s.sid)
     assert view(model.build(s.store, child)) == view(parent_context)
     assert [e.kind for e in s.store.events(child)] == ["note", "fork"]  # the note, copied
     kid = Session(s.app, s.srv, child)
@@ -73,8 +73,8 @@ def test_fork_keeps_edits_taken_while_idle(s):  # noqa: F811
 
 @needs_git
 def test_a_fork_of_a_fork_sees_only_what_its_parent_saw(s):  # noqa: F811
-    child = checkpoints.fork(s.app, s.sid)
-    grandchild = checkpoints.fork(s.app, child, 1)
+    child = checkpoints.fork(s.app.store, s.sid)
+    grandchild = checkpoints.fork(s.app.store, child, 1)
     assert [n.number for n in tree.nodes(s.store, grandchild)] == [1]
     assert view(model.build(s.store, grandchild)) == view(
         [m for m in model.build(s.store, s.sid) if m.turn == 1]
@@ -84,7 +84,7 @@ def test_a_fork_of_a_fork_sees_only_what_its_parent_saw(s):  # noqa: F811
 def test_fork_of_an_empty_session_is_a_user_error(s):  # noqa: F811
     empty = s.app.new_session("empty")
     with pytest.raises(UserError, match="no turn to fork at"):
-        checkpoints.fork(s.app, empty)
+        checkpoints.fork(s.app.store, empty)
 
 
 @needs_git
@@ -98,9 +98,9 @@ def test_cli_fork_prints_only_the_child_id_and_makes_it_current(s):  # noqa: F81
 
 @needs_git
 def test_undo_in_a_fork_moves_past_the_fork_point_but_leaves_the_parents_files(s):  # noqa: F811
-    child = checkpoints.fork(s.app, s.sid)
+    child = checkpoints.fork(s.app.store, s.sid)
     files = s.files()
-    moved = checkpoints.undo(s.app, child)
+    moved = checkpoints.undo(s.app.workspace, child)
     assert moved.lines == [
         (
             f"files of turn 2 were left as they are: it ran in session {s.sid}, "

@@ -10,7 +10,8 @@ from nodecode import recall, turns
 from nodecode import session as sessions
 from nodecode.agent import format_result
 from nodecode.app import App
-from nodecode.cells import CellEnv, CellResult, evaluate
+from nodecode.cells.env import CellEnv
+from nodecode.cells.evaluate import CellResult, evaluate
 from nodecode.errors import CellError
 from nodecode.store import Store, open_store
 
@@ -298,7 +299,7 @@ def test_an_empty_search_is_an_error(store, words):
 def app_env(tmp_path):
     app = App.open(tmp_path / "home", "default", tmp_path, environ={})
     sid = sessions.create(app.store)
-    yield app, sid, CellEnv(workspace=tmp_path, extra={"app": app, "session": sid})
+    yield app, sid, CellEnv(workspace=tmp_path, ws=app.workspace, session=sid)
     app.close()
 
 

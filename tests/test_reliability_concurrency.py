@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from helpers import run_cli, write_config
-from nodecode.agent import TurnCallbacks
+from nodecode.agent import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.context import take as takes
 from nodecode.session import lease_live
@@ -189,24 +189,24 @@ def test_an_edit_of_an_older_export_saved_after_a_take_is_refused_as_stale(
     write_config(home, srv, auto_approve=True)
     app = App.open(home, "default", workspace, environ={})
     sid = app.new_session()
-    app.agent(sid).ask("read a", TurnCallbacks())
+    Agent(app, sid).ask("read a", TurnCallbacks())
 
-    path = takes.export(app, sid)
+    path = takes.export(app.workspace, sid)
     old = path.read_text()  # the person keeps export 1 open in an editor
-    takes.export(app, sid)
+    takes.export(app.workspace, sid)
     path.write_text(path.read_text() + "[[note]]\nnote on export 2\n")
     took = run_cli("ask", "go on", home=home, cwd=workspace, timeout=TIMEOUT)
     assert took.returncode == 0, took.stderr
-    assert "taken at seq" in takes.receipt_file(app, sid).read_text()
+    assert "taken at seq" in takes.receipt_file(app.workspace, sid).read_text()
 
     stale = old.replace("a.txt says alpha.", "rewritten on export 1")
     assert stale != old
     path.write_text(stale)  # saved over the newer export, after its take
-    check = takes.validate(app, sid, stale)
+    check = takes.validate(app.workspace, sid, stale)
     assert not check["ok"] and takes.STALE in json.dumps(check["errors"])
     refused = run_cli("ask", "and again", home=home, cwd=workspace, timeout=TIMEOUT)
     assert refused.returncode == 0, refused.stderr
-    receipt = takes.receipt_file(app, sid).read_text()
+    receipt = takes.receipt_file(app.workspace, sid).read_text()
     assert "refused at seq" in receipt and takes.STALE in receipt
     sent = json.dumps(srv.model_requests[-1].body)
     assert "rewritten on export 1" not in sent and "a.txt says alpha." in sent

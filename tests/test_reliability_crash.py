@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from helpers import ROOT, write_config
-from nodecode.agent import TurnCallbacks
+from nodecode.agent import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.context import take as takes
 from nodecode.context.fileformat import parse_first, split
@@ -226,7 +226,7 @@ def test_sigkill_mid_take_never_leaves_a_half_written_file(loopback, home, works
     write_config(home, srv, auto_approve=True)
     app = App.open(home, "default", workspace, environ={})
     sid = app.new_session()
-    app.agent(sid).ask("read a", TurnCallbacks())
+    Agent(app, sid).ask("read a", TurnCallbacks())
     app.close()
     context = home / "context" / "default" / sid / "context.txt"
     receipt = context.with_name("context.receipt.txt")
@@ -247,7 +247,7 @@ def test_sigkill_mid_take_never_leaves_a_half_written_file(loopback, home, works
         app = check_store(home, before)
         context_file_is_whole(app, sid, context)
         receipt_file_is_whole(app, sid, receipt)
-        takes.take(app, sid, None)  # the store stays usable: a take after the crash works
+        takes.take(app.workspace, sid, None)  # the store stays usable: a take after the crash works
         context_file_is_whole(app, sid, context)
         receipt_file_is_whole(app, sid, receipt)
         no_spurious_refusal(app, sid)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 from helpers import run_cli, write_config
-from nodecode.agent import TurnCallbacks
+from nodecode.agent import Agent, TurnCallbacks
 from nodecode.app import App
 
 REPLY = "The answer, " + " ".join(f"w{i}" for i in range(60)) + "."
@@ -78,7 +78,7 @@ def test_a_transient_fault_is_retried_and_the_round_is_logged_once(make_app, pty
     app, srv, sid = make_app([{"text": REPLY}], ptype, faults=[{"at": 1, **fault}])
     seen = Seen()
     started = time.monotonic()
-    result = app.agent(sid).ask("question", seen)
+    result = Agent(app, sid).ask("question", seen)
     assert result.status == "done" and result.text == REPLY
     assert time.monotonic() - started < 15  # a stall is cut by the read timeout, not waited out
     assert kinds(app, sid) == ["user", "request", "assistant"]
@@ -93,7 +93,7 @@ def test_retry_after_is_honoured(make_app):
     app, srv, sid = make_app([{"text": REPLY}], faults=[{"at": 1, "kind": "429", "retry_after": 1}])
     seen = Seen()
     started = time.monotonic()
-    assert app.agent(sid).ask("question", seen).status == "done"
+    assert Agent(app, sid).ask("question", seen).status == "done"
     assert time.monotonic() - started >= 0.9
     assert seen.retries[0].startswith("retrying in 1.0 s") and "429" in seen.retries[0]
     assert len(srv.model_requests) == 2
@@ -105,7 +105,7 @@ def test_a_fault_on_a_later_round_keeps_the_earlier_rounds_once(make_app):
         [{"text": "Listing.", "calls": [{"code": "(list-files)"}]}, {"text": REPLY}],
         faults=[{"at": 2, "kind": "drop"}, {"at": 3, "kind": "529"}],
     )
-    assert app.agent(sid).ask("list", Seen()).status == "done"
+    assert Agent(app, sid).ask("list", Seen()).status == "done"
     assert kinds(app, sid) == [
         "user",
         "request",
@@ -160,7 +160,7 @@ def test_a_stop_during_a_retry_backoff_returns_promptly(make_app):
             threading.Timer(0.2, cancel.set).start()
 
     started = time.monotonic()
-    result = app.agent(sid).ask("question", StopWhileWaiting(), cancel)
+    result = Agent(app, sid).ask("question", StopWhileWaiting(), cancel)
     assert result.status == "stopped"
     assert time.monotonic() - started < 10  # not the 30 s the server asked for
     assert kinds(app, sid)[0] == "user" and kinds(app, sid)[-1] == "stopped"
@@ -181,7 +181,7 @@ def test_a_stop_during_a_stalled_stream_keeps_the_partial_reply(make_app):
             super().on_text(chunk)
 
     started = time.monotonic()
-    result = app.agent(sid).ask("question", StopInTheStall(), cancel)
+    result = Agent(app, sid).ask("question", StopInTheStall(), cancel)
     assert result.status == "stopped" and time.monotonic() - started < 10
     [partial] = [e for e in app.store.events(sid) if e.kind == "assistant"]
     assert REPLY.startswith(partial.text) and partial.text != REPLY

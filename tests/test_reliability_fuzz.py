@@ -26,10 +26,10 @@ import pytest
 from helpers import write_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from nodecode.agent import TurnCallbacks, make_cell_env
+from nodecode.agent import Agent, TurnCallbacks
 from nodecode.app import App
-from nodecode.cells import CellResult, evaluate
-from nodecode.cells.registry import VERBS
+from nodecode.cells.evaluate import CellResult, evaluate
+from nodecode.cells.table import VERBS
 from nodecode.context import model as context_model
 from nodecode.context import request as request_builder
 from nodecode.context import take as takes
@@ -97,9 +97,9 @@ class Template:
             self.home = write_config(root / "home", srv, auto_approve=True)
             app = App.open(self.home, "default", self.ws, environ={})
             self.sid = app.new_session()
-            app.agent(self.sid).ask("read a.txt", TurnCallbacks())
-            app.agent(self.sid).ask("grep alpha", TurnCallbacks())
-            self.path = takes.export(app, self.sid)
+            Agent(app, self.sid).ask("read a.txt", TurnCallbacks())
+            Agent(app, self.sid).ask("grep alpha", TurnCallbacks())
+            self.path = takes.export(app.workspace, self.sid)
             self.export = self.path.read_bytes()
             self.nonce = self.export.split(b"\n", 1)[0].split()[-1].rstrip(b"]")
             app.close()
@@ -289,7 +289,7 @@ def check_validate(template: Template, app: App, raw: bytes, data) -> None:
     errors = data.draw(st.sampled_from(["surrogateescape", "replace"]))
     text = raw.decode("utf-8", errors)
     last = app.store.last_seq(template.sid)
-    result = takes.validate(app, template.sid, text)
+    result = takes.validate(app.workspace, template.sid, text)
     assert isinstance(result["ok"], bool) and isinstance(result["errors"], list)
     assert all(
         isinstance(line, int) and line >= 1 and isinstance(reason, str)
@@ -336,10 +336,10 @@ def check_take(template: Template, scratch: Path, raw: bytes) -> None:
     home = scratch / f"home-{sum(RAN.values())}"
     app = template.copy(home)
     try:
-        path = takes.context_file(app, template.sid)
+        path = takes.context_file(app.workspace, template.sid)
         path.write_bytes(raw)
         turn = takes.head_turn(app.store, template.sid)
-        report = takes.take(app, template.sid, turn)
+        report = takes.take(app.workspace, template.sid, turn)
         after = rows(app.store.path)
         assert after[: len(template.rows)] == template.rows  # no existing row changed
         new = [r[2] for r in after[len(template.rows) :]]
@@ -352,7 +352,11 @@ def check_take(template: Template, scratch: Path, raw: bytes) -> None:
             assert new == ["edit", "receipt", "notice"], new
             assert "refused at seq" in report.receipts[0]
         if new:
-            assert takes.receipt_file(app, template.sid).read_bytes().startswith(b"[[receipt ")
+            assert (
+                takes.receipt_file(app.workspace, template.sid)
+                .read_bytes()
+                .startswith(b"[[receipt ")
+            )
         assert path.read_bytes() == raw  # a take writes nothing into context.txt
         messages = context_model.build(app.store, template.sid)
         for ptype in ("anthropic", "openai"):
@@ -407,7 +411,7 @@ def cell_env(template, tmp_path_factory):
         asked.append(kind)
         return False
 
-    yield make_cell_env(app, template.sid, approve=refuse)
+    yield app.cell_env(template.sid, approve=refuse)
     assert workspace_state(template.ws) == before  # nothing written, nothing run
     assert set(asked) <= {"write", "shell"}
     app.close()

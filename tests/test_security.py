@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers import run_cli, write_config
-from nodecode.agent import TurnCallbacks
+from nodecode.agent import Agent, TurnCallbacks
 from nodecode.app import App
 
 KEY = "sk-ant-nodecode-SECRET-7f3a9c2e51d04b88"
@@ -113,7 +113,7 @@ def test_workspace_escapes_are_refused_through_the_agent(loopback, tmp_path, esc
     home = write_config(tmp_path / "home", srv, auto_approve=True)  # refusal is not approval
     app = App.open(home, "default", ws, environ={})
     sid = app.new_session()
-    assert app.agent(sid).ask("escape").status == "done"
+    assert Agent(app, sid).ask("escape").status == "done"
     results = tool_results(app, sid)
     assert len(results) == len(ESCAPES)
     for code, text in zip(ESCAPES, results, strict=True):
@@ -149,7 +149,7 @@ def test_a_symlinked_workspace_root_is_allowed(loopback, tmp_path, escape_world)
     home = write_config(tmp_path / "home", srv, auto_approve=True)
     app = App.open(home, "default", linked, environ={})
     sid = app.new_session()
-    assert app.agent(sid).ask("work").status == "done"
+    assert Agent(app, sid).ask("work").status == "done"
     results = tool_results(app, sid)
     assert [r.startswith("error:") for r in results] == [False] * 5 + [True]
     assert results[0].startswith("alpha") and "made.txt" in results[3]
@@ -293,7 +293,7 @@ def test_context_receipt_and_database_files_are_0600_in_0700_directories(loopbac
     os.chmod(home, 0o755)
     app = App.open(home, "default", ws, environ={})
     sid = app.new_session()
-    assert app.agent(sid).ask("export and note").status == "done"
+    assert Agent(app, sid).ask("export and note").status == "done"
     app.close()
     context = home / "context" / "default" / sid
     expected = [
@@ -327,7 +327,7 @@ def test_shell_runs_only_with_approval_or_auto_approve(loopback, tmp_path, auto_
             asked.append((kind, detail))
             return False
 
-    app.agent(sid).ask("run it", Refuses())
+    Agent(app, sid).ask("run it", Refuses())
     assert (ws / "ran.txt").exists() is runs
     assert asked == ([] if runs else [("shell", "touch ran.txt")])
     [result] = tool_results(app, sid)

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from nodecode.cells import CellEnv
+from nodecode.cells.env import CellEnv
 from nodecode.shadow import Shadow, ShellWatch
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git on PATH")
@@ -92,6 +92,6 @@ def test_a_workspace_past_the_size_limit_is_not_tracked(tmp_path, ws):
     (ws / "x.txt").write_text("x")
     hook(env, "after")
     assert env.changes == []
-    assert env.extra["shell_untracked"] == (
+    assert env.shell_untracked == (
         "the workspace holds 0.3 MB of files, more than shadow_max_mb (0.25 MB)"
     )

@@ -29,7 +29,7 @@ TREE = (
 @pytest.fixture
 def branched(s):  # noqa: F811
     """Turn 2 undone (seq 19), then turn 3 asked from turn 1: a tree with an undone branch."""
-    checkpoints.undo(s.app, s.sid)
+    checkpoints.undo(s.app.workspace, s.sid)
     s.turn("write c\nand say so", ';; c\n(write-file "c.txt" "c")')
     return s
 
@@ -58,7 +58,7 @@ def test_tree_keeps_a_long_chain_in_one_column_and_cuts_long_asks():
 @needs_git
 def test_continue_moves_the_head_files_stay_and_the_next_request_reads_that_branch(branched):
     files = branched.files()
-    moved = checkpoints.continue_(branched.app, branched.sid, 2)
+    moved = checkpoints.continue_(branched.app.workspace, branched.sid, 2)
     assert (moved.source, moved.target, moved.lines) == (3, 2, [])
     assert branched.files() == files
     assert branched.turn("go on from 2") == 4
@@ -70,7 +70,7 @@ def test_continue_moves_the_head_files_stay_and_the_next_request_reads_that_bran
 
 @needs_git
 def test_rewind_returns_files_to_their_state_after_that_turn(branched):
-    moved = checkpoints.rewind(branched.app, branched.sid, 2)
+    moved = checkpoints.rewind(branched.app.workspace, branched.sid, 2)
     assert moved.lines == [
         "restored a.txt",
         "deleted c.txt",
@@ -79,9 +79,9 @@ def test_rewind_returns_files_to_their_state_after_that_turn(branched):
         "recreated new.txt",
     ]
     assert branched.files() == AFTER
-    checkpoints.rewind(branched.app, branched.sid, 3)
+    checkpoints.rewind(branched.app.workspace, branched.sid, 3)
     assert branched.files() == {**START, "build/out": b"junk", "c.txt": b"c"}
-    checkpoints.rewind(branched.app, branched.sid, 1)
+    checkpoints.rewind(branched.app.workspace, branched.sid, 1)
     assert branched.files() == {**START, "build/out": b"junk"}
     branched.turn("fresh")
     assert branched.sent() == TURN_1 + [("user", "fresh")]
@@ -90,7 +90,7 @@ def test_rewind_returns_files_to_their_state_after_that_turn(branched):
 @needs_git
 def test_rewind_skips_what_the_person_changed(branched):
     (Path(branched.app.cwd) / "c.txt").write_bytes(b"edited by hand")
-    moved = checkpoints.rewind(branched.app, branched.sid, 2)
+    moved = checkpoints.rewind(branched.app.workspace, branched.sid, 2)
     assert "skipped c.txt: changed since turn 3" in moved.lines
     assert (Path(branched.app.cwd) / "c.txt").read_bytes() == b"edited by hand"
     assert (Path(branched.app.cwd) / "new.txt").read_bytes() == b"x"
@@ -98,15 +98,15 @@ def test_rewind_skips_what_the_person_changed(branched):
 
 @needs_git
 def test_continue_and_rewind_clear_the_redo_stack(s):  # noqa: F811
-    checkpoints.undo(s.app, s.sid)
-    checkpoints.continue_(s.app, s.sid, 1)
+    checkpoints.undo(s.app.workspace, s.sid)
+    checkpoints.continue_(s.app.workspace, s.sid, 1)
     with pytest.raises(UserError, match="nothing to redo"):
-        checkpoints.redo(s.app, s.sid)
+        checkpoints.redo(s.app.workspace, s.sid)
 
 
 def test_unknown_turn_is_a_user_error(s):  # noqa: F811
     with pytest.raises(UserError, match=r"rewind: no turn 9 in session .* \(its turns are 1–2\)"):
-        checkpoints.rewind(s.app, s.sid, 9)
+        checkpoints.rewind(s.app.workspace, s.sid, 9)
 
 
 @needs_git

@@ -11,22 +11,20 @@ import json
 import os
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nodecode import budget as budgets
 from nodecode import evict as evictions
 from nodecode import turns as turn_tree
-from nodecode.cells import CellEnv, CellResult, evaluate_call
+from nodecode.app import App
+from nodecode.cells.env import CellEnv
+from nodecode.cells.evaluate import CellResult, evaluate_call
 from nodecode.context import request as request_builder
 from nodecode.context import take as takes
-from nodecode.context import verbs as _context_verbs  # noqa: F401  (registers (context …))
-from nodecode.errors import ContextOverflow, DoesNotFit, NodecodeError, ProviderError
+from nodecode.errors import ContextOverflow, DoesNotFit, ProviderError
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS
 from nodecode.providers.types import Reply, ToolCall
 from nodecode.session import LEASE_SECONDS, Lease
-
-if TYPE_CHECKING:
-    from nodecode.app import App
 
 
 class TurnCallbacks:
@@ -166,19 +164,18 @@ class _Turn:
 
     def request(self) -> Reply:
         self.lease.renew()
-        plan = budgets.of(self.app)
-        meter = budgets.Meter(self.app, self.sid, self.ptype)
-        report = takes.take(self.app, self.sid, self.number, budget=plan.tokens, count=meter.fill)
+        ws = self.app.workspace
+        plan = budgets.of(ws, self.config)
+        meter = budgets.Meter(self.store, self.sid, self.config, self.ptype)
+        report = takes.take(ws, self.sid, self.number, budget=plan.tokens, count=meter.fill)
         for receipt in report.receipts:
             self.cb.on_notice(receipt)
-        ready = evictions.before_request(
-            self.app, self.sid, self.number, meter, plan, report.receipts
-        )
+        ready = evictions.before_request(ws, self.sid, self.number, meter, plan, report.receipts)
         try:
             return self.send(ready)
         except ContextOverflow as e:  # a ceiling learned: evict and retry once
             ready = evictions.after_overflow(
-                self.app, self.sid, self.number, meter, e, ready, report.receipts
+                ws, self.config, self.sid, self.number, meter, e, ready, report.receipts
             )
             return self.send(ready)
 
@@ -253,14 +250,8 @@ class _Turn:
         return not self.cancel.is_set()
 
     def cell_env(self) -> CellEnv:
-        from nodecode import shadow  # checkpoints: shell changes via the shadow git store
-
-        return make_cell_env(
-            self.app,
-            self.sid,
-            approve=self.approve,
-            extra={"turn": self.number, "on_shell": shadow.watch(self.app, self.sid)},
-        )
+        # Shell changes are tracked through the shadow git store (checkpoints).
+        return self.app.cell_env(self.sid, approve=self.approve, turn=self.number, track_shell=True)
 
     def approve(self, kind: str, detail: str) -> bool:
         if kind in self.config.auto_approve:
@@ -276,8 +267,8 @@ class _Turn:
         if env.changes:
             payload["changes"] = [self._change(c) for c in env.changes]
             payload["workspace"] = os.path.realpath(env.workspace)
-        if env.extra.get("shell_untracked"):
-            payload["shell_untracked"] = env.extra["shell_untracked"]
+        if env.shell_untracked:
+            payload["shell_untracked"] = env.shell_untracked
         event = self.log(
             "tool", role="tool", payload=payload, text=lambda seq: format_result(output, seq, limit)
         )
@@ -291,24 +282,3 @@ class _Turn:
             "before": put(change.before) if change.before is not None else None,
             "after": put(change.after) if change.after is not None else None,
         }
-
-
-def make_cell_env(app: App, sid: str, *, approve: Any, extra: dict | None = None) -> CellEnv:
-    """The environment cells of this session run in."""
-    import nodecode.recall  # noqa: F401  (registers the recall verbs; cli ↔ agent cycle)
-
-    try:
-        config = app.config
-        timeout, removed = config.shell_timeout, set(config.key_envs)
-    except NodecodeError:
-        timeout, removed = 120.0, set()
-    removed.update(("ANTHROPIC_API_KEY", "OPENAI_API_KEY"))
-    return CellEnv(
-        workspace=app.cwd,
-        context_dir=app.context_dir(sid),
-        approve=approve,
-        redact=app.redactor.apply,
-        shell_timeout=timeout,
-        env_remove=removed,
-        extra={"app": app, "session": sid, **(extra or {})},
-    )

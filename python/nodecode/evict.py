@@ -23,15 +23,16 @@ from typing import TYPE_CHECKING, Any
 
 from nodecode import budget as budgets
 from nodecode import turns as turn_tree
-from nodecode.cells import first_comment
+from nodecode.cells.reader import first_comment
 from nodecode.context.model import Message, State, message_of, snapshot, state
 from nodecode.errors import ContextOverflow, DoesNotFit, UserError
 from nodecode.paths import write_private
 from nodecode.session import Lease
 from nodecode.store import Store
+from nodecode.workspace import Workspace
 
 if TYPE_CHECKING:
-    from nodecode.app import App
+    from nodecode.config import Config
 
 CONTENT = ("user", "assistant", "call", "tool")
 WARNING_PREFIX = "[context at "
@@ -89,7 +90,7 @@ class Prepared:
 
 
 def before_request(
-    app: App,
+    ws: Workspace,
     sid: str,
     turn: int | None,
     meter: budgets.Meter,
@@ -98,7 +99,7 @@ def before_request(
 ) -> Prepared:
     """Count the fill, evict if armed and over 85% (or over the budget), warn
     if over 85% and not yet warned. Raises DoesNotFit instead of sending."""
-    store = app.store
+    store = ws.store
     st = state(store, sid)
     ratio = meter.ratio()
     counted = meter.total(st.messages)
@@ -111,7 +112,7 @@ def before_request(
         and (fill > limit or warned(store, sid))
     ):
         done = evict(
-            app,
+            ws,
             sid,
             turn,
             meter,
@@ -148,7 +149,8 @@ def before_request(
 
 
 def after_overflow(
-    app: App,
+    ws: Workspace,
+    config: Config,
     sid: str,
     turn: int | None,
     meter: budgets.Meter,
@@ -159,12 +161,12 @@ def after_overflow(
     """The provider rejected ``sent`` as too large: record the ceiling (the
     maximum it named, else the size sent less one), evict down to 50% of the
     new budget and return the request to retry once."""
-    store = app.store
+    store = ws.store
     ratio = meter.ratio()
     if error.prompt and sent.counted and 0.5 <= error.prompt / sent.counted <= 3:
         ratio = error.prompt / sent.counted  # the provider's own count of this very request
-    budgets.record_ceiling(app, error.maximum if error.maximum else sent.fill - 1)
-    plan = budgets.of(app)
+    budgets.record_ceiling(store, config, error.maximum if error.maximum else sent.fill - 1)
+    plan = budgets.of(ws, config)
     st = state(store, sid)
     notices = [
         (
@@ -173,7 +175,7 @@ def after_overflow(
         )
     ]
     done = evict(
-        app,
+        ws,
         sid,
         turn,
         meter,
@@ -400,7 +402,7 @@ class Eviction:
 
 
 def evict(
-    app: App,
+    ws: Workspace,
     sid: str,
     turn: int | None,
     meter: budgets.Meter,
@@ -416,7 +418,7 @@ def evict(
 ) -> Eviction | None:
     """Evict units in order until the fill is at most ``target`` (or, with
     ``only``, every finished turn in it). None when nothing went."""
-    store = app.store
+    store = ws.store
     count = meter.count(st.messages)
     before = round(count.total * ratio)
     tokens = {m.id: n for m, n in count.messages}
@@ -439,7 +441,7 @@ def evict(
         )  # its line in the stub
     if not chosen:
         return None
-    return _apply(app, sid, turn, meter, plan, st, chosen, before, ratio, reason, receipts)
+    return _apply(ws, sid, turn, meter, plan, st, chosen, before, ratio, reason, receipts)
 
 
 def _with_pairs(st: State, ids: set[int], protect: set[int]) -> set[int]:
@@ -458,7 +460,7 @@ def _with_pairs(st: State, ids: set[int], protect: set[int]) -> set[int]:
 
 
 def _apply(
-    app: App,
+    ws: Workspace,
     sid: str,
     turn: int | None,
     meter: budgets.Meter,
@@ -470,7 +472,7 @@ def _apply(
     reason: str,
     receipts: list[str] | None,
 ) -> Eviction:
-    store = app.store
+    store = ws.store
     unit_of = {i: u for u in chosen for i in u.ids}
     evicted = _with_pairs(st, set(unit_of), set(st.newest) - set(unit_of))
     for i in evicted - set(unit_of):  # a pair's other half: with the unit of its partner
@@ -502,7 +504,7 @@ def _apply(
             order.append(stub)
             stubs.append(stub)
         after = round(meter.total(order) * ratio)
-        head = f"[[receipt {app.store_name}/{sid} evict]]"
+        head = f"[[receipt {ws.store_name}/{sid} evict]]"
         line = _receipt_line(chosen, stubs, before, after, plan)
         event = store.append(
             sid,
@@ -519,9 +521,7 @@ def _apply(
                 "budget": plan.tokens,
             },
         )
-    from nodecode.context.take import receipt_file
-
-    write_private(receipt_file(app, sid), "\n\n".join([*(receipts or []), event.text]) + "\n")
+    write_private(ws.receipt_file(sid), "\n\n".join([*(receipts or []), event.text]) + "\n")
     return Eviction(event.seq, event.text, sorted(evicted), [s.id for s in stubs], before, after)
 
 
@@ -561,13 +561,20 @@ def _receipt_line(
 # -- by hand -----------------------------------------------------------------------------
 
 
-def manual(app: App, sid: str, *, percent: float | None = None, through: int | None = None) -> str:
+def manual(
+    ws: Workspace,
+    config: Config,
+    sid: str,
+    *,
+    percent: float | None = None,
+    through: int | None = None,
+) -> str:
     """``/evict [PERCENT | through TURN]``: at once, with a receipt. The newest
     turn always stays. Returns the receipt, or why nothing went."""
-    store = app.store
+    store = ws.store
     with Lease(store, sid):
-        plan = budgets.of(app)
-        meter = budgets.Meter(app, sid)
+        plan = budgets.of(ws, config)
+        meter = budgets.Meter(store, sid, config)
         st = state(store, sid)
         head = st.running
         protect = set(st.newest) | {
@@ -579,7 +586,7 @@ def manual(app: App, sid: str, *, percent: float | None = None, through: int | N
         if through is not None:
             only = _turns_through(store, sid, through, head)
             done = evict(
-                app,
+                ws,
                 sid,
                 head,
                 meter,
@@ -602,7 +609,7 @@ def manual(app: App, sid: str, *, percent: float | None = None, through: int | N
                     "through TURN"
                 )
             done = evict(
-                app,
+                ws,
                 sid,
                 head,
                 meter,

@@ -246,9 +246,11 @@ class Host:
 
     def messages(self, ctx: Any) -> list[dict[str, Any]]:
         """The pinned session's history (head path) for the chat buffer."""
+        from nodecode.context import view
+
         place = Place.from_lua(ctx)
         app = self._app(place)
-        rows = app.session_path_messages(self._session(app, place))
+        rows = view.path_messages(app.store, self._session(app, place))
         return [
             {"seq": int(m["seq"]), "role": str(m["role"]), "text": str(m.get("text") or "")}
             for m in rows
@@ -279,14 +281,14 @@ class Host:
         from nodecode.context import view
 
         app, sid = self._pinned(ctx)
-        return view.open_export(app, sid)
+        return view.open_export(app.workspace, sid, app.encoding_name())
 
     def validate(self, ctx: Any, text: str) -> dict[str, Any]:
         """A dry run of taking ``text`` as the saved context.txt: {ok, errors, summary}."""
         from nodecode.context import take
 
         app, sid = self._pinned(ctx)
-        return take.validate(app, sid, str(text))
+        return take.validate(app.workspace, sid, str(text))
 
     def removed(self, ctx: Any) -> list[dict[str, Any]]:
         """Messages a restore can bring back: [{id, role, turn, first_line}]."""
@@ -348,13 +350,13 @@ class Host:
         from nodecode import checkpoints
 
         app, sid = self._pinned(ctx)
-        return checkpoints.undo(app, sid, force=bool(force)).as_dict()
+        return checkpoints.undo(app.workspace, sid, force=bool(force)).as_dict()
 
     def redo(self, ctx: Any, force: bool = False) -> dict[str, Any]:
         from nodecode import checkpoints
 
         app, sid = self._pinned(ctx)
-        return checkpoints.redo(app, sid, force=bool(force)).as_dict()
+        return checkpoints.redo(app.workspace, sid, force=bool(force)).as_dict()
 
     def tree(self, ctx: Any) -> list[dict[str, Any]]:
         """The turn tree: [{number, parent, session, ask, first_seq, last_seq, span,
@@ -368,13 +370,13 @@ class Host:
         from nodecode import checkpoints
 
         app, sid = self._pinned(ctx)
-        return checkpoints.continue_(app, sid, int(turn)).as_dict()
+        return checkpoints.continue_(app.workspace, sid, int(turn)).as_dict()
 
     def rewind(self, ctx: Any, turn: int, force: bool = False) -> dict[str, Any]:
         from nodecode import checkpoints
 
         app, sid = self._pinned(ctx)
-        return checkpoints.rewind(app, sid, int(turn), force=bool(force)).as_dict()
+        return checkpoints.rewind(app.workspace, sid, int(turn), force=bool(force)).as_dict()
 
     def fork(self, ctx: Any, turn: int | None = None) -> dict[str, Any]:
         """Fork here (or at ``turn``); this Neovim then works in the child: {id, parent}."""
@@ -382,7 +384,7 @@ class Host:
 
         place = Place.from_lua(ctx)
         app, sid = self._pinned(ctx)
-        child = checkpoints.fork(app, sid, int(turn) if turn is not None else None)
+        child = checkpoints.fork(app.store, sid, int(turn) if turn is not None else None)
         with self._lock:
             self._pins[(place.home, place.store)] = child
         return {"id": child, "parent": sid}
@@ -395,7 +397,7 @@ class Host:
         from nodecode import status
 
         app, sid = self._pinned(ctx)
-        report = status.report(app, sid)
+        report = status.report(app.workspace, app.config, sid)
         return {**report, "text": status.render(report)}
 
     def budget(self, ctx: Any, n: Any = None) -> dict[str, Any]:
@@ -406,10 +408,12 @@ class Host:
 
         app, _ = self._pinned(ctx)
         if isinstance(n, str) and n.strip() == "clear":
-            budgets.clear_override(app)
+            budgets.clear_override(app.store, app.config)
         elif n not in (None, ""):
-            budgets.set_override(app, int(n) if str(n).strip().isdigit() else n)
-        plan = budgets.of(app)
+            budgets.set_override(
+                app.workspace, app.config, int(n) if str(n).strip().isdigit() else n
+            )
+        plan = budgets.of(app.workspace, app.config)
         return {**plan.as_dict(), "lines": status.budget_lines(plan)}
 
     def evict(self, ctx: Any, arg: Any = None) -> dict[str, Any]:
@@ -419,7 +423,8 @@ class Host:
 
         app, sid = self._pinned(ctx)
         percent, through = evictions.parse_words(str(arg) if arg not in (None, "") else None)
-        return {"receipt": evictions.manual(app, sid, percent=percent, through=through)}
+        receipt = evictions.manual(app.workspace, app.config, sid, percent=percent, through=through)
+        return {"receipt": receipt}
 
     # --- internals ----------------------------------------------------------
 
@@ -454,7 +459,9 @@ class Host:
     def _run(self, job: Job, text: str) -> None:
         relay = _callbacks_type()(self, job)
         try:
-            result = job.app.agent(job.session).ask(text, relay, job.cancel)
+            from nodecode.agent import Agent
+
+            result = Agent(job.app, job.session).ask(text, relay, job.cancel)
             done = {
                 "status": result.status,
                 "turn": result.turn,

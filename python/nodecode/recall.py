@@ -7,22 +7,17 @@ SQL with a LIMIT on an index: ``(session, seq)`` for the log, FTS5 for search.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgpack
 
 from nodecode import turns as turn_tree
-from nodecode.cells import CellEnv, verb
-from nodecode.cli import EXIT_OK, command
+from nodecode.cells.env import CellEnv
+from nodecode.cells.registry import verb
 from nodecode.errors import CellError
 from nodecode.store import Store
-
-if TYPE_CHECKING:
-    from nodecode.app import App
 
 CLIP = 200
 DEFAULT_LIMIT = 20
@@ -331,10 +326,9 @@ def recall_items(
 
 
 def _where(env: CellEnv) -> tuple[Store, str]:
-    app, sid = env.extra.get("app"), env.extra.get("session")
-    if app is None or sid is None:
+    if env.ws is None or env.session is None:
         raise CellError("recall: this cell runs outside a session (no store to read)")
-    return app.store, sid
+    return env.ws.store, env.session
 
 
 def _joined(lines: list[str]) -> str:
@@ -368,47 +362,4 @@ def recall_search_verb(env: CellEnv, words: str, *, limit: int = DEFAULT_LIMIT) 
     return _joined(recall_search(store, words, limit=limit))
 
 
-# -- commands -----------------------------------------------------------------------
-
-
-def _print(lines: list[str]) -> int:
-    if lines:
-        print("\n".join(lines))
-    else:
-        print(NO_MATCHES, file=sys.stderr)
-    return EXIT_OK
-
-
-def _log_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--match", help="SQL LIKE pattern (with %%) or text matched literally")
-    p.add_argument("--before", type=int, help="only events before this seq")
-    p.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="how many (default 20)")
-
-
-@command("recall-log", "this session's log, oldest first (SPEC §5)", _log_args)
-def cmd_recall_log(app: App, args: argparse.Namespace) -> int:
-    sid = app.resolve_session(args.session, create=False)
-    return _print(
-        recall_log(app.store, sid, match=args.match, before=args.before, limit=args.limit)
-    )
-
-
-@command(
-    "recall-entry",
-    "the one event at seq N, whole",
-    lambda p: p.add_argument("n", type=int, metavar="N"),
-)
-def cmd_recall_entry(app: App, args: argparse.Namespace) -> int:
-    text = recall_entry(app.store, app.resolve_session(args.session, create=False), args.n)
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    return EXIT_OK
-
-
-def _search_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("words", nargs="+", metavar="WORDS")
-    p.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help="how many (default 20)")
-
-
-@command("recall-search", "search every session of the store, newest first", _search_args)
-def cmd_recall_search(app: App, args: argparse.Namespace) -> int:
-    return _print(recall_search(app.store, " ".join(args.words), limit=args.limit))
+VERBS = (recall_log_verb, recall_entry_verb, recall_search_verb)

@@ -17,14 +17,11 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nodecode.cells.env import CellEnv, FileChange
 from nodecode.errors import NodecodeError
 from nodecode.paths import ensure_dir, write_private
-
-if TYPE_CHECKING:
-    from nodecode.app import App
 
 DEFAULT_MAX_MB = 200
 _NULL = "0" * 40
@@ -222,7 +219,7 @@ def _parse_diff(raw: bytes) -> list[tuple[str, str | None, str | None]]:
 class ShellWatch:
     """The ``on_shell`` hook of one cell: a snapshot before and after each command,
     the difference appended to ``env.changes``. When tracking is impossible the
-    reason goes to ``env.extra["shell_untracked"]`` and the command runs anyway."""
+    reason goes to ``env.shell_untracked`` and the command runs anyway."""
 
     def __init__(self, shadow: Shadow):
         self.shadow = shadow
@@ -235,7 +232,7 @@ class ShellWatch:
             if reason is None:
                 reason = self._snap()
             if reason is not None:
-                env.extra["shell_untracked"] = reason
+                env.shell_untracked = reason
             return
         if self.before is None:
             return
@@ -243,7 +240,7 @@ class ShellWatch:
         try:
             env.changes.extend(self.shadow.diff(before, self.shadow.snapshot()))
         except ShadowError as e:
-            env.extra["shell_untracked"] = str(e)
+            env.shell_untracked = str(e)
 
     def _snap(self) -> str | None:
         try:
@@ -258,10 +255,6 @@ def max_mb(config_raw: dict[str, Any]) -> float:
     return float(value) if isinstance(value, (int, float)) else float(DEFAULT_MAX_MB)
 
 
-def watch(app: App, sid: str) -> ShellWatch:
+def watch(home: Path, cwd: Path, sid: str, limit_mb: float = DEFAULT_MAX_MB) -> ShellWatch:
     """The hook a turn's cells run shell commands with."""
-    try:
-        limit = max_mb(app.config.raw)
-    except NodecodeError:
-        limit = DEFAULT_MAX_MB
-    return ShellWatch(Shadow(app.home, app.cwd, key=sid, max_mb=limit))
+    return ShellWatch(Shadow(home, cwd, key=sid, max_mb=limit_mb))

@@ -1,5 +1,4 @@
-"""``/context`` and the budget commands: ``nodecode status``, ``budget [set N |
-clear]``, ``models refresh`` and ``evict|compact [PERCENT | through TURN]``.
+"""``/context``: the report ``nodecode status`` and ``:NodecodeStatus`` show.
 
 The report shows what the next request would cost and why: the window and
 its source, the reply reserve and the budget, the fill and its parts (per
@@ -9,20 +8,17 @@ marks, and any pending edit.
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from typing import TYPE_CHECKING, Any
 
 from nodecode import budget as budgets
 from nodecode import evict as evictions
-from nodecode.cli import EXIT_OK, command
 from nodecode.context import take as takes
 from nodecode.context.model import state
 from nodecode.providers.types import Usage
+from nodecode.workspace import Workspace
 
 if TYPE_CHECKING:
-    from nodecode.app import App
+    from nodecode.config import Config
 
 PARTS = {
     "user": "asks",
@@ -36,12 +32,12 @@ PARTS = {
 PART_ORDER = ("system", "tools", "stubs", "notes", "asks", "replies", "calls", "results", "notices")
 
 
-def report(app: App, sid: str) -> dict[str, Any]:
+def report(ws: Workspace, config: Config, sid: str) -> dict[str, Any]:
     """The /context report as plain values (the JSON of ``nodecode status --json``)."""
-    store = app.store
-    takes.record_file_edit(app, sid)  # a saved, unrecorded context.txt is pending too
-    plan = budgets.of(app)
-    meter = budgets.Meter(app, sid)
+    store = ws.store
+    takes.record_file_edit(ws, sid)  # a saved, unrecorded context.txt is pending too
+    plan = budgets.of(ws, config)
+    meter = budgets.Meter(store, sid, config)
     ratio = meter.ratio()
     count = meter.count(state(store, sid).messages)
     fill = round(count.total * ratio)
@@ -168,68 +164,3 @@ def budget_lines(plan: budgets.Budget) -> list[str]:
             "clear` forgets it)"
         )
     return lines
-
-
-# -- commands ------------------------------------------------------------------
-
-
-@command(
-    "status",
-    "the /context report: window, budget, fill and its parts",
-    lambda p: p.add_argument("--json", action="store_true"),
-)
-def cmd_status(app: App, args: argparse.Namespace) -> int:
-    r = report(app, app.resolve_session(args.session, create=False))
-    print(json.dumps(r, ensure_ascii=False) if args.json else render(r))
-    return EXIT_OK
-
-
-def _budget_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", nargs="?", choices=["set", "clear"])
-    p.add_argument("n", nargs="?", type=int, metavar="N")
-
-
-@command(
-    "budget", "the window and its source; `set N` or `clear` the store's override", _budget_args
-)
-def cmd_budget(app: App, args: argparse.Namespace) -> int:
-    from nodecode.errors import UserError
-
-    budgets.require_model(app)
-    if args.action == "set":
-        if args.n is None:
-            raise UserError("budget set: expected N, a window in tokens (got nothing)")
-        plan = budgets.set_override(app, args.n)
-        print(f"store override for {plan.provider}/{plan.model}: {args.n} tokens")
-    elif args.action == "clear":
-        override, ceiling = budgets.clear_override(app)
-        print(
-            f"cleared: store override {override if override else 'none'} · "
-            f"ceiling {ceiling if ceiling else 'none'}"
-        )
-    print("\n".join(budget_lines(budgets.of(app))))
-    return EXIT_OK
-
-
-@command(
-    "models",
-    "`models refresh`: fetch models.dev's api.json into HOME/cache",
-    lambda p: p.add_argument("action", choices=["refresh"]),
-)
-def cmd_models(app: App, args: argparse.Namespace) -> int:
-    path, providers, models = budgets.refresh_models(app)
-    print(f"{path}: {providers} providers, {models} models")
-    return EXIT_OK
-
-
-@command(
-    "evict",
-    "evict by hand: down to PERCENT of the budget (50) or through TURN",
-    lambda p: p.add_argument("words", nargs="*", metavar="PERCENT | through TURN"),
-    aliases=("compact",),
-)
-def cmd_evict(app: App, args: argparse.Namespace) -> int:
-    percent, through = evictions.parse_words(args.words)
-    sid = app.resolve_session(args.session, create=False)
-    sys.stdout.write(evictions.manual(app, sid, percent=percent, through=through) + "\n")
-    return EXIT_OK

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from nodecode.cells import CellEnv
+from nodecode.cells.env import CellEnv
 
 
 @pytest.fixture

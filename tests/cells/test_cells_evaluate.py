@@ -7,7 +7,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from nodecode.cells import VERBS, CellEnv, CellResult, evaluate, evaluate_call, verb
+from nodecode.cells.env import CellEnv
+from nodecode.cells.evaluate import CellResult, evaluate, evaluate_call
+from nodecode.cells.registry import table, verb
+from nodecode.cells.table import VERBS
 from nodecode.errors import Stopped
 from nodecode.redact import Redactor
 
@@ -98,11 +101,9 @@ def test_a_crashing_verb_becomes_a_redacted_internal_error(ws, monkeypatch):
     def _boom(env, text):
         raise ZeroDivisionError(f"bad {text}\nsecond line")
 
-    try:
-        env = CellEnv(workspace=ws, redact=Redactor.from_env(["PROVIDER_KEY"]))
-        result = evaluate('(boom "key-1234567890")', env)
-    finally:
-        VERBS.pop("boom")
+    verbs = {**VERBS, **table([_boom])}
+    env = CellEnv(workspace=ws, redact=Redactor.from_env(["PROVIDER_KEY"]), verbs=verbs)
+    result = evaluate('(boom "key-1234567890")', env)
     assert result == CellResult(
         "error: internal error in (boom …): ZeroDivisionError: "
         "bad [redacted:PROVIDER_KEY] second line",

@@ -6,7 +6,8 @@ import os
 import stat
 
 import pytest
-from nodecode.cells import CellEnv, FileChange, evaluate
+from nodecode.cells.env import CellEnv, FileChange
+from nodecode.cells.evaluate import evaluate
 
 
 def run(env: CellEnv, code: str) -> str:

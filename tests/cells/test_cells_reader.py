@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from nodecode.cells import Keyword, Pair, Sym, evaluate, first_comment, read_cell, show_form
+from nodecode.cells.evaluate import evaluate
+from nodecode.cells.forms import Keyword, Pair, Sym, show_form
+from nodecode.cells.reader import first_comment, read_cell
 from nodecode.errors import CellError
 
 

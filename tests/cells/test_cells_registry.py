@@ -1,16 +1,20 @@
-"""The verb registry: modules add verbs by decorating functions; calls are validated."""
+"""Verbs: modules declare them by decorating functions, one table holds them; calls are validated."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
-from nodecode.cells import VERBS, CellEnv, Keyword, Pair, Sym, evaluate, verb
+from nodecode.cells.env import CellEnv
+from nodecode.cells.evaluate import evaluate
+from nodecode.cells.forms import Keyword, Pair, Sym
+from nodecode.cells.registry import spec_of, table, verb
+from nodecode.cells.table import VERBS
 
 
 @pytest.fixture
-def probe() -> Iterator[list]:
-    """A verb registered the way the context and recall modules register theirs."""
+def probe(env: CellEnv) -> Iterator[list]:
+    """A verb declared the way the context and recall modules declare theirs, in env's table."""
     calls: list = []
 
     @verb(
@@ -24,8 +28,8 @@ def probe() -> Iterator[list]:
         calls.append((n, label, drop, flag, match_case, from_))
         return f"probe {n}"
 
+    env.verbs = {**VERBS, **table([_probe])}
     yield calls
-    VERBS.pop("probe")
 
 
 def test_a_registered_verb_is_callable_from_a_cell(env: CellEnv, probe):
@@ -34,8 +38,8 @@ def test_a_registered_verb_is_callable_from_a_cell(env: CellEnv, probe):
     assert probe == [(3, "x", [Pair(1, 2), 5], True, False, 2.0)]
 
 
-def test_the_registry_records_usage_and_doc(probe):
-    entry = VERBS["probe"]
+def test_the_table_records_usage_and_doc(env, probe):
+    entry = env.verbs["probe"]
     assert entry.usage == (
         "(probe N [LABEL] :drop DROP :flag FLAG :match-case MATCH-CASE :from FROM)"
     )
@@ -98,12 +102,37 @@ def test_unknown_verb_lists_known_verbs_sorted(env):
     assert {"edit-file", "grep", "list-files", "read-file", "shell", "write-file"} <= set(known)
 
 
-def test_registering_a_taken_name_from_elsewhere_fails():
-    with pytest.raises(ValueError, match="already registered"):
+def test_a_table_with_a_name_declared_twice_fails():
+    @verb("read-file")
+    def other(env):
+        return ""
 
-        @verb("read-file")
-        def other(env):
-            return ""
+    with pytest.raises(ValueError, match=r"declared by .*files\.read_file and by .*other"):
+        table([VERBS["read-file"].fn], [other])
+
+
+def test_declaring_a_verb_registers_nothing():
+    @verb("never-in-the-table")
+    def unseen(env):
+        return ""
+
+    assert spec_of(unseen).name == "never-in-the-table"
+    assert "never-in-the-table" not in VERBS
+
+
+def test_every_verb_module_contributes_to_the_one_table():
+    assert sorted(VERBS) == [
+        "context",
+        "edit-file",
+        "grep",
+        "list-files",
+        "read-file",
+        "recall-entry",
+        "recall-log",
+        "recall-search",
+        "shell",
+        "write-file",
+    ]
 
 
 def test_keyword_values_are_read_as_given():

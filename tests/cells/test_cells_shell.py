@@ -6,7 +6,8 @@ import os
 import time
 
 import pytest
-from nodecode.cells import CellEnv, evaluate
+from nodecode.cells.env import CellEnv
+from nodecode.cells.evaluate import evaluate
 from nodecode.redact import Redactor
 
 SECRET = "sk-ant-test-0123456789abcdef"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from helpers import write_config
-from nodecode.agent import TurnCallbacks
+from nodecode.agent import Agent, TurnCallbacks
 from nodecode.app import App
 
 
@@ -38,7 +38,7 @@ class Harness:
     def ask(self, text: str, rounds=None):
         if rounds:
             self.srv.add_rounds(rounds)
-        return self.app.agent(self.sid).ask(text, self.cb)
+        return Agent(self.app, self.sid).ask(text, self.cb)
 
     def last_body(self) -> dict:
         return self.srv.model_requests[-1].body

@@ -7,7 +7,7 @@ from nodecode.context.fileformat import split
 
 
 def export(h):
-    path = takes.export(h.app, h.sid)
+    path = takes.export(h.app.workspace, h.sid)
     return path, path.read_text()
 
 
@@ -30,7 +30,7 @@ def remove_block(text, mid):
 
 
 def receipt(h):
-    return takes.receipt_file(h.app, h.sid).read_text()
+    return takes.receipt_file(h.app.workspace, h.sid).read_text()
 
 
 def next_request(h, text="go on"):
@@ -54,7 +54,7 @@ def test_export_writes_every_message_byte_exact_with_a_fresh_nonce(harness):
 def test_an_unchanged_file_is_not_an_edit(harness):
     export(harness)
     sent = next_request(harness)
-    assert not takes.receipt_file(harness.app, harness.sid).exists()
+    assert not takes.receipt_file(harness.app.workspace, harness.sid).exists()
     assert ("assistant", "Reading.") in sent
 
 
@@ -177,10 +177,9 @@ def test_first_line_changed_is_refused(harness):
 def test_an_edit_made_before_another_take_is_refused_as_stale(harness):
     path, text = export(harness)
     # A form taken first makes the file's export stale.
-    from nodecode.agent import make_cell_env
-    from nodecode.cells import evaluate
+    from nodecode.cells.evaluate import evaluate
 
-    env = make_cell_env(harness.app, harness.sid, approve=lambda *a: True)
+    env = harness.app.cell_env(harness.sid, approve=lambda *a: True)
     assert "Pending" in evaluate("(context :drop (3))", env).output
     next_request(harness)
     path.write_text(remove_block(text, 10))
@@ -248,7 +247,7 @@ def test_a_refused_edit_changes_nothing_and_the_log_keeps_every_row(harness):
 def test_an_idle_take_belongs_to_the_head_and_lists_each_message_once(harness):
     path, text = export(harness)
     path.write_text(remove_block(text, 10))
-    report = takes.take(harness.app, harness.sid, None)
+    report = takes.take(harness.app.workspace, harness.sid, None)
     assert report.taken
     from nodecode.context.model import build
 

@@ -25,9 +25,9 @@ import pytest
 from helpers import write_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from nodecode.agent import TurnCallbacks, make_cell_env
+from nodecode.agent import Agent, TurnCallbacks
 from nodecode.app import App
-from nodecode.cells import evaluate
+from nodecode.cells.evaluate import evaluate
 from nodecode.context import take as takes
 from nodecode.context.fileformat import ROLES, split
 from nodecode.context.model import state
@@ -117,7 +117,7 @@ class Session:
         home = write_config(root / "home", self.srv, ptype, auto_approve=True)
         self.app = App.open(home, "default", ws, environ={})
         self.sid = self.app.new_session("property")
-        self.env = make_cell_env(self.app, self.sid, approve=lambda *a: True)
+        self.env = self.app.cell_env(self.sid, approve=lambda *a: True)
         self.asks = 0
         self.exported: str | None = None  # the last export's text, kept to edit later
 
@@ -150,7 +150,7 @@ class Session:
         first = len(self.srv.model_requests)
         top = self.store.last_seq(self.sid)
         self.srv.add_rounds(rounds)
-        result = self.app.agent(self.sid).ask(text, SelfEditing(self, draw))
+        result = Agent(self.app, self.sid).ask(text, SelfEditing(self, draw))
         assert result.status == "done", result
         assert self.srv.rounds_left == 0
         recorded = self.srv.model_requests[first:]
@@ -184,16 +184,16 @@ class Session:
                 )
         assert takes.pending_edits(self.store, self.sid) == []
         if any(e.kind == "receipt" for e in self.store.events(self.sid, after=top)):
-            got = takes.receipt_file(self.app, self.sid).read_text()
+            got = takes.receipt_file(self.app.workspace, self.sid).read_text()
             assert re.search(r"^(taken|refused) at seq \d+: ", got, re.MULTILINE), got
 
     def export(self) -> str:
-        path = takes.export(self.app, self.sid)
+        path = takes.export(self.app.workspace, self.sid)
         self.exported = path.read_text()
         return self.exported
 
     def write(self, text: str) -> None:
-        takes.context_file(self.app, self.sid).write_text(text)
+        takes.context_file(self.app.workspace, self.sid).write_text(text)
 
     def form(self, code: str) -> None:
         evaluate(code, self.env)  # an error result (a bad span) records nothing
@@ -208,7 +208,7 @@ class SelfEditing(TurnCallbacks):
         self.s, self.draw = s, draw
 
     def on_result(self, seq: int, text: str, error: bool) -> None:
-        path = takes.context_file(self.s.app, self.s.sid)
+        path = takes.context_file(self.s.app.workspace, self.s.sid)
         if self.draw and text.startswith(str(path)) and self.draw(st.booleans()):
             path.write_text(mutate(self.draw, path.read_text(), removed_messages(self.s)))
 

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from nodecode.agent import make_cell_env
-from nodecode.cells import evaluate
+from nodecode.cells.evaluate import evaluate
 from nodecode.context import take as takes
 from validator import check
 
 
 def form(h, code: str) -> str:
-    return evaluate(code, make_cell_env(h.app, h.sid, approve=lambda *a: True)).output
+    return evaluate(code, h.app.cell_env(h.sid, approve=lambda *a: True)).output
 
 
 def receipt(h) -> str:
-    return takes.receipt_file(h.app, h.sid).read_text()
+    return takes.receipt_file(h.app.workspace, h.sid).read_text()
 
 
 def last_user_text(h) -> str:
@@ -21,7 +20,7 @@ def last_user_text(h) -> str:
 
 
 def test_a_refusal_notice_reaches_the_request_when_another_edit_is_taken_with_it(harness):
-    path = takes.export(harness.app, harness.sid)
+    path = takes.export(harness.app.workspace, harness.sid)
     path.write_text("[[export nope]]\n" + path.read_text().split("\n", 1)[1])
     assert "Pending" in form(harness, "(context :drop (3))")
     harness.ask("go on", [{"text": "ok"}])

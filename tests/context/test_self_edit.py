@@ -39,7 +39,7 @@ def results(h) -> dict[str, str]:
 
 
 def receipt(h) -> str:
-    return takes.receipt_file(h.app, h.sid).read_text()
+    return takes.receipt_file(h.app.workspace, h.sid).read_text()
 
 
 def test_edit_file_on_the_exported_path_is_taken_at_the_next_round(harness):

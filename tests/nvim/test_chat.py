@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from nodecode.agent import Agent
 from nodecode.app import App
 
 from .conftest import buffer_lines, chat, configure, last_user_text, wait_for
@@ -116,7 +117,7 @@ def test_chat_opens_with_the_session_history(nvim, home, workspace, loopback):
     configure(home, loopback([{"text": "an earlier answer"}]))
     app = App.open(home=home, cwd=workspace)
     app.new_session()
-    app.agent(app.current_session()).ask("an earlier question")
+    Agent(app, app.current_session()).ask("an earlier question")
     app.close()
 
     nvim.command("Nodecode")

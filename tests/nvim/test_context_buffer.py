@@ -131,7 +131,7 @@ def test_write_is_refused_when_a_newer_export_is_on_disk(nvim, two_turns, home, 
     path = open_context(nvim)
     nvim.current.buffer[2] = "first question, rewritten"
     app = App.open(home=home, cwd=workspace)
-    take.export(app, app.current_session())
+    take.export(app.workspace, app.current_session())
     app.close()
     newer = path.read_bytes()
 

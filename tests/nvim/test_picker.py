@@ -108,14 +108,16 @@ def test_restore_action_puts_the_header_into_the_context_buffer(nvim, sessions, 
 
     app = App.open(home=home, cwd=workspace)
     sid = app.current_session()
-    path = take.export(app, sid)
+    path = take.export(app.workspace, sid)
     text = path.read_text()
     nonce = text.split("\n", 1)[0].split()[-1].rstrip("]")
     user_seq = int(text.split(f"[[m:{nonce} ")[1].split(" ")[0])
     first = text.index(f"[[m:{nonce} ")
     cut = text.index(f"[[m:{nonce} ", first + 1)  # drop the first block (the first ask)
     path.write_text(text[: text.index("\n") + 1] + text[cut:])
-    take.take(app, sid, take.head_turn(app.store, sid))  # an idle take belongs to the head
+    take.take(
+        app.workspace, sid, take.head_turn(app.store, sid)
+    )  # an idle take belongs to the head
     app.close()
     nvim.command("NodecodeContext")
     new_nonce = nvim.current.buffer[0].split()[-1].rstrip("]")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pynvim
 import pytest
+from nodecode.agent import Agent
 from nodecode.app import App
 from nodecode.host import Host
 
@@ -40,8 +41,8 @@ def branched(home: Path, workspace: Path, loopback):
     from nodecode import checkpoints
 
     app = App.open(home=home, cwd=workspace)
-    checkpoints.undo(app, sid)
-    app.agent(sid).ask("something else")
+    checkpoints.undo(app.workspace, sid)
+    Agent(app, sid).ask("something else")
     app.close()
     return sid
 

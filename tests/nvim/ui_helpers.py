@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pynvim
+from nodecode.agent import Agent
 from nodecode.app import App
 
 
@@ -17,7 +18,7 @@ def make_session(home: Path, workspace: Path, asks: list[str], *, title: str | N
     try:
         sid = app.new_session(title=title)
         for ask in asks:
-            app.agent(sid).ask(ask)
+            Agent(app, sid).ask(ask)
         return sid
     finally:
         app.close()

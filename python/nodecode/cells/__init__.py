@@ -1,32 +1,8 @@
-"""The cell evaluator: the agent's one tool, ``eval``, runs a cell of Lisp forms.
+"""Cells: the agent's one tool, ``eval``, runs a cell of Lisp forms.
 
-Importing this package registers the file and shell verbs; other modules
-(context, recall) register theirs with ``@verb`` when they are imported.
+``reader`` reads a cell, ``evaluate`` runs it form by form against a
+``CellEnv`` (``env``), looking verbs up in the one table ``table.VERBS``,
+which is assembled from each verb module's ``VERBS`` (``files``, ``shell``,
+``context.verbs``, ``recall``); ``registry`` declares and checks verbs.
+This package imports nothing itself, so its modules can be used alone.
 """
-
-from __future__ import annotations
-
-from . import files, shell  # noqa: F401  (imported to register their verbs)
-from .env import CellEnv, FileChange
-from .evaluate import CellResult, evaluate, evaluate_call
-from .forms import Form, Keyword, Pair, Sym, show_form
-from .reader import first_comment, read_cell
-from .registry import VERBS, Verb, verb
-
-__all__ = [
-    "VERBS",
-    "CellEnv",
-    "CellResult",
-    "FileChange",
-    "Form",
-    "Keyword",
-    "Pair",
-    "Sym",
-    "Verb",
-    "evaluate",
-    "evaluate_call",
-    "first_comment",
-    "read_cell",
-    "show_form",
-    "verb",
-]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nodecode.cells.registry import Verb
+    from nodecode.workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -36,8 +40,13 @@ class CellEnv:
     ``approve(kind, detail)`` is asked before every write ("write", the path)
     and every command ("shell", the command) and returns True to allow.
     ``env_remove`` names the variables (provider keys) removed from a
-    command's environment; ``extra`` carries the core's session/store handle
-    for the verbs of other modules (context, recall).
+    command's environment. ``ws``, ``session`` and ``turn`` say which
+    session the cell runs in (the context and recall verbs need them);
+    ``on_shell(env, phase)`` runs before and after each command (the
+    checkpoints' shadow store); ``verbs`` is the table the cell may call
+    (default: every verb, ``cells.table.VERBS``). ``changes`` and
+    ``shell_untracked`` are what the cell did: files written, and why shell
+    changes could not be tracked.
     """
 
     workspace: Path
@@ -46,8 +55,13 @@ class CellEnv:
     redact: Callable[[str], str] = _same
     shell_timeout: float = 120
     env_remove: set[str] = field(default_factory=set)
-    extra: dict[str, Any] = field(default_factory=dict)
+    ws: Workspace | None = None
+    session: str | None = None
+    turn: int | None = None
+    on_shell: Callable[[CellEnv, str], None] | None = None
+    verbs: Mapping[str, Verb] | None = None
     changes: list[FileChange] = field(default_factory=list)
+    shell_untracked: str | None = None
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace)

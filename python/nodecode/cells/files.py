@@ -276,3 +276,6 @@ def _record(env: CellEnv, real: Path, before: bytes | None, after: bytes) -> Non
 
 def _q(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+VERBS = (read_file, write_file, edit_file, list_files, grep)

@@ -1,11 +1,12 @@
-"""The verbs a cell can call, registered by the modules that define them.
+"""Verbs: how a module declares the verbs a cell can call, and how calls are checked.
 
-A module declares its verbs with ``@verb(...)``; importing the module is what
-registers them, so the evaluator only looks names up in ``VERBS``. A verb
-function is called as ``fn(env, *positionals, **keywords)`` and returns the
-text the agent reads. Keyword ``:match-case`` arrives as ``match_case`` and a
-Python keyword gets a trailing underscore (``:from`` → ``from_``). Arguments
-are data, never evaluated: ``(write-file "a" (read-file "b"))`` passes a list.
+A module declares each verb with ``@verb(...)`` and lists them in its own
+``VERBS`` tuple; ``cells.table`` assembles the one table the evaluator reads,
+so nothing registers by being imported. A verb function is called as
+``fn(env, *positionals, **keywords)`` and returns the text the agent reads.
+Keyword ``:match-case`` arrives as ``match_case`` and a Python keyword gets a
+trailing underscore (``:from`` → ``from_``). Arguments are data, never
+evaluated: ``(write-file "a" (read-file "b"))`` passes a list.
 
 Types are Python types (or a tuple of them): ``str``, ``int``, ``float`` (an
 integer is accepted too), ``bool`` (``t`` or ``nil``), ``list``, ``Pair``,
@@ -108,7 +109,6 @@ class Verb:
         return values
 
 
-VERBS: dict[str, Verb] = {}
 _MISSING = object()
 
 
@@ -122,7 +122,7 @@ def verb(
     usage: str | None = None,
     metavars: Mapping[str, str] | None = None,
 ) -> Callable[[VerbFn], VerbFn]:
-    """Register the decorated function as the verb ``name``.
+    """Declare the decorated function as the verb ``name`` (its spec is ``spec_of(fn)``).
 
     ``args``/``optional`` are names (a bare name is a string argument), ``(name,
     type)`` pairs or a name → type mapping; ``keywords`` maps a keyword name
@@ -132,29 +132,46 @@ def verb(
     """
     names = dict(metavars or {})
 
-    def register(fn: VerbFn) -> VerbFn:
+    def declare(fn: VerbFn) -> VerbFn:
         required = _params(args, names)
         opts = _params(optional, names)
         kws = {k: Param(k, t, names.get(k, k.upper())) for k, t in (keywords or {}).items()}
         line = doc if doc is not None else (fn.__doc__ or "").strip().split("\n")[0]
         shown = usage or _usage(name, required, opts, kws)
-        _add(Verb(name, fn, required, opts, kws, line, shown))
+        fn.__verb__ = Verb(name, fn, required, opts, kws, line, shown)  # type: ignore[attr-defined]
         return fn
 
-    return register
+    return declare
 
 
-def unknown_verb(name: str) -> CellError:
-    """The error for a verb name nobody registered, listing the known ones."""
-    known = ", ".join(sorted(VERBS)) or "none"
+def spec_of(fn: VerbFn) -> Verb:
+    """The verb a function was declared as with ``@verb``."""
+    spec = getattr(fn, "__verb__", None)
+    if not isinstance(spec, Verb):
+        raise TypeError(f"{_origin(fn)} is not declared with @verb")
+    return spec
+
+
+def table(*groups: Iterable[VerbFn]) -> dict[str, Verb]:
+    """One verb table from the modules' ``VERBS``; a name declared twice is a bug."""
+    out: dict[str, Verb] = {}
+    for group in groups:
+        for fn in group:
+            entry = spec_of(fn)
+            old = out.get(entry.name)
+            if old is not None:
+                raise ValueError(
+                    f"verb {entry.name!r} is declared by {_origin(old.fn)} "
+                    f"and by {_origin(entry.fn)}"
+                )
+            out[entry.name] = entry
+    return out
+
+
+def unknown_verb(name: str, verbs: Mapping[str, Verb]) -> CellError:
+    """The error for a verb name the table does not have, listing the known ones."""
+    known = ", ".join(sorted(verbs)) or "none"
     return CellError(f'unknown verb "{name}": known verbs are {known}')
-
-
-def _add(entry: Verb) -> None:
-    old = VERBS.get(entry.name)
-    if old is not None and _origin(old.fn) != _origin(entry.fn):
-        raise ValueError(f"verb {entry.name!r} is already registered by {_origin(old.fn)}")
-    VERBS[entry.name] = entry  # the same function again (a module reload) replaces it
 
 
 def _origin(fn: VerbFn) -> str:

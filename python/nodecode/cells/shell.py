@@ -50,7 +50,7 @@ def shell(env: CellEnv, cmd: str, *, timeout: float | None = None) -> str:
     if not env.approve("shell", cmd):
         raise CellError("shell not approved")
     # Checkpoints snapshot the workspace around the command (see nodecode.shadow).
-    hook = env.extra.get("on_shell")
+    hook = env.on_shell
     if hook is not None:
         hook(env, "before")
     proc = _spawn(env, cmd)
@@ -144,3 +144,6 @@ def _report(out: _Capped, status: str) -> str:
     if out.dropped:
         text += f"[output cut at {MAX_OUTPUT // 2**20} MiB; {out.dropped} more bytes not shown]\n"
     return text + status
+
+
+VERBS = (shell,)

@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nodecode import session as sessions
 from nodecode.context import fileformat
@@ -21,9 +21,7 @@ from nodecode.context.edits import Applied, Edit, apply, read_file_edit, read_fo
 from nodecode.context.model import Message, State, message_of, snapshot, state, take_count
 from nodecode.paths import write_private
 from nodecode.store import Event, Store
-
-if TYPE_CHECKING:
-    from nodecode.app import App
+from nodecode.workspace import Workspace
 
 STALE = "made before another edit was taken: run (context) again"
 
@@ -37,12 +35,12 @@ class TakeReport:
     taken: bool = False
 
 
-def context_file(app: App, sid: str) -> Path:
-    return app.context_dir(sid) / "context.txt"
+def context_file(ws: Workspace, sid: str) -> Path:
+    return ws.context_file(sid)
 
 
-def receipt_file(app: App, sid: str) -> Path:
-    return app.context_dir(sid) / "context.receipt.txt"
+def receipt_file(ws: Workspace, sid: str) -> Path:
+    return ws.receipt_file(sid)
 
 
 def latest_export(store: Store, sid: str) -> Event | None:
@@ -60,25 +58,25 @@ def head_turn(store: Store, sid: str) -> int | None:
 # -- export -------------------------------------------------------------------
 
 
-def export(app: App, sid: str) -> Path:
+def export(ws: Workspace, sid: str) -> Path:
     """Write the context to context.txt (a new export) and return its path. A
     changed, untaken file is first recorded as a pending edit."""
-    store = app.store
+    store = ws.store
     with store.atomic():
-        record_file_edit(app, sid)
+        record_file_edit(ws, sid)
         st = state(store, sid)
         number = (
             len(store.read("SELECT 1 FROM events WHERE session = ? AND kind = 'export'", (sid,)))
             + 1
         )
         nonce = fileformat.choose_nonce(st.messages)
-        text = fileformat.render(app.store_name, sid, number, nonce, st.messages)
+        text = fileformat.render(ws.store_name, sid, number, nonce, st.messages)
         raw = text.encode("utf-8", "surrogatepass")
         store.append(
             sid,
             "export",
             turn=head_turn(store, sid),
-            text=fileformat.first_line(app.store_name, sid, number, nonce),
+            text=fileformat.first_line(ws.store_name, sid, number, nonce),
             payload={
                 "number": number,
                 "nonce": nonce,
@@ -89,7 +87,7 @@ def export(app: App, sid: str) -> Path:
         )
     # Written once the export is committed: a crash in between must not leave a
     # file naming an export the log does not have.
-    path = context_file(app, sid)
+    path = context_file(ws, sid)
     write_private(path, raw)
     return path
 
@@ -97,11 +95,11 @@ def export(app: App, sid: str) -> Path:
 # -- pending edits ------------------------------------------------------------
 
 
-def record_file_edit(app: App, sid: str) -> Event | None:
+def record_file_edit(ws: Workspace, sid: str) -> Event | None:
     """If context.txt differs from its export and from every recorded edit,
     log it as a pending edit. Returns the new edit event, if any."""
-    store = app.store
-    path = context_file(app, sid)
+    store = ws.store
+    path = context_file(ws, sid)
     exp = latest_export(store, sid)
     if exp is None or not path.exists():
         return None
@@ -125,25 +123,25 @@ def record_file_edit(app: App, sid: str) -> Event | None:
     )
 
 
-def _file_changed(app: App, sid: str) -> bool:
+def _file_changed(ws: Workspace, sid: str) -> bool:
     """Whether context.txt may hold an unrecorded edit (read-only; the file's
     digest is kept per size and mtime, so an untouched file is not re-read)."""
-    path = context_file(app, sid)
+    path = context_file(ws, sid)
     try:
         st = path.stat()
     except FileNotFoundError:
         return False
-    exp = latest_export(app.store, sid)
+    exp = latest_export(ws.store, sid)
     if exp is None:
         return False
-    seen = app.store.cache.setdefault("context-file", {})
+    seen = ws.store.cache.setdefault("context-file", {})
     stamp = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     digest = seen.get(stamp)
     if digest is None:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         seen.clear()
         seen[stamp] = digest
-    return digest != exp.payload["blob"] and digest not in _recorded_files(app.store, sid)
+    return digest != exp.payload["blob"] and digest not in _recorded_files(ws.store, sid)
 
 
 def _named_export(store: Store, sid: str, raw: bytes) -> Event | None:
@@ -219,7 +217,7 @@ def _export(store: Store, sid: str, number: int) -> Event:
 
 
 def take(
-    app: App,
+    ws: Workspace,
     sid: str,
     turn: int | None,
     *,
@@ -228,14 +226,14 @@ def take(
 ) -> TakeReport:
     """Process every pending edit (SPEC §2 "Taking an edit"). With no running
     turn, the take belongs to the head (changes made while it is the head)."""
-    store = app.store
+    store = ws.store
     report = TakeReport()
-    if not _file_changed(app, sid) and not pending_edits(store, sid):
+    if not _file_changed(ws, sid) and not pending_edits(store, sid):
         return report  # the common case: no write transaction on the request path
     with store.atomic():
         if turn is None:
             turn = head_turn(store, sid)
-        record_file_edit(app, sid)
+        record_file_edit(ws, sid)
         pending = pending_edits(store, sid)
         if not pending:
             return report
@@ -253,15 +251,15 @@ def take(
             )
             reason = edit.error()
             if reason is not None:
-                notices.append(_refuse(app, sid, turn, e, reason, report))
+                notices.append(_refuse(ws, sid, turn, e, reason, report))
                 continue
             before = order
             order, done = apply(order, edit, st, lambda text: _note(store, sid, turn, text))
-            sections.append(_section(app, sid, e, done, before, order, budget, count))
+            sections.append(_section(ws, sid, e, done, before, order, budget, count))
             taken.append(e.seq)
         if taken:  # refusal notices logged before the snapshot stay in it, at the end
-            _log_take(app, sid, turn, taken, sections, order + notices, report)
-    _write_receipts(app, sid, report)
+            _log_take(ws, sid, turn, taken, sections, order + notices, report)
+    _write_receipts(ws, sid, report)
     return report
 
 
@@ -270,10 +268,10 @@ def _note(store: Store, sid: str, turn: int | None, text: str) -> Message:
 
 
 def _refuse(
-    app: App, sid: str, turn: int | None, e: Event, reason: str, report: TakeReport
+    ws: Workspace, sid: str, turn: int | None, e: Event, reason: str, report: TakeReport
 ) -> Message:
-    head = _receipt_head(app, sid, e)
-    event = app.store.append(
+    head = _receipt_head(ws, sid, e)
+    event = ws.store.append(
         sid,
         "receipt",
         turn=turn,
@@ -283,7 +281,7 @@ def _refuse(
     report.receipts.append(event.text)
     notice = f"Your context edit ({_what(e)}) was refused: {reason}"
     report.notices.append(notice)
-    return message_of(app.store.append(sid, "notice", role="notice", turn=turn, text=notice))
+    return message_of(ws.store.append(sid, "notice", role="notice", turn=turn, text=notice))
 
 
 def _what(e: Event) -> str:
@@ -292,17 +290,17 @@ def _what(e: Event) -> str:
     return "a (context …) form"
 
 
-def _receipt_head(app: App, sid: str, e: Event) -> str:
+def _receipt_head(ws: Workspace, sid: str, e: Event) -> str:
     where = (
         f"export {e.payload.get('export')}"
         if e.payload.get("source") == "file"
         else f"form at seq {e.seq}"
     )
-    return f"[[receipt {app.store_name}/{sid} {where}]]"
+    return f"[[receipt {ws.store_name}/{sid} {where}]]"
 
 
 def _section(
-    app: App,
+    ws: Workspace,
     sid: str,
     e: Event,
     done: Applied,
@@ -311,7 +309,7 @@ def _section(
     budget: int | None,
     count: Callable[[list[Message]], int] | None,
 ) -> str:
-    lines = [_receipt_head(app, sid, e), "taken at seq {seq}: " + _counts(done)]
+    lines = [_receipt_head(ws, sid, e), "taken at seq {seq}: " + _counts(done)]
     if done.pairs:
         lines.append("pairs: " + "; ".join(done.pairs))
     if count is not None:
@@ -349,7 +347,7 @@ def _cache_line(before: list[Message], after: list[Message]) -> str:
 
 
 def _log_take(
-    app: App,
+    ws: Workspace,
     sid: str,
     turn: int | None,
     taken: list[int],
@@ -357,7 +355,7 @@ def _log_take(
     order: list[Message],
     report: TakeReport,
 ) -> None:
-    store = app.store
+    store = ws.store
     event = store.append(
         sid,
         "receipt",
@@ -369,14 +367,14 @@ def _log_take(
     report.taken = True
 
 
-def _write_receipts(app: App, sid: str, report: TakeReport) -> None:
+def _write_receipts(ws: Workspace, sid: str, report: TakeReport) -> None:
     if report.receipts:
-        write_private(receipt_file(app, sid), "\n\n".join(report.receipts) + "\n")
+        write_private(receipt_file(ws, sid), "\n\n".join(report.receipts) + "\n")
 
 
-def validate(app: App, sid: str, text: str) -> dict[str, Any]:
+def validate(ws: Workspace, sid: str, text: str) -> dict[str, Any]:
     """A dry run of taking ``text`` as an edit of the latest export (for :w)."""
-    store = app.store
+    store = ws.store
     exp = latest_export(store, sid)
     if exp is None:
         return {"ok": False, "errors": [[1, "no export yet: run (context) first"]]}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodecode.cells.env import CellEnv
 from nodecode.cells.forms import Pair, Sym, T
 from nodecode.cells.registry import verb
 from nodecode.context import take as takes
@@ -52,19 +53,19 @@ def form_of(drop: Any, keep: Any, note: Any) -> dict[str, Any]:
     keywords={"drop": (Sym, list, int, Pair), "keep": (list, int), "note": str},
     metavars={"drop": "SPANS", "keep": "IDS", "note": "TEXT"},
 )
-def context_verb(env: Any, drop: Any = None, keep: Any = None, note: Any = None) -> str:
+def context_verb(env: CellEnv, drop: Any = None, keep: Any = None, note: Any = None) -> str:
     """Export the context to a file (no arguments), or edit it: drop, keep, note."""
-    app, sid = env.extra["app"], env.extra["session"]
+    ws, sid = env.ws, env.session
+    if ws is None or sid is None:
+        raise CellError("(context …): this cell runs outside a session (no context to edit)")
     if drop is None and keep is None and note is None:
-        return str(takes.export(app, sid))
+        return str(takes.export(ws, sid))
     form = form_of(drop, keep, note)
-    st = state(app.store, sid)
+    st = state(ws.store, sid)
     edit = read_form_edit(form, st.messages, st)
     if edit.errors:
         raise CellError(f"(context …): {edit.error()}")
-    takes.record_form_edit(
-        app.store, sid, form, env.extra.get("turn") or takes.head_turn(app.store, sid)
-    )
+    takes.record_form_edit(ws.store, sid, form, env.turn or takes.head_turn(ws.store, sid))
     return preview(st.messages, edit, st)
 
 
@@ -90,4 +91,6 @@ def _ids(ids: list[int]) -> str:
     return shown + (" …" if len(ids) > 12 else "")
 
 
-__all__ = ["Applied", "context_verb", "form_of", "preview"]
+VERBS = (context_verb,)
+
+__all__ = ["VERBS", "Applied", "context_verb", "form_of", "preview"]

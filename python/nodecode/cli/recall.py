@@ -1,0 +1,56 @@
+"""Recall's commands: ``recall-log``, ``recall-entry N`` and ``recall-search WORDS…``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from nodecode import recall
+from nodecode.app import App
+from nodecode.cli.common import EXIT_OK, Command, print_lines, session_of
+
+
+def _log_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--match", help="SQL LIKE pattern (with %%) or text matched literally")
+    p.add_argument("--before", type=int, help="only events before this seq")
+    p.add_argument("--limit", type=int, default=recall.DEFAULT_LIMIT, help="how many (default 20)")
+
+
+def cmd_recall_log(app: App, args: argparse.Namespace) -> int:
+    lines = recall.recall_log(
+        app.store, session_of(app, args), match=args.match, before=args.before, limit=args.limit
+    )
+    return print_lines(lines, recall.NO_MATCHES)
+
+
+def cmd_recall_entry(app: App, args: argparse.Namespace) -> int:
+    text = recall.recall_entry(app.store, session_of(app, args), args.n)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return EXIT_OK
+
+
+def _search_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("words", nargs="+", metavar="WORDS")
+    p.add_argument("--limit", type=int, default=recall.DEFAULT_LIMIT, help="how many (default 20)")
+
+
+def cmd_recall_search(app: App, args: argparse.Namespace) -> int:
+    lines = recall.recall_search(app.store, " ".join(args.words), limit=args.limit)
+    return print_lines(lines, recall.NO_MATCHES)
+
+
+COMMANDS = (
+    Command("recall-log", "this session's log, oldest first (SPEC §5)", cmd_recall_log, _log_args),
+    Command(
+        "recall-entry",
+        "the one event at seq N, whole",
+        cmd_recall_entry,
+        lambda p: p.add_argument("n", type=int, metavar="N"),
+    ),
+    Command(
+        "recall-search",
+        "search every session of the store, newest first",
+        cmd_recall_search,
+        _search_args,
+    ),
+)
