@@ -9,7 +9,7 @@ import re
 import time
 from typing import Any
 
-from nodecode.loopback_cache import Round, count_text
+from nodecode.loopback.cache import Round, count_text
 
 MAX_TEXT_DELTAS = 48  # long replies stream in grouped words, not one event per word
 

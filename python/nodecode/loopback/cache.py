@@ -1,5 +1,5 @@
 """The model side of the loopback server: its script, token counting and the
-simulated Anthropic prompt cache (``loopback`` holds the wire formats and HTTP).
+simulated Anthropic prompt cache (``wire`` holds the wire formats, ``server`` the HTTP).
 
 Script: rounds ``{"text", "calls": [{"code"} | {"name", "input"}], "match"?}``
 from a list or a JSONL file. A request takes the first remaining round whose
