@@ -12,9 +12,9 @@ A script is a list of rounds (or a JSONL file of them): ``{"text": ...,
 whose ``match`` (if any) is in the request's last user text; rounds skipped
 for not matching stay for later requests. Rejected and faulted requests take
 no round. The script queue, token counting and the simulated Anthropic
-prompt cache live in ``cache``. ``usage_scale`` stands for the
-provider's tokenizer: reported usage, count_tokens and the ``window`` check
-all use round(counted * scale).
+prompt cache live in ``script``, ``tokens`` and ``cache``; the wire formats
+in ``wire``. ``usage_scale`` stands for the provider's tokenizer: reported
+usage, count_tokens and the ``window`` check all use round(counted * scale).
 
 Faults (``{"at": N, "kind": ...}``) hit the N-th model request (1-based,
 counting only the two model endpoints, faulted requests included); a fault
@@ -46,21 +46,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from nodecode.loopback.cache import (
-    Block,
     CacheUsage,
     PromptCache,
-    Round,
-    ScriptQueue,
     TooManyBreakpointsError,
-    anthropic_blocks,
-    anthropic_tokens,
     breakpoints,
-    last_user_text,
-    load_script,
-    openai_tokens,
-    parse_round,
     scale_parts,
 )
+from nodecode.loopback.script import Round, ScriptQueue, last_user_text, load_script, parse_round
+from nodecode.loopback.tokens import Block, anthropic_blocks, anthropic_tokens, openai_tokens
 from nodecode.loopback.wire import (
     anthropic_events,
     anthropic_frame,
