@@ -62,7 +62,7 @@ from nodecode.app import App  # noqa: E402
 from nodecode.context import model as context_model  # noqa: E402
 from nodecode.context import take as takes  # noqa: E402
 from nodecode.loopback import LoopbackServer  # noqa: E402
-from nodecode.loopback_cache import anthropic_blocks  # noqa: E402
+from nodecode.loopback.tokens import anthropic_blocks  # noqa: E402
 
 STORE = "default"
 MIN_TOKENS = 1024

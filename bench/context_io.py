@@ -64,7 +64,7 @@ from nodecode.context import edits  # noqa: E402
 from nodecode.context import model as context_model  # noqa: E402
 from nodecode.context import take as takes  # noqa: E402
 from nodecode.context.model import Message  # noqa: E402
-from nodecode.loopback_cache import count_text  # noqa: E402
+from nodecode.loopback.tokens import count_text  # noqa: E402
 
 GOAL = 3.0
 STORE = "default"

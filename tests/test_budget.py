@@ -20,7 +20,7 @@ from nodecode.app import App
 from nodecode.context.model import Message, state
 from nodecode.host import Host
 from nodecode.loopback import LoopbackServer, Reply
-from nodecode.loopback_cache import openai_tokens
+from nodecode.loopback.tokens import openai_tokens
 from nodecode.providers.overflow import parse_overflow
 from test_budget_support import Session, check_valid, cli, prompt_total, texts
 

@@ -9,7 +9,8 @@ import re
 import time
 from typing import Any
 
-from nodecode.loopback_cache import Round, count_text
+from nodecode.loopback.script import Round
+from nodecode.loopback.tokens import count_text
 
 MAX_TEXT_DELTAS = 48  # long replies stream in grouped words, not one event per word
 

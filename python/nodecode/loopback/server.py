@@ -12,9 +12,9 @@ A script is a list of rounds (or a JSONL file of them): ``{"text": ...,
 whose ``match`` (if any) is in the request's last user text; rounds skipped
 for not matching stay for later requests. Rejected and faulted requests take
 no round. The script queue, token counting and the simulated Anthropic
-prompt cache live in ``loopback_cache``. ``usage_scale`` stands for the
-provider's tokenizer: reported usage, count_tokens and the ``window`` check
-all use round(counted * scale).
+prompt cache live in ``script``, ``tokens`` and ``cache``; the wire formats
+in ``wire``. ``usage_scale`` stands for the provider's tokenizer: reported
+usage, count_tokens and the ``window`` check all use round(counted * scale).
 
 Faults (``{"at": N, "kind": ...}``) hit the N-th model request (1-based,
 counting only the two model endpoints, faulted requests included); a fault
@@ -45,24 +45,16 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from nodecode.loopback_cache import (
-    EXHAUSTED_TEXT,
-    Block,
+from nodecode.loopback.cache import (
     CacheUsage,
     PromptCache,
-    Round,
-    ScriptQueue,
     TooManyBreakpointsError,
-    anthropic_blocks,
-    anthropic_tokens,
     breakpoints,
-    last_user_text,
-    load_script,
-    openai_tokens,
-    parse_round,
     scale_parts,
 )
-from nodecode.loopback_wire import (
+from nodecode.loopback.script import Round, ScriptQueue, last_user_text, load_script, parse_round
+from nodecode.loopback.tokens import Block, anthropic_blocks, anthropic_tokens, openai_tokens
+from nodecode.loopback.wire import (
     anthropic_events,
     anthropic_frame,
     anthropic_reply,
@@ -72,7 +64,7 @@ from nodecode.loopback_wire import (
     output_tokens,
 )
 
-__all__ = ["EXHAUSTED_TEXT", "LoopbackServer", "Recorded", "Round", "main"]
+__all__ = ["LoopbackServer", "Recorded", "Reply", "main"]
 
 ANTHROPIC, OPENAI = "anthropic", "openai"
 STREAM_KINDS = ("drop", "stall", "sse_error", "garbage")
@@ -549,7 +541,3 @@ def main(argv: list[str] | None = None) -> int:
         while not done.wait(0.5):
             pass
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,109 @@
+"""The loopback server's script: the queue of scripted model rounds.
+
+Script: rounds ``{"text", "calls": [{"code"} | {"name", "input"}], "match"?}``
+from a list or a JSONL file. A request takes the first remaining round whose
+``match`` (if any) is in its last user text; skipped rounds stay for later.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+EXHAUSTED_TEXT = "(the loopback script has no more rounds)"
+
+
+@dataclass(frozen=True)
+class Round:
+    """One scripted model reply: text, then tool calls as (name, input)."""
+
+    text: str = ""
+    calls: tuple[tuple[str, dict], ...] = ()
+    match: str | None = None
+
+
+def _parse_call(call: Any, where: str) -> tuple[str, dict]:
+    if isinstance(call, dict) and isinstance(call.get("code"), str):
+        return "eval", {"code": call["code"]}
+    if isinstance(call, dict) and isinstance(call.get("name"), str):
+        tool_input = call.get("input", {})
+        if isinstance(tool_input, dict):
+            return call["name"], tool_input
+    raise ValueError(f"{where}: a call must be {{code}} or {{name, input: object}} (got {call!r})")
+
+
+def parse_round(raw: Any, where: str = "round") -> Round:
+    """A ``Round`` from its JSON form; ``where`` names it in the error."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where} must be a JSON object (got {raw!r})")
+    calls = raw.get("calls") or []
+    if not isinstance(calls, list):
+        raise ValueError(f"{where}: 'calls' must be a list (got {calls!r})")
+    match = raw.get("match")
+    return Round(
+        text=str(raw.get("text") or ""),
+        calls=tuple(_parse_call(c, where) for c in calls),
+        match=str(match) if match is not None else None,
+    )
+
+
+def load_script(script: list[dict] | str | os.PathLike | None) -> list[Round]:
+    """Rounds from a list, or a JSONL file (blank and ``//`` lines ignored)."""
+    if script is None:
+        return []
+    if isinstance(script, list):
+        return [parse_round(r, f"round {i + 1}") for i, r in enumerate(script)]
+    rounds = []
+    with open(script, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("//"):
+                continue
+            try:
+                raw = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{os.fspath(script)}:{n}: not JSON ({exc})") from None
+            rounds.append(parse_round(raw, f"{os.fspath(script)}:{n}"))
+    return rounds
+
+
+class ScriptQueue:
+    """The remaining rounds; callers hold the server lock."""
+
+    def __init__(self, rounds: list[Round]) -> None:
+        self.rounds = list(rounds)
+
+    def _find(self, user_text: str) -> int | None:
+        for i, rnd in enumerate(self.rounds):
+            if rnd.match is None or rnd.match in user_text:
+                return i
+        return None
+
+    def peek(self, user_text: str) -> Round:
+        i = self._find(user_text)
+        return Round(text=EXHAUSTED_TEXT) if i is None else self.rounds[i]
+
+    def take(self, user_text: str) -> Round:
+        i = self._find(user_text)
+        return Round(text=EXHAUSTED_TEXT) if i is None else self.rounds.pop(i)
+
+
+def _texts(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return "\n".join(
+        str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("type") == "text"
+    )
+
+
+def last_user_text(body: dict) -> str:
+    """The newest non-empty user text of either wire format (tool results are not user text)."""
+    for message in reversed(body.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            text = _texts(message.get("content"))
+            if text:
+                return text
+    return ""
