@@ -4,13 +4,16 @@ The package ships this small table so known models have a window offline
 (SPEC §3, the last window source). It keeps, for a few providers, each
 model's ``limit.context``, ``limit.output`` and (when present) ``limit.input``
 as ``[context, output]`` or ``[context, output, input]``. Run it by hand when
-the shared snapshot changes; nothing runs it at install or run time:
+a new models.dev snapshot is taken; nothing runs it at install or run time.
+The snapshot's path is a required argument (the script reads nothing else,
+and nothing outside the repository by default):
 
-    python scripts/derive_models_windows.py ../shared/data/models.dev-api.json
+    python scripts/derive_models_windows.py PATH/TO/models.dev-api.json
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -53,7 +56,9 @@ def derive(api: dict) -> dict[str, dict[str, list[int]]]:
 
 
 def main(argv: list[str]) -> int:
-    source = Path(argv[1]) if len(argv) > 1 else OUT.parents[3] / "shared/data/models.dev-api.json"
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("source", type=Path, help="a models.dev api.json snapshot")
+    source = parser.parse_args(argv[1:]).source
     table = derive(json.loads(source.read_text(encoding="utf-8")))
     rows = [
         f"{json.dumps(pid)}:{json.dumps(models, separators=(',', ':'))}"

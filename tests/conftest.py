@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, SHARED, run_cli, write_config  # noqa: F401
+from helpers import FIXTURES, ROOT, run_cli, write_config  # noqa: F401
 from nodecode.loopback import LoopbackServer
 
 

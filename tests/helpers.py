@@ -11,7 +11,7 @@ from pathlib import Path
 from nodecode.loopback import LoopbackServer
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
+FIXTURES = ROOT / "tests" / "fixtures"  # recorded provider bytes; origins in SOURCES.md
 
 
 def write_config(home: Path, server: LoopbackServer, ptype: str = "anthropic", **extra) -> Path:

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from helpers import SHARED
+from helpers import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 from nodecode import budget as budgets
@@ -25,7 +25,7 @@ from nodecode.providers.overflow import parse_overflow
 from test_budget_support import Session, check_valid, cli, prompt_total, texts
 
 MODEL = "claude-sonnet-4-5"  # in the packaged snapshot: 200000 tokens, output 64000
-ERRORS = SHARED / "fixtures" / "errors"
+ERRORS = FIXTURES / "errors"
 
 
 @pytest.fixture

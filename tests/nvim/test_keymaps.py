@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
 from nodecode.host import Host
 
 from .conftest import buffer_lines, chat, configure, wait_for
@@ -76,10 +75,11 @@ def test_chat_and_context_buffers_get_the_configured_keys(nvim, home, workspace,
     assert buffer_map(nvim, context, "\\m")["desc"].startswith("nodecode: restore")
 
 
-@pytest.mark.skipif(
-    not all(hasattr(Host, n) for n in ("undo", "redo")),
-    reason="the checkpoint host methods have not landed",
-)
+def test_the_host_has_the_methods_the_keys_call():
+    for name in ("undo", "redo", "status"):
+        assert callable(getattr(Host, name, None)), f"Host.{name} is missing"
+
+
 def test_undo_and_redo_keys_restore_files_and_reload_buffers(nvim, home, workspace, loopback):
     srv = loopback(
         [
@@ -114,7 +114,6 @@ def test_undo_and_redo_keys_restore_files_and_reload_buffers(nvim, home, workspa
     wait_for(lambda: "wrote v2" in context[:])
 
 
-@pytest.mark.skipif(not hasattr(Host, "status"), reason="the status host method has not landed")
 def test_statusline_shows_fill_and_budget_after_a_turn_and_never_starts_the_host(
     nvim, home, loopback
 ):
@@ -130,8 +129,6 @@ def test_statusline_shows_fill_and_budget_after_a_turn_and_never_starts_the_host
 
 
 def test_status_report_opens_in_a_float(nvim, home, loopback):
-    if not hasattr(Host, "status"):
-        pytest.skip("the status host method has not landed")
     configure(home, loopback([]))
 
     nvim.command("NodecodeStatus")

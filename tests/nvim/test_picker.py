@@ -12,7 +12,8 @@ import pytest
 from .conftest import configure, wait_for
 from .ui_helpers import make_session
 
-DEPS = Path(os.environ.get("NODECODE_TEST_DEPS", "/nonexistent"))
+# Checkouts of plenary.nvim and telescope.nvim (not on PyPI) for the telescope test.
+DEPS = Path(os.environ["NODECODE_TEST_DEPS"]) if os.environ.get("NODECODE_TEST_DEPS") else None
 
 
 @pytest.fixture
@@ -143,8 +144,15 @@ def test_sessions_picker_resumes_another_session(nvim, sessions):
     wait_for(lambda: nvim.exec_lua("return require('nodecode.rpc').info().id") == older)
 
 
-@pytest.mark.skipif(not (DEPS / "telescope.nvim").is_dir(), reason="telescope not available")
+@pytest.mark.skipif(
+    DEPS is None,
+    reason="set NODECODE_TEST_DEPS to a directory holding checkouts named "
+    "plenary.nvim and telescope.nvim",
+)
 def test_recall_in_telescope_when_it_is_installed(nvim, sessions):
+    assert DEPS is not None
+    for name in ("plenary.nvim", "telescope.nvim"):
+        assert (DEPS / name / "lua").is_dir(), f"NODECODE_TEST_DEPS has no {name} checkout"
     nvim.exec_lua(
         "local a, b = ...; vim.opt.rtp:append(a); vim.opt.rtp:append(b)",
         str(DEPS / "plenary.nvim"),

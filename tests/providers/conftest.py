@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import FIXTURES
 from nodecode.providers.anthropic import AnthropicProvider
 from nodecode.providers.openai import OpenAIProvider
 
-REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO / ".." / "shared" / "fixtures"
 API_KEY = "sk-test-Zq8vK2mN5pX1"
 
 
@@ -147,7 +146,7 @@ def _no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def fixtures_dir() -> Path:
-    """shared/fixtures beside the repository (CI clones both side by side)."""
+    """tests/fixtures: the recorded streams and error bodies (origins in its SOURCES.md)."""
     return FIXTURES
 
 

@@ -1,4 +1,4 @@
-"""Every recorded stream in shared/fixtures, replayed over real HTTP.
+"""Every recorded stream in tests/fixtures, replayed over real HTTP.
 
 The expected text, calls and usage were read off the fixture files by eye.
 """

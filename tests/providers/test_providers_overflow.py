@@ -1,4 +1,4 @@
-"""parse_overflow against every error body in shared/fixtures/errors, plus inline variants."""
+"""parse_overflow against every error body in tests/fixtures/errors, plus inline variants."""
 
 from __future__ import annotations
 
