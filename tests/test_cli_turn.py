@@ -6,6 +6,7 @@ import re
 
 import pytest
 from helpers import run_cli, write_config
+from nodecode.context.sent import sent_of
 from nodecode.store import open_store
 
 TWO_ROUNDS = [
@@ -52,7 +53,9 @@ def test_two_round_turn_sends_the_result_with_its_seq(ptype, loopback, home, wor
     ]
     assert events[4].seq == seq and events[4].text == text
     assert events[1].payload["usage"]["input"] > 0
-    assert [tuple(p)[0] for p in events[5].payload["sent"]] == [1, 3, 4, 5]
+    # The second request records only what it added to the first: ask 1, then 3 4 5.
+    assert events[5].payload["sent"]["after"] == 2 and events[5].payload["sent"]["keep"] == 1
+    assert [p[0] for p in sent_of(store, sid, events[5])] == [1, 3, 4, 5]
     store.close()
 
 

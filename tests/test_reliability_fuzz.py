@@ -367,7 +367,6 @@ def check_take(template: Template, scratch: Path, raw: bytes) -> None:
                 system=SYSTEM_PROMPT,
                 tools=TOOLS,
                 max_tokens=1024,
-                previous=None,
             )
     finally:
         app.close()

@@ -19,7 +19,9 @@ from nodecode import turns as turn_tree
 from nodecode.app import App
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import CellResult, evaluate_call
+from nodecode.context import cache_state
 from nodecode.context import request as request_builder
+from nodecode.context import sent as sent_log
 from nodecode.context import take as takes
 from nodecode.errors import ContextOverflow, DoesNotFit, ProviderError
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS
@@ -104,6 +106,7 @@ class _Turn:
         self.redact = self.app.redactor.apply
         provider_cfg = self.config.require_provider(self.app.environ)
         self.ptype = provider_cfg.type
+        self.provider_id = provider_cfg.id
         self.provider = self.app.provider()
         self.number = 0
 
@@ -167,6 +170,7 @@ class _Turn:
         ws = self.app.workspace
         plan = budgets.of(ws, self.config)
         meter = budgets.Meter(self.store, self.sid, self.config, self.ptype)
+        self.meter = meter
         report = takes.take(ws, self.sid, self.number, budget=plan.tokens, count=meter.fill)
         for receipt in report.receipts:
             self.cb.on_notice(receipt)
@@ -183,6 +187,27 @@ class _Turn:
         """Build the request from the prepared context, stream it, log it."""
         for notice in ready.notices:
             self.cb.on_notice(notice)
+        now = self.app.clock()
+        scope = self.app.cache_scope() or cache_state.scope_of(
+            self.ptype, self.provider_id, self.config.model, SYSTEM_PROMPT, TOOLS
+        )
+        placed: list[cache_state.Placed] = []
+
+        def marks(arranged: list) -> list[tuple[int, float]]:
+            meter = self.meter
+            placed.append(
+                cache_state.place(
+                    self.store,
+                    scope,
+                    arranged,
+                    meter.message,
+                    meter.system + meter.tools,
+                    now,
+                    mode=self.config.cache,
+                )
+            )
+            return placed[0].marks()
+
         built = request_builder.build(
             self.ptype,
             ready.messages,
@@ -190,38 +215,41 @@ class _Turn:
             system=SYSTEM_PROMPT,
             tools=TOOLS,
             max_tokens=ready.budget.reply,
-            previous=self.previous_sent(),
+            marks=marks if self.ptype == cache_state.ANTHROPIC else None,
         )
         reply = self.provider.stream(
             built.body, on_text=self._on_text, cancel=self.cancel, on_retry=self.cb.on_retry
         )
         u = reply.usage
-        self.log(
-            "request",
-            payload={
-                "provider": self.config.provider.id if self.config.provider else None,
-                "model": self.config.model,
-                "sent": [list(p) for p in built.sent],
-                "breakpoints": built.breakpoints,
-                "retries": reply.retries,
-                "usage": {
-                    "input": u.input,
-                    "output": u.output,
-                    "cache_read": u.cache_read,
-                    "cache_write": u.cache_write,
+        with self.store.atomic():  # the request and what the cache now holds, together
+            event = self.log(
+                "request",
+                payload={
+                    "provider": self.provider_id,
+                    "model": self.config.model,
+                    "sent": sent_log.delta(self.store, self.sid, built.sent),
+                    "breakpoints": built.breakpoints,
+                    "ttls": built.ttls,
+                    "retries": reply.retries,
+                    "usage": {
+                        "input": u.input,
+                        "output": u.output,
+                        "cache_read": u.cache_read,
+                        "cache_write": u.cache_write,
+                    },
+                    "stop_reason": reply.stop_reason,
+                    **ready.log_fields(),
                 },
-                "stop_reason": reply.stop_reason,
-                **ready.log_fields(),
-            },
-        )
+            )
+            if placed:
+                cache_state.record(self.store, placed[0], now, u.cache_read)
+            else:
+                cache_state.record_end(self.store, scope, built.arranged, now)
+        sent_log.remember(self.store, self.sid, event.seq, built.sent)
         return reply
 
     def _on_text(self, chunk: str) -> None:
         self.cb.on_text(self.redact(chunk))
-
-    def previous_sent(self) -> list[tuple[int, str]] | None:
-        event = self.store.last_event(self.sid, "request")
-        return [tuple(p) for p in event.payload.get("sent", [])] if event else None
 
     def log_reply(self, reply: Reply) -> list[tuple[int, ToolCall]]:
         if reply.text.strip():

@@ -8,6 +8,7 @@ store, a ``Workspace``, or the ``Config``.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
@@ -18,6 +19,8 @@ from nodecode import shadow
 from nodecode import turns as turn_tree
 from nodecode.cells.env import CellEnv
 from nodecode.config import Config, load_config
+from nodecode.context import cache_state
+from nodecode.context.cache_state import Scope
 from nodecode.errors import NodecodeError
 from nodecode.paths import ensure_dir, home_dir
 from nodecode.redact import Redactor
@@ -40,6 +43,9 @@ class App:
         self.environ = environ
         self.store: Store = open_store(home, store_name)
         self.workspace = Workspace(self.store, store_name, self.home, cwd, environ)
+        # Wall-clock seconds for what lives in time (the provider's cache entries); the
+        # cache benchmark runs a session on a simulated clock shared with its server.
+        self.clock = time.time
         turn_tree.recover(self.store)
 
     @classmethod
@@ -122,6 +128,18 @@ class App:
             )
             self._provider_key = key
         return self._provider
+
+    def cache_scope(self) -> Scope | None:
+        """Whose prompt cache the next request reads (None with no usable provider)."""
+        from nodecode.prompt import SYSTEM_PROMPT, TOOLS
+
+        config = self.config_or_none()
+        if config is None or config.provider is None:
+            return None
+        p = config.provider
+        minimum = p.model_entry(config.model or "").get("cache_min_tokens")
+        minimum = minimum if isinstance(minimum, int) and not isinstance(minimum, bool) else None
+        return cache_state.scope_of(p.type, p.id, config.model, SYSTEM_PROMPT, TOOLS, minimum)
 
     def cell_env(
         self,

@@ -67,6 +67,7 @@ class Config:
     retry_backoff: float = 0.5
     timeout: float = 120.0  # seconds the provider may stay silent (HTTP read timeout)
     key_envs: tuple[str, ...] = ()
+    cache: str = "auto"  # Anthropic cache entries: auto | 1h | 5m (context.cache_plan)
     raw: dict[str, Any] = field(default_factory=dict)
 
     def api_key(self, environ: Mapping[str, str] = os.environ) -> str | None:
@@ -118,7 +119,20 @@ def load_config(home: Path, environ: Mapping[str, str] = os.environ) -> Config:
         retry_backoff=_number(raw, "retry_backoff", 0.5),
         timeout=_positive(raw, "timeout", 120.0),
         key_envs=tuple(sorted({p.api_key_env for p in providers.values() if p.api_key_env})),
+        cache=_cache_mode(raw),
     )
+
+
+CACHE_MODES = ("auto", "1h", "5m")
+
+
+def _cache_mode(raw: dict[str, Any]) -> str:
+    value = raw.get("cache", "auto")
+    if value not in CACHE_MODES:
+        raise ConfigError(
+            f'config.jsonc: "cache" must be one of {", ".join(CACHE_MODES)} (found {value!r})'
+        )
+    return value
 
 
 def _read(path: Path) -> dict[str, Any]:

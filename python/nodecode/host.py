@@ -281,7 +281,7 @@ class Host:
         from nodecode.context import view
 
         app, sid = self._pinned(ctx)
-        return view.open_export(app.workspace, sid, app.encoding_name())
+        return view.open_export(app.workspace, sid, app.encoding_name(), app.cache_scope())
 
     def validate(self, ctx: Any, text: str) -> dict[str, Any]:
         """A dry run of taking ``text`` as the saved context.txt: {ok, errors, summary}."""
@@ -397,7 +397,7 @@ class Host:
         from nodecode import status
 
         app, sid = self._pinned(ctx)
-        report = status.report(app.workspace, app.config, sid)
+        report = status.report(app.workspace, app.config, sid, app.cache_scope())
         return {**report, "text": status.render(report)}
 
     def budget(self, ctx: Any, n: Any = None) -> dict[str, Any]:

@@ -102,6 +102,22 @@ def m007_index_events_kind_turn(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX events_session_turn ON events (session, turn, seq)")
 
 
+@migration
+def m008_create_cache_entries(db: sqlite3.Connection) -> None:
+    # What the provider's prompt cache is believed to hold (context.cache_state):
+    # derived state, rewritten after each request, never part of the log.
+    db.execute("""
+        CREATE TABLE cache_entries (
+            scope TEXT NOT NULL,       -- provider type:id:model
+            hash TEXT NOT NULL,        -- the prefix's hash
+            reading INTEGER NOT NULL,  -- 0: only found entries refresh; 1: the whole prefix
+            ttl REAL NOT NULL,
+            expires REAL NOT NULL,
+            written REAL NOT NULL,
+            PRIMARY KEY (scope, hash, reading)
+        )""")
+
+
 def apply(db: sqlite3.Connection) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
     db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied REAL)")

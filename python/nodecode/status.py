@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from nodecode import budget as budgets
 from nodecode import evict as evictions
 from nodecode.context import take as takes
+from nodecode.context import view
+from nodecode.context.cache_state import Scope
 from nodecode.context.model import state
 from nodecode.providers.types import Usage
 from nodecode.workspace import Workspace
@@ -32,7 +34,7 @@ PARTS = {
 PART_ORDER = ("system", "tools", "stubs", "notes", "asks", "replies", "calls", "results", "notices")
 
 
-def report(ws: Workspace, config: Config, sid: str) -> dict[str, Any]:
+def report(ws: Workspace, config: Config, sid: str, scope: Scope | None = None) -> dict[str, Any]:
     """The /context report as plain values (the JSON of ``nodecode status --json``)."""
     store = ws.store
     takes.record_file_edit(ws, sid)  # a saved, unrecorded context.txt is pending too
@@ -64,6 +66,7 @@ def report(ws: Workspace, config: Config, sid: str) -> dict[str, Any]:
         "per_turn": per_turn,
         "messages": len(arranged),
         "last_request": _last_request(store, sid, meter.ptype),
+        "cached_through": view.cached_through(store, scope, state(store, sid).messages),
         "pending": [_pending(e) for e in takes.pending_edits(store, sid)],
     }
 
@@ -80,9 +83,21 @@ def _last_request(store: Any, sid: str, ptype: str) -> dict[str, Any] | None:
         "cache_write": usage.cache_write,
         "prompt": usage.prompt_total(ptype),
         "breakpoints": list(p.get("breakpoints") or []),
+        "ttls": list(p.get("ttls") or []),
         "fill": p.get("fill"),
         "counted": p.get("counted"),
     }
+
+
+def _points(last: dict[str, Any]) -> str:
+    """``system 1h, 12 1h, 40 5m``: where the last request's entries were placed."""
+    ttls = last.get("ttls") or []
+    words = []
+    for i, at in enumerate(last["breakpoints"]):
+        name = "system" if at == 0 else str(at)
+        ttl = ttls[i] if i < len(ttls) else None
+        words.append(name + (" 1h" if ttl and ttl >= 3600 else " 5m" if ttl else ""))
+    return ", ".join(words) or "none"
 
 
 def _pending(e: Any) -> dict[str, Any]:
@@ -120,11 +135,17 @@ def render(r: dict[str, Any]) -> str:
     if last is None:
         lines.append("last request: none yet")
     else:
-        points = ", ".join(map(str, last["breakpoints"])) or "none"
         lines.append(
-            f"last request (seq {last['seq']}): cached prefix {last['cache_read']} of "
-            f"{last['prompt']} prompt tokens · breakpoints after messages {points}"
+            f"last request (seq {last['seq']}): read {last['cache_read']} of "
+            f"{last['prompt']} prompt tokens from cache · wrote {last['cache_write']} · "
+            f"breakpoints {_points(last)}"
         )
+    through = r.get("cached_through")
+    lines.append(
+        f"next request: cached through message {through}"
+        if through is not None
+        else "next request: nothing cached yet"
+    )
     pending = r["pending"]
     lines.append(
         "pending edits: "

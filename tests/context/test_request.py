@@ -111,23 +111,27 @@ def test_same_messages_serialize_to_the_same_bytes():
     assert a == b
 
 
-def test_breakpoints_system_end_and_previous_prefix():
-    first = anthropic_body([user(1)], **KW)
-    body = first.body
+def test_without_a_plan_the_system_and_the_end_get_five_minute_entries():
+    built = anthropic_body([user(1), reply(2), call(3), result(4, 3)], **KW)
+    body = built.body
     assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
-    assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    marked = [b for m in body["messages"] for b in m["content"] if "cache_control" in b]
+    assert len(marked) == 1 and marked[0]["type"] == "tool_result"
+    assert built.breakpoints == [0, 4] and built.ttls == [300.0, 300.0]
+
+
+def test_a_plan_places_each_breakpoint_with_its_lifetime():
     msgs = [user(1), reply(2), call(3), result(4, 3)]
-    second = anthropic_body(msgs, **KW, previous=first.sent)
-    marked = [b for m in second.body["messages"] for b in m["content"] if "cache_control" in b]
-    assert len(marked) == 3  # the previous end, the newest reply's end, the end
-    assert marked[0] == {"type": "text", "text": "ask", "cache_control": {"type": "ephemeral"}}
-    assert marked[1]["type"] == "tool_use" and marked[2]["type"] == "tool_result"
-    assert second.breakpoints == [1, 3, 4]
-
-
-def test_at_most_four_breakpoints():
-    msgs = [user(i) for i in range(1, 50)]
-    prev = anthropic_body(msgs[:20], **KW).sent
-    body = anthropic_body(msgs, **KW, previous=prev).body
-    marks = sum("cache_control" in b for m in body["messages"] for b in m["content"])
-    assert marks + 1 <= 4
+    built = anthropic_body(
+        msgs, **KW, marks=lambda arranged: [(0, 3600.0), (2, 3600.0), (3, 300.0)]
+    )
+    body = built.body
+    assert "cache_control" not in body["system"][0]
+    marked = [b for m in body["messages"] for b in m["content"] if "cache_control" in b]
+    assert [b["cache_control"] for b in marked] == [
+        {"type": "ephemeral", "ttl": "1h"},
+        {"type": "ephemeral", "ttl": "1h"},
+        {"type": "ephemeral"},
+    ]
+    assert marked[0]["text"] == "ask" and marked[1]["type"] == "tool_use"
+    assert built.breakpoints == [1, 3, 4] and built.ttls == [3600.0, 3600.0, 300.0]

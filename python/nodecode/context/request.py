@@ -10,6 +10,7 @@ bytes: nothing here depends on time or on what the provider streamed.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,12 @@ from nodecode.context.model import Message
 CONTEXT_BEGINS = "(context begins)"
 USER_SIDE = ("user", "stub", "notice")
 ASSISTANT_SIDE = ("assistant", "note", "call")
-CACHE = {"type": "ephemeral"}
+CACHE = {"type": "ephemeral"}  # a 5-minute entry
+CACHE_1H = {"type": "ephemeral", "ttl": "1h"}
+SHORT, LONG = 300.0, 3600.0
+# Where a request's cache breakpoints go: arranged messages → (index, ttl seconds),
+# index -1 being the system prompt (see context.cache_plan).
+Marks = Callable[[list[Message]], list[tuple[int, float]]]
 
 
 def missing_result(call: Message) -> Message:
@@ -101,17 +107,18 @@ class Built:
 
     body: dict[str, Any]
     sent: list[tuple[int, str]]  # (message id, digest) in order
-    breakpoints: list[int] = field(default_factory=list)  # message ids marked for caching
+    breakpoints: list[int] = field(default_factory=list)  # message ids marked (0: the system)
+    ttls: list[float] = field(default_factory=list)  # each breakpoint's lifetime, seconds
+    arranged: list[Message] = field(default_factory=list)
 
 
-def common_prefix(sent: list[tuple[int, str]], previous: list[tuple[int, str]] | None) -> int:
-    """How many leading messages equal the previous request's."""
-    n = 0
-    for a, b in zip(sent, previous or [], strict=False):
-        if tuple(a) != tuple(b):
-            break
-        n += 1
-    return n
+def default_marks(arranged: list[Message]) -> list[tuple[int, float]]:
+    """Without a plan: the system prompt and the end, 5-minute entries."""
+    return [(-1, SHORT), (len(arranged) - 1, SHORT)]
+
+
+def _cache(ttl: float) -> dict[str, str]:
+    return dict(CACHE_1H) if ttl >= LONG else dict(CACHE)
 
 
 def anthropic_body(
@@ -121,14 +128,18 @@ def anthropic_body(
     system: str,
     tools: list[dict],
     max_tokens: int,
-    previous: list[tuple[int, str]] | None = None,
+    marks: Marks | None = None,
 ) -> Built:
     arranged = arrange(messages)
     sent = [(m.id, m.digest) for m in arranged]
     blocks = [_block_of(m) for m in arranged]
-    marks = _breakpoints(arranged, common_prefix(sent, previous))
-    for at in marks:
-        blocks[at] = {**blocks[at], "cache_control": CACHE}
+    placed = sorted((marks or default_marks)(arranged))
+    system_block: dict[str, Any] = {"type": "text", "text": system}
+    for at, ttl in placed:
+        if at < 0:
+            system_block["cache_control"] = _cache(ttl)
+        else:
+            blocks[at] = {**blocks[at], "cache_control": _cache(ttl)}
     wire: list[dict[str, Any]] = []
     for m, block in zip(arranged, blocks, strict=True):
         role = "assistant" if m.role in ASSISTANT_SIDE else "user"
@@ -142,28 +153,12 @@ def anthropic_body(
     body = {
         "model": model,
         "max_tokens": max_tokens,
-        "system": [{"type": "text", "text": system, "cache_control": CACHE}],
+        "system": [system_block],
         "tools": tools,
         "messages": wire,
     }
-    return Built(body, sent, [arranged[i].id for i in marks])
-
-
-def _breakpoints(arranged: list[Message], prefix: int) -> list[int]:
-    """Where cache entries are written (with the system one, at most 4): the last
-    block unchanged since the previous request, the end of the newest reply, and
-    the end. The newest reply's end gets an entry of its own so that a later edit
-    just after it (dropping the next turn, say) still finds its prefix cached."""
-    end = len(arranged) - 1
-    marks = {end}
-    if 0 < prefix <= end:
-        marks.add(prefix - 1)
-    at = end
-    while at >= 0 and arranged[at].role not in ASSISTANT_SIDE:
-        at -= 1
-    if at >= max(prefix - 1, 0):
-        marks.add(at)
-    return sorted(marks)
+    ids = [arranged[i].id if i >= 0 else 0 for i, _ in placed]
+    return Built(body, sent, ids, [ttl for _, ttl in placed], arranged)
 
 
 def _block_of(m: Message) -> dict[str, Any]:
@@ -202,7 +197,7 @@ def openai_body(
     system: str,
     tools: list[dict],
     max_tokens: int,
-    previous: list[tuple[int, str]] | None = None,
+    marks: Marks | None = None,
 ) -> Built:
     arranged = arrange(messages)
     wire: list[dict[str, Any]] = [{"role": "system", "content": system}]
@@ -243,7 +238,7 @@ def openai_body(
         "messages": wire,
         "tools": [_openai_tool(t) for t in tools],
     }
-    return Built(body, [(m.id, m.digest) for m in arranged])
+    return Built(body, [(m.id, m.digest) for m in arranged], arranged=arranged)
 
 
 def _openai_tool(tool: dict[str, Any]) -> dict[str, Any]:

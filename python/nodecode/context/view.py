@@ -14,10 +14,11 @@ from typing import Any
 
 from nodecode import session as sessions
 from nodecode import turns as turn_tree
-from nodecode.context import fileformat
+from nodecode.context import cache_state, fileformat
 from nodecode.context import model as context_model
 from nodecode.context import request as request_builder
 from nodecode.context import take as takes
+from nodecode.context.cache_state import Scope
 from nodecode.store import Store
 from nodecode.workspace import Workspace
 
@@ -38,7 +39,9 @@ def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
     return len(_encoding(encoding).encode_ordinary(text)) if text else 0
 
 
-def open_export(ws: Workspace, sid: str, encoding: str = DEFAULT_ENCODING) -> dict[str, Any]:
+def open_export(
+    ws: Workspace, sid: str, encoding: str = DEFAULT_ENCODING, scope: Scope | None = None
+) -> dict[str, Any]:
     """Export the context and describe the file for the buffer: its blocks
     (header line, role, tokens), its nonce and where the cached prefix ends.
     The blocks come from the very messages the export rendered (one
@@ -63,25 +66,24 @@ def open_export(ws: Workspace, sid: str, encoding: str = DEFAULT_ENCODING) -> di
         "export": number,
         "first": fileformat.first_line(ws.store_name, sid, number, nonce),
         "blocks": blocks,
-        "cached_through": cached_through(store, sid, messages),
+        "cached_through": cached_through(store, scope, messages),
         "receipt": str(ws.receipt_file(sid)),
     }
 
 
-def cached_through(store: Store, sid: str, messages: list[context_model.Message]) -> int | None:
-    """The last message of the context that the next request can still read
-    from the provider's cache: where the last request's messages and the
-    context as it is now (``messages``) stop agreeing (None before any request)."""
-    event = store.last_event(sid, "request")
-    sent = event.payload.get("sent") if event else None
-    if not sent:
+def cached_through(
+    store: Store,
+    scope: Scope | None,
+    messages: list[context_model.Message],
+    now: float | None = None,
+) -> int | None:
+    """The last message of the context that the next request can still read from
+    the provider's cache (None before any request, or with no provider): the
+    highest prefix the cache ledger believes live (context.cache_state)."""
+    if scope is None:
         return None
-    last = None
-    for a, m in zip(sent, request_builder.arrange(messages), strict=False):
-        if a[0] != m.id or a[1] != m.digest:
-            break
-        last = m.id
-    return last or None  # 0 is the "(context begins)" text, not a message
+    at = time.time() if now is None else now
+    return cache_state.cached_through(store, scope, request_builder.arrange(messages), at)
 
 
 def first_line(text: str) -> str:

@@ -1,0 +1,182 @@
+"""The provider's prompt cache as nodecode believes it stands, kept in the store.
+
+One ``cache_entries`` row per (scope, prefix hash, reading): the scope is the
+provider and model (caches are per model), the hash names a prefix of a
+request (the tools and system prompt, then each message's id and digest), and
+each reading of ``cache_plan.Ledger`` keeps its own lifetime. The rows are
+derived state, rewritten after each request; the log keeps what was sent.
+
+Anthropic requests are placed by ``cache_plan``; OpenAI-compatible servers
+cache by prefix on their own, so their ledger only records each request's end
+(a 5-minute guess) for ``cached_through``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nodecode.context import cache_plan
+from nodecode.context.model import Message
+from nodecode.store import Store
+
+ANTHROPIC = "anthropic"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Whose cache: the provider (its type and id) and the model, with what every
+    request starts with (the system prompt and the tools)."""
+
+    ptype: str
+    provider: str
+    model: str
+    system: str
+    tools: str  # the tools' JSON, as sent
+    minimum: int | None = None  # the model's minimum cacheable prefix, when config names one
+
+    @property
+    def key(self) -> str:
+        return f"{self.ptype}:{self.provider}:{self.model}"
+
+    @property
+    def seed(self) -> str:
+        head = hashlib.sha256(f"{self.key}\0{self.tools}\0{self.system}".encode()).hexdigest()
+        return head[:24]
+
+
+def scope_of(
+    ptype: str,
+    provider: str | None,
+    model: str | None,
+    system: str,
+    tools: list[dict[str, Any]],
+    minimum: int | None = None,
+) -> Scope:
+    tools_json = json.dumps(tools, sort_keys=True, ensure_ascii=False)
+    return Scope(ptype, provider or ptype, model or "", system, tools_json, minimum)
+
+
+def prefix_keys(scope: Scope, arranged: Sequence[Message]) -> list[str]:
+    """The hash of each prefix: block 0 is the system prompt (after the tools), block
+    i + 1 is ``arranged[i]``. Cached on each message object with its predecessor's."""
+    out = cache_plan.chain(scope.seed, ["system"])
+    previous = out[0]
+    for m in arranged:
+        memo = m.__dict__.get("_nc_prefix")
+        if memo is None or memo[0] != previous:
+            digest = hashlib.sha256(f"{previous}{m.id}:{m.digest}".encode()).hexdigest()[:24]
+            memo = (previous, digest)
+            m.__dict__["_nc_prefix"] = memo
+        previous = memo[1]
+        out.append(previous)
+    return out
+
+
+def load(store: Store, scope: Scope, now: float) -> cache_plan.Ledger:
+    """The ledger of ``scope``, from memory when this process wrote it last."""
+    cached = store.cache.setdefault("cache-ledger", {})
+    stamp = _stamp(store, scope)
+    hit = cached.get(scope.key)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    ledger = cache_plan.Ledger()
+    rows = store.read(
+        "SELECT hash, reading, ttl, expires FROM cache_entries WHERE scope = ? AND expires > ?",
+        (scope.key, now),
+    )
+    for key, reading, ttl, expires in rows:
+        ledger.models[reading].entries[key] = cache_plan.Entry(ttl, expires)
+    cached[scope.key] = (stamp, ledger)
+    return ledger
+
+
+def _stamp(store: Store, scope: Scope) -> Any:
+    return store.read(
+        "SELECT COUNT(*), MAX(written) FROM cache_entries WHERE scope = ?", (scope.key,)
+    )[0]
+
+
+def save(store: Store, scope: Scope, ledger: cache_plan.Ledger, now: float) -> None:
+    """Replace the scope's rows with the ledger (the caller holds a write transaction)."""
+    store.db.execute("DELETE FROM cache_entries WHERE scope = ?", (scope.key,))
+    store.db.executemany(
+        "INSERT INTO cache_entries (scope, hash, reading, ttl, expires, written) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [(scope.key, k, r, ttl, exp, now) for k, r, ttl, exp, _ in ledger.rows()],
+    )
+    store.cache.setdefault("cache-ledger", {})[scope.key] = (_stamp(store, scope), ledger)
+
+
+@dataclass
+class Placed:
+    """One request's cache plan: marks by arranged index (-1 = the system prompt)."""
+
+    scope: Scope
+    prefix: list[str]
+    tokens: list[int]
+    plan: cache_plan.Plan
+    minimum: int
+
+    def marks(self) -> list[tuple[int, float]]:
+        return [(m.index - 1, m.ttl) for m in self.plan.marks]
+
+
+def place(
+    store: Store,
+    scope: Scope,
+    arranged: Sequence[Message],
+    count: Callable[[Message], int],
+    fixed: int,
+    now: float,
+    *,
+    mode: str = "auto",
+) -> Placed:
+    """Plan where this request's breakpoints go (``count`` gives a message's tokens,
+    ``fixed`` the tools' and system prompt's)."""
+    prefix = prefix_keys(scope, arranged)
+    tokens, total = [fixed], fixed
+    for m in arranged:
+        total += count(m)
+        tokens.append(total)
+    minimum = scope.minimum if scope.minimum is not None else cache_plan.min_tokens(scope.model)
+    ledger = load(store, scope, now)
+    anchors = [True] * len(prefix)
+    planned = cache_plan.plan(prefix, tokens, anchors, ledger, now, mode=mode, minimum=minimum)
+    return Placed(scope, prefix, tokens, planned, minimum)
+
+
+def record(store: Store, placed: Placed, now: float, cache_read: int) -> None:
+    """After the reply: the ledger learns what this request wrote and refreshed. A
+    reply that read nothing where something was expected means the provider holds
+    less than believed (another key, an eviction): the ledger starts over."""
+    ledger = load(store, placed.scope, now)
+    expected = placed.plan.read >= 0 and placed.tokens[placed.plan.read] >= placed.minimum
+    if expected and cache_read == 0:
+        ledger = cache_plan.Ledger()
+    ledger.record(placed.prefix, placed.tokens, placed.plan.marks, now, placed.minimum)
+    save(store, placed.scope, ledger, now)
+
+
+def record_end(store: Store, scope: Scope, arranged: Sequence[Message], now: float) -> None:
+    """An OpenAI-compatible request: its whole prefix is believed cached for 5 minutes."""
+    prefix = prefix_keys(scope, arranged)
+    ledger = load(store, scope, now)
+    for model in ledger.models:
+        model.entries[prefix[-1]] = cache_plan.Entry(cache_plan.SHORT, now + cache_plan.SHORT)
+        model.prune(now)
+    save(store, scope, ledger, now)
+
+
+def cached_through(
+    store: Store, scope: Scope, arranged: Sequence[Message], now: float
+) -> int | None:
+    """The id of the last message the next request can read from cache (None: none)."""
+    prefix = prefix_keys(scope, arranged)
+    i = load(store, scope, now).highest_live(prefix, now + cache_plan.MARGIN)
+    if i <= 0:
+        return None
+    return arranged[i - 1].id

@@ -1,0 +1,61 @@
+"""What a request event records about the messages it sent: a delta from the one before.
+
+SPEC §8: a request event records the ids and hashes of the messages sent. Each
+request shares most of them with the previous request, so an event stores only
+``{"after": SEQ, "keep": K, "add": [[id, digest], …]}``: the first K of the
+request at seq SEQ, then the added pairs. Storage stays proportional to what
+changed, and ``sent_of`` rebuilds any request's whole list. Events written
+before this format keep their whole ``sent`` list and are read as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodecode.store import Event, Store
+
+Pairs = list[tuple[int, str]]
+
+
+def delta(store: Store, sid: str, sent: Pairs) -> dict[str, Any]:
+    """The payload field for a request about to be logged (after the session's last one)."""
+    last = store.last_event(sid, "request")
+    if last is None:
+        return {"after": None, "keep": 0, "add": [list(p) for p in sent]}
+    before = sent_of(store, sid, last)
+    keep = 0
+    for a, b in zip(sent, before, strict=False):
+        if tuple(a) != tuple(b):
+            break
+        keep += 1
+    return {"after": last.seq, "keep": keep, "add": [list(p) for p in sent[keep:]]}
+
+
+def remember(store: Store, sid: str, seq: int, sent: Pairs) -> None:
+    """Keep a just-logged request's list in memory: the next delta starts from it."""
+    store.cache.setdefault("sent", {})[sid] = (seq, [tuple(p) for p in sent])
+
+
+def sent_of(store: Store, sid: str, event: Event) -> Pairs:
+    """The whole (id, digest) list of a request event, in order."""
+    hit = store.cache.setdefault("sent", {}).get(sid)
+    if hit is not None and hit[0] == event.seq:
+        return hit[1]
+    chain: list[Event] = []
+    current: Event | None = event
+    while current is not None:
+        chain.append(current)
+        value = current.payload.get("sent")
+        if not isinstance(value, dict) or value.get("after") is None:
+            break
+        current = store.event(sid, value["after"])
+    pairs: Pairs = []
+    for e in reversed(chain):
+        value = e.payload.get("sent")
+        if isinstance(value, list):  # the older format: the whole list
+            pairs = [tuple(p) for p in value]
+        elif isinstance(value, dict):
+            pairs = pairs[: value.get("keep", 0)] + [tuple(p) for p in value.get("add", [])]
+    if event.seq == (store.last_event(sid, "request") or event).seq:
+        remember(store, sid, event.seq, pairs)
+    return pairs
