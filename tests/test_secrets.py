@@ -1,11 +1,12 @@
 """Keys never leak around the redactor (issue 11.4): not split across streamed
-deltas, not encoded."""
+deltas, not in what the person writes, not encoded."""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,8 @@ import pytest
 from helpers import run_cli
 from nodecode.agent import Agent, TurnCallbacks
 from nodecode.app import App
-from test_security import KEY, key_env
+from nodecode.context import take as takes
+from test_security import KEY, files_holding_a_key, key_env
 
 WIRES = ("anthropic", "openai")
 MARK = "[redacted:ANTHROPIC_API_KEY]"
@@ -107,6 +109,71 @@ def test_the_chat_callback_never_sees_a_split_key(loopback, home, workspace, pty
     assert result.status == "done" and KEY not in result.text  # the host shows it at the end
     assert all(KEY[:12] not in chunk for chunk in seen.text)  # no delta shows a key's part
     assert "".join(seen.text) == SPLIT_SHOWN.replace("\n", "", 1).rstrip("\n")
+
+
+# -- what the person (or the agent) writes ------------------------------------------
+
+
+def _note(text: str) -> str:
+    return text.replace("\nhello\n", f"\nhello\n[[note]]\nthe key is {KEY}\n", 1)
+
+
+def _rewrite(text: str) -> str:
+    return text.replace("\nfirst reply\n", f"\nfirst reply, key {KEY}\n", 1)
+
+
+def _bad_header(text: str) -> str:
+    return re.sub(r"(\[\[m:\w+ \d+) user\]\]", rf"\1 user {KEY}]]", text, count=1)
+
+
+def _first_line(text: str) -> str:
+    first, rest = text.split("\n", 1)
+    return f"{first} {KEY}\n{rest}"
+
+
+FILE_EDITS = {
+    "note": _note,
+    "rewrite": _rewrite,
+    "bad-header": _bad_header,
+    "first-line": _first_line,
+}
+CELLS = {
+    "eval-note": f'(context :note "remember {KEY}")',
+    "eval-shell": f'(shell "echo {KEY}")',
+}
+
+
+@pytest.mark.parametrize("ptype", WIRES)
+@pytest.mark.parametrize("path", [*FILE_EDITS, *CELLS, "agent-note", "title"])
+def test_a_key_the_person_writes_is_redacted_before_it_is_kept_or_sent(
+    loopback, home, workspace, ptype, path
+):
+    rounds = [{"text": "first reply"}, {"text": "second reply"}]
+    if path == "agent-note":
+        rounds.insert(1, {"text": "noting", "calls": [{"code": f'(context :note "{KEY}")'}]})
+    srv = loopback(rounds)
+    keyed_home(home, srv, ptype)
+    title = ["--title", f"about {KEY}"] if path == "title" else []
+    sid = run_cli("new", *title, home=home, env=key_env()).stdout.strip()
+    app = App.open(home, "default", workspace, environ=key_env())
+    assert Agent(app, sid).ask("hello", Seen()).status == "done"
+    shown = []
+    if path in FILE_EDITS:
+        context = takes.export(app.workspace, sid)
+        context.write_text(FILE_EDITS[path](context.read_text()))
+    if path in CELLS:
+        out = run_cli("eval", CELLS[path], home=home, cwd=workspace, env=key_env())
+        assert out.returncode == 0, out.stderr
+        shown += [out.stdout, out.stderr]
+    seen = Seen()
+    assert Agent(app, sid).ask("again", seen).status == "done"
+    app.close()
+    shown += seen.text + seen.other
+    assert all(KEY not in text for text in shown)
+    assert KEY not in sent_bodies(srv)
+    assert files_holding_a_key(home) == []
+    if path not in ("title", "eval-shell"):  # what enters the context arrives, keyless
+        assert MARK in sent_bodies(srv)
 
 
 # -- reversed and encoded forms ------------------------------------------------------

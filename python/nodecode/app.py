@@ -39,7 +39,9 @@ class App:
         self.cwd = cwd
         self.environ = environ
         self.store: Store = open_store(home, store_name)
-        self.workspace = Workspace(self.store, store_name, self.home, cwd, environ)
+        self.workspace = Workspace(
+            self.store, store_name, self.home, cwd, environ, redact=self._redact_written
+        )
         turn_tree.recover(self.store)
 
     @classmethod
@@ -84,10 +86,13 @@ class App:
             names.update(config.key_envs)
         return Redactor.from_env(sorted(names), self.environ)
 
+    def _redact_written(self, obj: object) -> object:
+        return self.redactor.apply_obj(obj)
+
     # -- sessions -------------------------------------------------------------
 
     def new_session(self, title: str | None = None) -> str:
-        return sessions.create(self.store, title=title)
+        return sessions.create(self.store, title=self.redactor.apply(title) if title else title)
 
     def current_session(self) -> str | None:
         return sessions.current(self.store)
