@@ -1,5 +1,5 @@
 """Keys never leak around the redactor (issue 11.4): not split across streamed
-deltas, not in what the person writes, not encoded."""
+deltas, not in what the person writes, not encoded, not from a key command or file."""
 
 from __future__ import annotations
 
@@ -258,3 +258,106 @@ def test_reversed_and_encoded_keys_printed_by_a_shell_are_redacted(
         if path.is_file() and not path.is_symlink():
             data = unwrapped(path.read_bytes())
             assert not [f for f in forms if f in data], path
+
+
+# -- a key from a command or a file --------------------------------------------------
+
+
+def key_script(tmp_path: Path, body: str = f"echo '  {CMD_KEY}  '") -> Path:
+    """A key command that counts its runs in ``runs`` next to it."""
+    script = tmp_path / "print-key"
+    script.write_text(f"#!/bin/sh\necho run >> {tmp_path / 'runs'}\n{body}\n")
+    script.chmod(0o700)
+    return script
+
+
+def sent_key(request, ptype: str) -> str | None:
+    if ptype == "anthropic":
+        return request.headers.get("x-api-key")
+    return request.headers.get("authorization", "").removeprefix("Bearer ")
+
+
+@pytest.mark.parametrize("ptype", WIRES)
+def test_a_key_from_api_key_cmd_is_sent_and_never_kept(loopback, tmp_path, home, workspace, ptype):
+    script = key_script(tmp_path)
+    srv = loopback(
+        [
+            {"text": "Looking.", "calls": [{"code": f'(shell "{script}")'}]},
+            {"text": "Again.", "calls": [{"code": f'(shell "{script} | rev")'}]},
+            {"chunks": ["it is ", CMD_KEY[:15], CMD_KEY[15:]]},
+        ]
+    )
+    keyed_home(home, srv, ptype, {"api_key_cmd": str(script)})
+    env = no_key_env()
+    run_cli("new", home=home, env=env)
+    out = run_cli("ask", "--yes", "find the key", home=home, cwd=workspace, env=env)
+    assert out.returncode == 0, out.stderr
+    assert [sent_key(r, ptype) for r in srv.model_requests] == [CMD_KEY] * 3
+    mark = "[redacted:providers.keyed.api_key_cmd]"
+    assert out.stdout.endswith(f"it is {mark}\n")
+    assert out.stderr.count(mark) == 2  # the two results: as printed, and reversed
+    assert CMD_KEY not in out.stdout + out.stderr and CMD_KEY[::-1] not in out.stderr
+    assert CMD_KEY not in sent_bodies(srv) and CMD_KEY[::-1] not in sent_bodies(srv)
+    assert files_holding_a_key(home, (CMD_KEY, CMD_KEY[::-1])) == []
+    # Run once for the whole turn; the cells ran it twice more.
+    assert (tmp_path / "runs").read_text().count("run") == 3
+
+
+@pytest.mark.parametrize(
+    "body, why",
+    [("echo oops >&2; exit 3", "failed (exit status 3): oops"), ("true", "printed no key")],
+)
+def test_a_failing_or_empty_key_command_is_one_line(loopback, tmp_path, home, workspace, body, why):
+    script = key_script(tmp_path, body)
+    srv = loopback([{"text": "never"}])
+    keyed_home(home, srv, "anthropic", {"api_key_cmd": f"{script} --flag"})
+    run_cli("new", home=home, env=no_key_env())
+    out = run_cli("ask", "hi", home=home, cwd=workspace, env=no_key_env())
+    assert out.returncode == 1
+    assert out.stderr == f"nodecode: provider 'keyed': api_key_cmd '{script} --flag' {why}\n"
+    assert srv.model_requests == []
+
+
+@pytest.mark.parametrize("ptype", WIRES)
+def test_a_key_from_api_key_file_is_sent_and_redacted(loopback, tmp_path, home, workspace, ptype):
+    keyfile = tmp_path / "anthropic.key"
+    keyfile.write_text(CMD_KEY + "\n")
+    keyfile.chmod(0o600)
+    srv = loopback(
+        [{"text": "Reading.", "calls": [{"code": f'(shell "cat {keyfile}")'}]}, {"text": "ok"}]
+    )
+    keyed_home(home, srv, ptype, {"api_key_file": str(keyfile)})
+    run_cli("new", home=home, env=no_key_env())
+    out = run_cli("ask", "--yes", "read it", home=home, cwd=workspace, env=no_key_env())
+    assert out.returncode == 0, out.stderr
+    assert [sent_key(r, ptype) for r in srv.model_requests] == [CMD_KEY] * 2
+    assert "[redacted:providers.keyed.api_key_file]" in out.stderr
+    assert CMD_KEY not in out.stdout + out.stderr + sent_bodies(srv)
+    assert files_holding_a_key(home, (CMD_KEY,)) == []
+
+
+def test_a_key_file_others_can_read_is_refused(loopback, tmp_path, home, workspace):
+    keyfile = tmp_path / "anthropic.key"
+    keyfile.write_text(CMD_KEY + "\n")
+    keyfile.chmod(0o644)
+    srv = loopback([{"text": "never"}])
+    keyed_home(home, srv, "anthropic", {"api_key_file": str(keyfile)})
+    run_cli("new", home=home, env=no_key_env())
+    out = run_cli("ask", "hi", home=home, cwd=workspace, env=no_key_env())
+    assert out.returncode == 1
+    assert out.stderr == (
+        f"nodecode: provider 'keyed': api_key_file {keyfile} is readable by group or "
+        "others (mode 644): expected mode 600 or stricter\n"
+    )
+    assert srv.model_requests == []
+
+
+def test_a_provider_names_one_key_source(loopback, home, workspace):
+    srv = loopback([])
+    keyed_home(home, srv, "anthropic", {"api_key_env": "ANTHROPIC_API_KEY", "api_key_cmd": "x"})
+    out = run_cli("ask", "hi", home=home, cwd=workspace, env=no_key_env())
+    assert out.returncode == 1
+    assert out.stderr == (
+        "nodecode: config.jsonc: providers.keyed must name one key source: "
+        "api_key_env, api_key_cmd or api_key_file (found api_key_env and api_key_cmd)\n"
+    )
