@@ -158,6 +158,17 @@ def test_a_bad_round_is_named_in_the_error():
         LoopbackServer([{"text": "ok"}, {"calls": [{"nope": 1}]}])
 
 
+def test_scripted_chunks_are_the_text_deltas_of_both_formats():
+    pieces = ["a sec", "ret sp", "lit"]
+    with LoopbackServer([{"chunks": pieces}, {"chunks": pieces}]) as s:
+        events = anthropic_events(s, anthropic_body([user("q")]))
+        chunks = openai_chunks(s, openai_body([user("q")]))
+    assert text_of(events) == pieces
+    assert [c["choices"][0]["delta"].get("content") for c in chunks[1:-2]] == pieces
+    with pytest.raises(ValueError, match="'chunks' must be a list of strings"):
+        LoopbackServer([{"chunks": "whole"}])
+
+
 # ---------------------------------------------------------------- OpenAI
 
 

@@ -26,6 +26,7 @@ from nodecode.context import take as takes
 from nodecode.errors import ContextOverflow, DoesNotFit, ProviderError
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS
 from nodecode.providers.types import Reply, ToolCall
+from nodecode.redact import StreamRedactor
 from nodecode.session import LEASE_SECONDS, Lease
 
 
@@ -146,9 +147,10 @@ class _Turn:
                 self.log("error", text=str(e), payload={"budget": True})
                 return TurnResult(self.number, "failed", final, str(e), user_error=True)
             calls = self.log_reply(reply)
+            text = self.redact(reply.text)  # the result reaches the chat: as logged
             if reply.stopped or self.cancel.is_set():
-                return self.stopped(reply.text)
-            final = reply.text
+                return self.stopped(text)
+            final = text
             if not calls:
                 return TurnResult(self.number, "done", final)
             if not self.run_calls(calls):
@@ -217,9 +219,16 @@ class _Turn:
             max_tokens=ready.budget.reply,
             marks=marks if self.ptype == cache_state.ANTHROPIC else None,
         )
-        reply = self.provider.stream(
-            built.body, on_text=self._on_text, cancel=self.cancel, on_retry=self.cb.on_retry
-        )
+        shown = self.app.redactor.stream()  # a key split across deltas is still blanked
+        try:
+            reply = self.provider.stream(
+                built.body,
+                on_text=lambda chunk: self._show(shown.feed(chunk)),
+                cancel=self.cancel,
+                on_retry=lambda message: self._retry(shown, message),
+            )
+        finally:  # the held-back tail, at the reply's end, a stop or an error
+            self._show(shown.flush())
         u = reply.usage
         with self.store.atomic():  # the request and what the cache now holds, together
             event = self.log(
@@ -248,8 +257,13 @@ class _Turn:
         sent_log.remember(self.store, self.sid, event.seq, built.sent)
         return reply
 
-    def _on_text(self, chunk: str) -> None:
-        self.cb.on_text(self.redact(chunk))
+    def _show(self, text: str) -> None:
+        if text:
+            self.cb.on_text(text)
+
+    def _retry(self, shown: StreamRedactor, message: str) -> None:
+        self._show(shown.flush())  # the dropped attempt's tail goes before the retry line
+        self.cb.on_retry(message)
 
     def log_reply(self, reply: Reply) -> list[tuple[int, ToolCall]]:
         if reply.text.strip():

@@ -8,20 +8,21 @@ store, a ``Workspace``, or the ``Config``.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nodecode import keys, shadow
 from nodecode import session as sessions
-from nodecode import shadow
 from nodecode import turns as turn_tree
 from nodecode.cells.env import CellEnv
 from nodecode.config import Config, load_config
 from nodecode.context import cache_state
 from nodecode.context.cache_state import Scope
-from nodecode.errors import NodecodeError
+from nodecode.errors import ConfigError, NodecodeError
 from nodecode.paths import ensure_dir, home_dir
 from nodecode.redact import Redactor
 from nodecode.store import Store, open_store
@@ -42,7 +43,11 @@ class App:
         self.cwd = cwd
         self.environ = environ
         self.store: Store = open_store(home, store_name)
-        self.workspace = Workspace(self.store, store_name, self.home, cwd, environ)
+        self._key: tuple[str | None, str | None] | None = None
+        self._key_lock = threading.Lock()
+        self.workspace = Workspace(
+            self.store, store_name, self.home, cwd, environ, redact=self._redact_written
+        )
         # Wall-clock seconds for what lives in time (the provider's cache entries); the
         # cache benchmark runs a session on a simulated clock shared with its server.
         self.clock = time.time
@@ -83,17 +88,64 @@ class App:
         return config.encoding if config is not None else DEFAULT_ENCODING
 
     @cached_property
-    def redactor(self) -> Redactor:
+    def _known_keys(self) -> Redactor:
+        """A redactor of the keys in variables and files, and the command's once it ran."""
         names = set(DEFAULT_KEY_ENVS)
         config = self.config_or_none()  # a broken config must not stop redaction of the defaults
         if config is not None:
             names.update(config.key_envs)
-        return Redactor.from_env(sorted(names), self.environ)
+        redactor = Redactor.from_env(sorted(names), self.environ)
+        if config is not None:
+            for name, value in keys.file_keys(config, self.home).items():
+                redactor.add(name, value)
+        return redactor
+
+    @property
+    def redactor(self) -> Redactor:
+        """Every key blanked, the key command's included (it runs once per App, here
+        if not yet: text from outside, a cell's output say, may hold that key)."""
+        config = self.config_or_none()
+        if config is not None and config.provider is not None and config.provider.api_key_cmd:
+            self._key_outcome()  # adds the key to the redactor; a failure is raised at use
+        return self._known_keys
+
+    def redact_known(self, text: str) -> str:
+        """``text`` without the keys known so far, never running the key command
+        (an error line must not wait on a password manager)."""
+        return self._known_keys.apply(text)
+
+    def _redact_written(self, obj: object) -> object:
+        return self.redactor.apply_obj(obj)
+
+    def _key_outcome(self) -> tuple[str | None, str | None]:
+        """The provider's key, or why it cannot be had: resolved once per App (the
+        host's threads share one App, so under a lock)."""
+        with self._key_lock:
+            if self._key is None:
+                self._key = self._resolve_key()
+            return self._key
+
+    def _resolve_key(self) -> tuple[str | None, str | None]:
+        provider = self.config.provider
+        if provider is None:
+            return None, None
+        try:
+            key = keys.resolve(provider, self.home, self.environ)
+        except ConfigError as e:
+            return None, str(e)
+        self._known_keys.add(keys.source_name(provider) or provider.id, key)
+        return key, None
+
+    def _api_key(self) -> str | None:
+        key, error = self._key_outcome()
+        if error is not None:
+            raise ConfigError(error)
+        return key
 
     # -- sessions -------------------------------------------------------------
 
     def new_session(self, title: str | None = None) -> str:
-        return sessions.create(self.store, title=title)
+        return sessions.create(self.store, title=self.redactor.apply(title) if title else title)
 
     def current_session(self) -> str | None:
         return sessions.current(self.store)
@@ -112,7 +164,7 @@ class App:
         key = (
             cfg.type,
             cfg.base_url,
-            self.config.api_key(self.environ),
+            self._api_key(),
             self.config.max_retries,
             self.config.retry_backoff,
             self.config.timeout,

@@ -1,7 +1,9 @@
 """config.jsonc (json5) plus the environment: which provider, model and limits.
 
-Keys never live in the config: a provider names the environment variable
-that holds its key (``api_key_env``), and only the environment is read.
+Keys never live in the config: a provider names where its key is, one of an
+environment variable (``api_key_env``), a command that prints it
+(``api_key_cmd``) or a private file (``api_key_file``); ``nodecode.keys``
+reads it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ BUILTIN_PROVIDERS: dict[str, dict[str, Any]] = {
 }
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}
 APPROVAL_KINDS = ("write", "shell")
+KEY_SOURCES = ("api_key_env", "api_key_cmd", "api_key_file")
 
 
 @dataclass
@@ -45,6 +48,8 @@ class ProviderConfig:
     api_key_env: str | None
     models_dev: str | None = None
     models: list[dict[str, Any]] = field(default_factory=list)
+    api_key_cmd: str | None = None  # a shell command printing the key (run once per App)
+    api_key_file: str | None = None  # a file only its owner can read, holding the key
 
     def model_entry(self, model: str) -> dict[str, Any]:
         """The ``models[]`` entry for ``model``, or {}."""
@@ -69,8 +74,11 @@ class Config:
     key_envs: tuple[str, ...] = ()
     cache: str = "auto"  # Anthropic cache entries: auto | 1h | 5m (context.cache_plan)
     raw: dict[str, Any] = field(default_factory=dict)
+    providers: dict[str, ProviderConfig] = field(default_factory=dict)  # every one defined
 
     def api_key(self, environ: Mapping[str, str] = os.environ) -> str | None:
+        """The key in the provider's variable (a command's or a file's is read by
+        ``nodecode.keys``, never here: :checkhealth must not run a password prompt)."""
         if self.provider is None or not self.provider.api_key_env:
             return None
         return environ.get(self.provider.api_key_env) or None
@@ -120,6 +128,7 @@ def load_config(home: Path, environ: Mapping[str, str] = os.environ) -> Config:
         timeout=_positive(raw, "timeout", 120.0),
         key_envs=tuple(sorted({p.api_key_env for p in providers.values() if p.api_key_env})),
         cache=_cache_mode(raw),
+        providers=providers,
     )
 
 
@@ -161,7 +170,10 @@ def _providers(raw: dict[str, Any]) -> dict[str, ProviderConfig]:
             raise ConfigError(
                 f"config.jsonc: providers.{pid} must be an object (found {type(spec).__name__})"
             )
-        merged[pid] = {**merged.get(pid, {}), **spec}
+        base = dict(merged.get(pid, {}))
+        if "api_key_env" not in spec and any(k in spec for k in KEY_SOURCES):
+            base.pop("api_key_env", None)  # a built-in's variable gives way to the named source
+        merged[pid] = {**base, **spec}
     return {pid: _provider(pid, spec) for pid, spec in merged.items()}
 
 
@@ -177,17 +189,42 @@ def _provider(pid: str, spec: dict[str, Any]) -> ProviderConfig:
         raise ConfigError(f"config.jsonc: providers.{pid}.models must be a list of objects")
     if "api_key" in spec:
         raise ConfigError(
-            f"config.jsonc: providers.{pid}.api_key is not read: keys come from "
-            'the environment; name the variable with "api_key_env"'
+            f"config.jsonc: providers.{pid}.api_key is not read: keys never sit in the "
+            'config; name a variable ("api_key_env"), a command ("api_key_cmd") or a file '
+            '("api_key_file")'
         )
+    sources = _key_sources(pid, spec)
     return ProviderConfig(
         id=pid,
         type=ptype,
         base_url=spec.get("base_url"),
-        api_key_env=spec.get("api_key_env"),
+        api_key_env=sources.get("api_key_env"),
         models_dev=spec.get("models_dev"),
         models=models,
+        api_key_cmd=sources.get("api_key_cmd"),
+        api_key_file=sources.get("api_key_file"),
     )
+
+
+def _key_sources(pid: str, spec: dict[str, Any]) -> dict[str, str]:
+    """The provider's key source (at most one of KEY_SOURCES), each a non-empty string."""
+    found = {}
+    for name in KEY_SOURCES:
+        value = spec.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigError(
+                f"config.jsonc: providers.{pid}.{name} must be a non-empty string or null "
+                f"(found {value!r})"
+            )
+        found[name] = value
+    if len(found) > 1:
+        raise ConfigError(
+            f"config.jsonc: providers.{pid} must name one key source: "
+            f"{', '.join(KEY_SOURCES[:-1])} or {KEY_SOURCES[-1]} (found {' and '.join(found)})"
+        )
+    return found
 
 
 def _default_provider(environ: Mapping[str, str]) -> str | None:

@@ -6,9 +6,10 @@ it depends on what it uses and nothing imports the composition root.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from nodecode.store import Store
 
@@ -22,6 +23,9 @@ class Workspace:
     home: Path
     cwd: Path
     environ: Mapping[str, str]
+    # Text, bytes or a payload without the keys: what a person writes is redacted
+    # with it before it is logged, stored or sent (the App passes its redactor).
+    redact: Callable[[Any], Any] = lambda obj: obj
 
     def context_dir(self, sid: str) -> Path:
         """The session's own folder for its context file and receipts."""

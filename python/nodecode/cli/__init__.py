@@ -98,5 +98,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _err(app: App | None, e: Exception) -> None:
     text = str(e).splitlines()[0] if str(e) else type(e).__name__
     if app is not None:
-        text = app.redactor.apply(text)
+        text = app.redact_known(text)
     print(f"nodecode: {text}", file=sys.stderr)

@@ -107,6 +107,14 @@ def record_file_edit(ws: Workspace, sid: str) -> Event | None:
     digest = hashlib.sha256(raw).hexdigest()
     if digest == exp.payload["blob"] or digest in _recorded_files(store, sid):
         return None
+    clean = ws.redact(raw)
+    if clean != raw:
+        # A key the person wrote leaves the file too: its notes, rewrites and
+        # refusal reasons all come from these bytes, so they never carry it.
+        write_private(path, clean)
+        raw, digest = clean, hashlib.sha256(clean).hexdigest()
+        if digest == exp.payload["blob"] or digest in _recorded_files(store, sid):
+            return None
     exp = _named_export(store, sid, raw) or exp
     store.put_blob(raw)
     return store.append(

@@ -60,6 +60,8 @@ def context_verb(env: CellEnv, drop: Any = None, keep: Any = None, note: Any = N
         raise CellError("(context …): this cell runs outside a session (no context to edit)")
     if drop is None and keep is None and note is None:
         return str(takes.export(ws, sid))
+    if isinstance(note, str):
+        note = env.redact(note)  # the note is logged and sent: never with a key
     form = form_of(drop, keep, note)
     st = state(ws.store, sid)
     edit = read_form_edit(form, st.messages, st)

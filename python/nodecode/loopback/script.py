@@ -1,8 +1,9 @@
 """The loopback server's script: the queue of scripted model rounds.
 
-Script: rounds ``{"text", "calls": [{"code"} | {"name", "input"}], "match"?}``
-from a list or a JSONL file. A request takes the first remaining round whose
-``match`` (if any) is in its last user text; skipped rounds stay for later.
+Script: rounds ``{"text" | "chunks", "calls": [{"code"} | {"name", "input"}], "match"?}``
+from a list or a JSONL file; ``chunks`` streams the text in exactly those
+deltas. A request takes the first remaining round whose ``match`` (if any) is
+in its last user text; skipped rounds stay for later.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ EXHAUSTED_TEXT = "(the loopback script has no more rounds)"
 
 @dataclass(frozen=True)
 class Round:
-    """One scripted model reply: text, then tool calls as (name, input)."""
+    """One scripted model reply: text, then tool calls as (name, input).
+    ``chunks``, when given, are the text's deltas on the wire (they join to ``text``)."""
 
     text: str = ""
     calls: tuple[tuple[str, dict], ...] = ()
     match: str | None = None
+    chunks: tuple[str, ...] = ()
 
 
 def _parse_call(call: Any, where: str) -> tuple[str, dict]:
@@ -42,10 +45,14 @@ def parse_round(raw: Any, where: str = "round") -> Round:
     if not isinstance(calls, list):
         raise ValueError(f"{where}: 'calls' must be a list (got {calls!r})")
     match = raw.get("match")
+    chunks = raw.get("chunks") or []
+    if not isinstance(chunks, list) or not all(isinstance(c, str) for c in chunks):
+        raise ValueError(f"{where}: 'chunks' must be a list of strings (got {chunks!r})")
     return Round(
-        text=str(raw.get("text") or ""),
+        text="".join(chunks) if chunks else str(raw.get("text") or ""),
         calls=tuple(_parse_call(c, where) for c in calls),
         match=str(match) if match is not None else None,
+        chunks=tuple(chunks),
     )
 
 

@@ -22,6 +22,11 @@ def text_chunks(text: str) -> list[str]:
     return ["".join(words[i : i + per]) for i in range(0, len(words), per)]
 
 
+def text_deltas(rnd: Round) -> list[str]:
+    """The round's text as streamed: its scripted chunks, else cut on words."""
+    return list(rnd.chunks) if rnd.chunks else text_chunks(rnd.text)
+
+
 def json_fragments(value: dict, pieces: int = 4) -> list[str]:
     """``value`` as JSON text cut into about ``pieces`` fragments."""
     text = json.dumps(value, ensure_ascii=False)
@@ -87,9 +92,7 @@ def anthropic_events(rnd: Round, first_id: int, model: str, msg_id: str, usage: 
                 "content_block": {"type": "text", "text": ""},
             }
         )
-        events += [
-            _delta(0, {"type": "text_delta", "text": piece}) for piece in text_chunks(rnd.text)
-        ]
+        events += [_delta(0, {"type": "text_delta", "text": piece}) for piece in text_deltas(rnd)]
         events.append({"type": "content_block_stop", "index": 0})
         index = 1
     for k, (name, tool_input) in enumerate(rnd.calls):
@@ -148,7 +151,7 @@ def openai_chunks(
         return body | ({"usage": None} if with_usage else {})
 
     chunks = [chunk({"role": "assistant", "content": "" if rnd.text else None, "refusal": None})]
-    chunks += [chunk({"content": piece}) for piece in text_chunks(rnd.text)]
+    chunks += [chunk({"content": piece}) for piece in text_deltas(rnd)]
     for k, (name, tool_input) in enumerate(rnd.calls):
         head = {"index": k, "id": f"call_lb{first_id + k}", "type": "function",
                 "function": {"name": name, "arguments": ""}}  # fmt: skip
