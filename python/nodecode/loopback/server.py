@@ -15,6 +15,9 @@ no round. The script queue, token counting and the simulated Anthropic
 prompt cache live in ``script``, ``tokens`` and ``cache``; the wire formats
 in ``wire``. ``usage_scale`` stands for the provider's tokenizer: reported
 usage, count_tokens and the ``window`` check all use round(counted * scale).
+The cache's entries expire on ``clock`` (a ``cache.Clock`` the tests and
+benches advance); ``cache_rules`` picks the readings where Anthropic's docs
+are silent and ``cache_min_tokens`` overrides every model's minimum.
 
 Faults (``{"at": N, "kind": ...}``) hit the N-th model request (1-based,
 counting only the two model endpoints, faulted requests included); a fault
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -46,9 +50,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from nodecode.loopback.cache import (
+    CacheControlError,
+    CacheRules,
     CacheUsage,
+    Clock,
     PromptCache,
-    TooManyBreakpointsError,
     breakpoints,
     scale_parts,
 )
@@ -89,7 +95,8 @@ _ROUTES = {
 @dataclass
 class Recorded:
     """One received request: ``headers`` keys are lower-case; ``usage`` is what
-    the reply reported (input, output, cache_read, cache_write; zeros for errors)."""
+    the reply reported (input, output, cache_read, cache_write and its split
+    cache_write_1h + cache_write_5m; zeros for errors)."""
 
     path: str
     headers: dict[str, str]
@@ -99,7 +106,10 @@ class Recorded:
 
 
 def _zero_usage() -> dict:
-    return {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
+    return {
+        "input": 0, "output": 0, "cache_read": 0,
+        "cache_write": 0, "cache_write_1h": 0, "cache_write_5m": 0,
+    }  # fmt: skip
 
 
 @dataclass
@@ -228,7 +238,9 @@ class LoopbackServer:
         *,
         window: int | None = None,
         cache: bool = True,
-        cache_min_tokens: int = 1024,
+        cache_min_tokens: int | None = None,
+        cache_rules: CacheRules | None = None,
+        clock: Clock | None = None,
         faults: list[dict] | None = None,
         chunk_delay: float = 0.0,
         usage_scale: float = 1.0,
@@ -238,7 +250,11 @@ class LoopbackServer:
         self.window, self.chunk_delay, self.usage_scale = window, chunk_delay, usage_scale
         self.host, self.port = host, port
         self.requests: list[Recorded] = []
-        self.cache = PromptCache(cache_min_tokens) if cache else None
+        rules = cache_rules or CacheRules()
+        if cache_min_tokens is not None:
+            rules = dataclasses.replace(rules, min_tokens=cache_min_tokens)
+        self.clock = clock or Clock()
+        self.cache = PromptCache(rules, self.clock) if cache else None
         self._script = ScriptQueue(load_script(script))
         self._faults: list[dict] = []
         self._lock = threading.Lock()
@@ -365,8 +381,8 @@ class LoopbackServer:
     def _model_reply(self, flavor: str, body: dict, index: int) -> Reply:
         blocks: list[Block] = anthropic_blocks(body) if flavor == ANTHROPIC else []
         try:
-            points = breakpoints(blocks, "cache_control" in body) if flavor == ANTHROPIC else []
-        except TooManyBreakpointsError as exc:
+            points = breakpoints(blocks, body.get("cache_control")) if flavor == ANTHROPIC else []
+        except CacheControlError as exc:
             return error_reply(ANTHROPIC, 400, str(exc))
         total = sum(b.tokens for b in blocks) if flavor == ANTHROPIC else openai_tokens(body)
         scaled = round(total * self.usage_scale)
@@ -376,14 +392,17 @@ class LoopbackServer:
             rnd = self._script.take(last_user_text(body))
             first_id = self._next_tool
             self._next_tool += len(rnd.calls)
+            model = str(body.get("model") or "")
             cached = self.cache is not None and points
-            cache = self.cache.apply(blocks, points) if cached else CacheUsage()
+            cache = self.cache.apply(model, blocks, points) if cached else CacheUsage()
         return self._render(flavor, body, rnd, first_id, self._usage(total, cache, rnd), index)
 
     def _usage(self, total: int, cache: CacheUsage, rnd: Round) -> dict:
-        uncached, read, write = scale_parts(total, cache.read, cache.write, self.usage_scale)
-        output = output_tokens(rnd)
-        return {"input": uncached, "output": output, "cache_read": read, "cache_write": write}
+        uncached, read, long, short = scale_parts(total, cache, self.usage_scale)
+        return {
+            "input": uncached, "output": output_tokens(rnd), "cache_read": read,
+            "cache_write": long + short, "cache_write_1h": long, "cache_write_5m": short,
+        }  # fmt: skip
 
     def _render(
         self, flavor: str, body: dict, rnd: Round, first_id: int, usage: dict, index: int
@@ -523,7 +542,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=None, help="context window in tokens")
     parser.add_argument("--chunk-delay", type=float, default=0.0, help="seconds between SSE events")
     parser.add_argument("--usage-scale", type=float, default=1.0)
-    parser.add_argument("--cache-min-tokens", type=int, default=1024)
+    parser.add_argument(
+        "--cache-min-tokens", type=int, default=None, help="default: the model's minimum"
+    )
     args = parser.parse_args(argv)
     try:
         server = LoopbackServer(

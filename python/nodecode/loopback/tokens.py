@@ -72,11 +72,31 @@ def part_text(part: Any) -> str:
 @dataclass(frozen=True)
 class Block:
     """One cacheable unit of an Anthropic prompt: ``key`` is its canonical form
-    (position kind, role, message start and content without markers)."""
+    (position kind, role, message start and content without markers); ``ttl``
+    is its ``cache_control`` marker's ("5m", "1h", or what it said), None unmarked."""
 
     key: str
     tokens: int
-    marked: bool
+    ttl: str | None = None
+
+    @property
+    def marked(self) -> bool:
+        return self.ttl is not None
+
+
+def marker_ttl(marker: Any) -> str:
+    """The ttl a ``cache_control`` value asks for: "5m" when it names none;
+    a value that is not an object is returned as its JSON, for the error."""
+    if isinstance(marker, dict):
+        return str(marker.get("ttl") or "5m")
+    return _dumps(marker)
+
+
+def _ttl_of(value: Any) -> str | None:
+    """The ttl of ``value``'s marker, None when it has none (or a null one)."""
+    if isinstance(value, dict) and value.get("cache_control") is not None:
+        return marker_ttl(value["cache_control"])
+    return None
 
 
 def _canonical(value: Any) -> str:
@@ -88,37 +108,35 @@ def _canonical(value: Any) -> str:
 def _tool_blocks(tools: Any) -> list[Block]:
     blocks = []
     for tool in tools if isinstance(tools, list) else []:
-        marked = isinstance(tool, dict) and "cache_control" in tool
         text = _dumps(strip_cache_control(tool))
-        blocks.append(Block(_canonical({"tool": tool}), count_text(text), marked))
+        blocks.append(Block(_canonical({"tool": tool}), count_text(text), _ttl_of(tool)))
     return blocks
 
 
 def _system_blocks(system: Any) -> list[Block]:
     if isinstance(system, str):
-        return [Block(_canonical({"system": system}), count_text(system), False)] if system else []
+        return [Block(_canonical({"system": system}), count_text(system))] if system else []
     blocks = []
     for part in system if isinstance(system, list) else []:
-        marked = isinstance(part, dict) and "cache_control" in part
-        blocks.append(Block(_canonical({"system": part}), count_text(part_text(part)), marked))
+        blocks.append(
+            Block(_canonical({"system": part}), count_text(part_text(part)), _ttl_of(part))
+        )
     return blocks
 
 
 def _message_blocks(message: Any) -> list[Block]:
     if not isinstance(message, dict):
-        return [Block(_canonical({"message": message}), OVERHEAD_PER_MESSAGE, False)]
+        return [Block(_canonical({"message": message}), OVERHEAD_PER_MESSAGE)]
     role = message.get("role")
     content = message.get("content", "")
     parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
     if not isinstance(parts, list) or not parts:
-        return [Block(_canonical({"role": role, "empty": True}), OVERHEAD_PER_MESSAGE, False)]
+        return [Block(_canonical({"role": role, "empty": True}), OVERHEAD_PER_MESSAGE)]
     blocks = []
     for i, part in enumerate(parts):
-        marked = isinstance(part, dict) and "cache_control" in part
         tokens = count_text(part_text(part)) + (OVERHEAD_PER_MESSAGE if i == 0 else 0)
-        blocks.append(
-            Block(_canonical({"role": role, "first": i == 0, "part": part}), tokens, marked)
-        )
+        key = _canonical({"role": role, "first": i == 0, "part": part})
+        blocks.append(Block(key, tokens, _ttl_of(part)))
     return blocks
 
 

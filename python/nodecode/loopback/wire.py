@@ -65,8 +65,8 @@ def _anthropic_usage(usage: dict, output: int) -> dict:
 def _anthropic_message(msg_id: str, model: str, content: list, stop: Any, usage: dict) -> dict:
     full_usage = _anthropic_usage(usage, usage["output"] if stop else 1)
     full_usage["cache_creation"] = {
-        "ephemeral_5m_input_tokens": usage["cache_write"],
-        "ephemeral_1h_input_tokens": 0,
+        "ephemeral_5m_input_tokens": usage["cache_write_5m"],
+        "ephemeral_1h_input_tokens": usage["cache_write_1h"],
     }
     full_usage["service_tier"] = "standard"
     return {
