@@ -21,7 +21,7 @@ from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import CellResult, evaluate_call
 from nodecode.context import request as request_builder
 from nodecode.context import take as takes
-from nodecode.errors import ContextOverflow, DoesNotFit, ProviderError
+from nodecode.errors import ContextOverflow, DoesNotFit, ProviderError, UserError
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS
 from nodecode.providers.types import Reply, ToolCall
 from nodecode.session import LEASE_SECONDS, Lease
@@ -139,9 +139,11 @@ class _Turn:
                 message = self.redact(str(e))
                 self.log("error", text=message, payload={"status": e.status})
                 return TurnResult(self.number, "failed", final, message)
-            except DoesNotFit as e:
-                self.log("error", text=str(e), payload={"budget": True})
-                return TurnResult(self.number, "failed", final, str(e), user_error=True)
+            except UserError as e:  # not sent: too big, or the context file is not a file
+                message = self.redact(str(e))
+                budget = {"budget": True} if isinstance(e, DoesNotFit) else None
+                self.log("error", text=message, payload=budget)
+                return TurnResult(self.number, "failed", final, message, user_error=True)
             calls = self.log_reply(reply)
             if reply.stopped or self.cancel.is_set():
                 return self.stopped(reply.text)

@@ -111,11 +111,17 @@ def cache_file(home: Path) -> Path:
     return home / "cache" / "models.dev.json"
 
 
+MAX_TOKENS = 2**63 - 1  # the store's integers are 64-bit: a larger window cannot be logged
+
+
 def _positive(value: Any, what: str) -> int:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{what} must be a positive whole number of tokens (found {value!r})")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_TOKENS:
+        raise ConfigError(
+            f"{what} must be a positive whole number of tokens, at most {MAX_TOKENS} "
+            f"(found {value!r})"
+        )
     return value
 
 

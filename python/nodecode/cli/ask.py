@@ -60,7 +60,7 @@ class CliCallbacks(TurnCallbacks):
 
 def _ask_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--yes", action="store_true", help="approve writes and shell")
-    p.add_argument("text", nargs="+")
+    p.add_argument("text", nargs="+", metavar="TEXT")
 
 
 def cmd_ask(app: App, args: argparse.Namespace) -> int:
@@ -103,6 +103,6 @@ COMMANDS = (
         "eval",
         "evaluate a cell as the agent's tool would",
         cmd_eval,
-        lambda p: p.add_argument("cell"),
+        lambda p: p.add_argument("cell", metavar="CELL"),
     ),
 )
