@@ -34,6 +34,10 @@ class TurnCallbacks:
     def on_call(self, seq: int, code: str) -> None: ...
     def on_result(self, seq: int, text: str, error: bool) -> None: ...
     def on_retry(self, message: str) -> None: ...
+    def on_discard(self, text: str) -> None:
+        """``text`` was streamed by an attempt that then failed (after on_retry):
+        the log will not keep it, the retry streams the reply anew."""
+
     def on_notice(self, text: str) -> None: ...
 
     def approve(self, kind: str, detail: str) -> bool:
@@ -106,6 +110,7 @@ class _Turn:
         self.ptype = provider_cfg.type
         self.provider = self.app.provider()
         self.number = 0
+        self.streamed: list[str] = []  # what the person saw of the current attempt
 
     def log(
         self, kind: str, *, role: str | None = None, text: Any = "", payload: dict | None = None
@@ -194,8 +199,9 @@ class _Turn:
             max_tokens=ready.budget.reply,
             previous=self.previous_sent(),
         )
+        self.streamed.clear()
         reply = self.provider.stream(
-            built.body, on_text=self._on_text, cancel=self.cancel, on_retry=self.cb.on_retry
+            built.body, on_text=self._on_text, cancel=self.cancel, on_retry=self._on_retry
         )
         u = reply.usage
         self.log(
@@ -219,7 +225,18 @@ class _Turn:
         return reply
 
     def _on_text(self, chunk: str) -> None:
-        self.cb.on_text(self.redact(chunk))
+        chunk = self.redact(chunk)
+        self.streamed.append(chunk)
+        self.cb.on_text(chunk)
+
+    def _on_retry(self, message: str) -> None:
+        """An attempt failed: the person sees the retry, then that the text it
+        streamed was thrown away (the log keeps only the attempt that succeeds)."""
+        dropped = "".join(self.streamed)
+        self.streamed.clear()
+        self.cb.on_retry(message)
+        if dropped:
+            self.cb.on_discard(dropped)
 
     def previous_sent(self) -> list[tuple[int, str]] | None:
         event = self.store.last_event(self.sid, "request")

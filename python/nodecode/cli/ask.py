@@ -41,7 +41,12 @@ class CliCallbacks(TurnCallbacks):
         print(f"── {label} [seq {seq}]\n{text}", file=sys.stderr)
 
     def on_retry(self, message: str) -> None:
+        self.end_line()
         print(f"── {message}", file=sys.stderr)
+
+    def on_discard(self, text: str) -> None:
+        # stdout cannot take back what it printed: say that it does not count.
+        print("── (dropped: the attempt above was discarded)", file=sys.stderr)
 
     def on_notice(self, text: str) -> None:
         print(f"── notice: {text}", file=sys.stderr)
