@@ -16,6 +16,7 @@ from helpers import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 from nodecode import budget as budgets
+from nodecode.agent import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.context.model import Message, state
 from nodecode.host import Host
@@ -347,6 +348,30 @@ def test_the_fill_follows_the_reported_figure_within_2_percent(ptype, session, l
         )
         < 0.03 * last["fill"]
     )
+
+
+@pytest.mark.parametrize("ptype", ["anthropic", "openai"])
+def test_a_request_that_reported_no_usage_does_not_reset_the_calibration(ptype, session, loopback):
+    """A request stopped before the provider reported its size (here: stopped
+    while waiting to retry a 529) leaves the calibration of the last request
+    that did report one, not 1.0 (issue 11, item 11)."""
+    srv = loopback([], cache_min_tokens=1, usage_scale=1.25)
+    s = session(srv, ptype=ptype, window=None)
+    s.read_turn(1)
+    cancel = threading.Event()
+
+    class StopAtTheRetry(TurnCallbacks):
+        def on_retry(self, message: str) -> None:
+            cancel.set()
+
+    srv.add_fault({"kind": "529", "retry_after": 30})
+    assert Agent(s.app, s.sid).ask("stop me", StopAtTheRetry(), cancel).status == "stopped"
+    stopped = s.events("request")[-1]
+    assert stopped.payload["usage"]["input"] == 0  # the provider reported nothing
+    s.read_turn(3)
+    after = s.events("request")[-2]  # the first request after the stopped one
+    reported = prompt_total(ptype, srv.model_requests[-2].usage)
+    assert abs(after.payload["fill"] - reported) <= 0.02 * reported, (after.payload, reported)
 
 
 def test_counting_after_an_append_counts_only_the_new_message(session):

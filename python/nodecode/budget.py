@@ -475,8 +475,10 @@ class Meter:
         return total
 
     def ratio(self) -> float:
-        """The provider's prompt total ÷ our count, for the previous request of
-        this session to the same model (1.0 before any); read once per request."""
+        """The provider's prompt total ÷ our count, for the last request of this
+        session to the same model that reported one (1.0 before any). A request
+        stopped or failed before its usage arrived reports nothing and must not
+        reset it. Read once per request: memoized by the newest request's seq."""
         rows = self.store.read(
             "SELECT MAX(seq) FROM events WHERE session = ? AND kind = 'request'", (self.sid,)
         )
@@ -487,15 +489,28 @@ class Meter:
         hit = memo.get((self.sid, self.ptype, self.model))
         if hit is not None and hit[0] == seq:
             return hit[1]
-        event = self.store.event(self.sid, seq)
-        payload = event.payload if event else {}
-        counted, usage = payload.get("counted"), payload.get("usage") or {}
-        ratio = 1.0
-        if counted and payload.get("model") == self.model:
-            reported = Usage.of(usage).prompt_total(self.ptype)
-            ratio = reported / counted if reported > 0 else 1.0
+        ratio = self._reported_ratio(seq, hit)
         memo[(self.sid, self.ptype, self.model)] = (seq, ratio)
         return ratio
+
+    def _reported_ratio(self, newest: int, hit: tuple[int, float] | None) -> float:
+        """Walk the request events back from ``newest`` to the first that reported
+        usage (stopping at the one an earlier memo ``hit`` already read)."""
+        rows = self.store.read(
+            "SELECT seq FROM events WHERE session = ? AND kind = 'request' AND seq <= ? "
+            "ORDER BY seq DESC",
+            (self.sid, newest),
+        )
+        for (seq,) in rows:
+            if hit is not None and seq <= hit[0]:
+                return hit[1]
+            event = self.store.event(self.sid, seq)
+            payload = event.payload if event else {}
+            counted = payload.get("counted")
+            reported = Usage.of(payload.get("usage") or {}).prompt_total(self.ptype)
+            if counted and reported > 0 and payload.get("model") == self.model:
+                return reported / counted
+        return 1.0
 
     def fill(self, messages: Iterable[Message]) -> int:
         """The calibrated fill of a request made of ``messages``."""
