@@ -279,6 +279,63 @@ def test_a_server_window_rejects_once_then_the_session_stays_under_it(ptype, ses
     assert statuses.count(400) == 1 and [r.status for r in srv.model_requests].count(400) == 1
 
 
+SECRET = "sk-test-0123456789abcdefghijklmnop"
+REJECTIONS = {  # each provider's too-large answer, echoing the key as some servers do
+    "anthropic": {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": f"prompt is too long: 3900 tokens > 3000 maximum (key {SECRET})",
+        },
+    },
+    "openai": {  # llama.cpp's llama-server
+        "error": {
+            "code": 400,
+            "message": "request (3900 tokens) exceeds the available context size "
+            f"(3000 tokens), try increasing it (key {SECRET})",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 3900,
+            "n_ctx": 3000,
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("ptype", ["anthropic", "openai"])
+def test_the_rejection_that_set_a_ceiling_is_logged_redacted_before_its_eviction(ptype, session):
+    """recall-log shows why history was evicted: the provider's message and the
+    ceiling it set, without the key (issue 11, item 11)."""
+    srv = Rejecting([], cache_min_tokens=1).start()
+    try:
+        s = session(srv, ptype=ptype, window=None)
+        key_env = "ANTHROPIC_API_KEY" if ptype == "anthropic" else "OPENAI_API_KEY"
+        s.reopen({key_env: SECRET})
+        for k in range(1, 7):
+            s.read_turn(k)
+        srv.reject(json.dumps(REJECTIONS[ptype]))
+        assert s.read_turn(7).status == "done"
+        code, out, err = cli(
+            "recall-log",
+            "--match",
+            "too large",
+            home=s.home,
+            env={"NODECODE_SESSION": s.sid, key_env: SECRET},
+        )
+        assert code == 0, err
+        [line] = out.splitlines()
+        assert " · error] " in line and "rejected the request as too large" in line
+        assert "ceiling for loopback/loopback-model now 3000 tokens" in line
+        [error] = [e for e in s.events("error")]
+        assert "3900 tokens" in error.text and "[redacted:" in error.text
+        assert error.payload["ceiling"] == 3000 and error.payload["status"] == 400
+        (evicted,) = s.events("evict")
+        assert error.seq < evicted.seq and evicted.payload["reason"] == "overflow"
+        rows = s.app.store.read("SELECT text, payload FROM events WHERE session = ?", (s.sid,))
+        assert not any(SECRET.encode() in (t or "").encode() + (b or b"") for t, b in rows)
+    finally:
+        srv.stop()
+
+
 def test_a_second_overflow_fails_the_turn_with_the_providers_message(session):
     srv = Rejecting([], cache_min_tokens=1).start()
     try:

@@ -182,7 +182,15 @@ class _Turn:
             return self.send(ready)
         except ContextOverflow as e:  # a ceiling learned: evict and retry once
             ready = evictions.after_overflow(
-                ws, self.config, self.sid, self.number, meter, e, ready, report.receipts
+                ws,
+                self.config,
+                self.sid,
+                self.number,
+                meter,
+                e,
+                ready,
+                report.receipts,
+                redact=self.redact,
             )
             return self.send(ready)
 

@@ -17,7 +17,7 @@ restored by a take last. Never the running turn's ask and newest round.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -157,23 +157,40 @@ def after_overflow(
     error: ContextOverflow,
     sent: Prepared,
     receipts: list[str] | None = None,
+    *,
+    redact: Callable[[str], str],
 ) -> Prepared:
     """The provider rejected ``sent`` as too large: record the ceiling (the
-    maximum it named, else the size sent less one), evict down to 50% of the
-    new budget and return the request to retry once."""
+    maximum it named, else the size sent less one), log the rejection (so
+    recall shows why history goes), evict down to 50% of the new budget and
+    return the request to retry once."""
     store = ws.store
     ratio = meter.ratio()
     if error.prompt and sent.counted and 0.5 <= error.prompt / sent.counted <= 3:
         ratio = error.prompt / sent.counted  # the provider's own count of this very request
-    budgets.record_ceiling(store, config, error.maximum if error.maximum else sent.fill - 1)
+    ceiling = budgets.record_ceiling(
+        store, config, error.maximum if error.maximum else sent.fill - 1
+    )
     plan = budgets.of(ws, config)
+    notice = (
+        f"the provider rejected the request as too large; ceiling for "
+        f"{plan.provider}/{plan.model} now {plan.window} tokens (budget {plan.tokens})"
+    )
+    store.append(
+        sid,
+        "error",
+        turn=turn,
+        text=redact(f"{notice}: {error}"),
+        payload={
+            "status": error.status,
+            "ceiling": ceiling,
+            "maximum": error.maximum,
+            "prompt": error.prompt,
+            "sent": sent.fill,
+        },
+    )
     st = state(store, sid)
-    notices = [
-        (
-            f"the provider rejected the request as too large; ceiling for "
-            f"{plan.provider}/{plan.model} now {plan.window} tokens (budget {plan.tokens})"
-        )
-    ]
+    notices = [notice]
     done = evict(
         ws,
         sid,
