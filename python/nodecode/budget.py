@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nodecode.context.model import Message, state
+from nodecode.context.model import Message, State, state
 from nodecode.context.request import CONTEXT_BEGINS, USER_SIDE, arrange, missing_result
 from nodecode.errors import ConfigError, UserError
 from nodecode.paths import write_private
@@ -528,6 +528,44 @@ def _begins(first: str | None, trailing_notes: int, users: int, kept: int) -> bo
     return first not in USER_SIDE
 
 
+# -- when nothing fits -----------------------------------------------------------
+
+
+def does_not_fit(fill: int, plan: Budget, meter: Meter, st: State, ratio: float) -> str:
+    """Why the request cannot be sent, naming what really fills the budget (the
+    system prompt and tools, the running turn's ask, the rest) and the one
+    change that helps (never a command a higher source would shadow)."""
+    fixed = round((meter.system + meter.tools) * ratio)
+    asks = [m for m in st.messages if m.id in st.newest and m.role == "user"]
+    ask = round(sum(meter.message(m) for m in asks) * ratio)
+    head = (
+        f"the context does not fit: {fill} tokens after evicting all that may go, over the "
+        f"budget of {plan.tokens} (window {plan.window} from {plan.source}, less "
+        f"{plan.reply} for the reply): the system prompt and tools take {fixed}, the ask "
+        f"{ask}, the rest {max(fill - fixed - ask, 0)}"
+    )
+    if plan.tokens is not None and fixed >= plan.tokens:
+        return f"{head}; the system prompt and tools alone are over the budget: {_wider(plan)}"
+    return f"{head}; edit the ask and newest round with (context), or {_wider(plan)}"
+
+
+def _wider(plan: Budget) -> str:
+    """How to give the context a bigger window, given where the window comes from."""
+    if plan.source == SOURCE_CEILING:
+        return (
+            "the window is the ceiling learned when the provider rejected a request; once "
+            "the server's context is bigger, run `nodecode budget clear`"
+        )
+    if plan.source == SOURCE_ENV:
+        return f"raise {ENV_WINDOW} (it shadows `nodecode budget set`)"
+    if plan.source == SOURCE_CONFIG:
+        return (
+            f"raise context_window of {plan.provider}/{plan.model} in config.jsonc "
+            "(it shadows `nodecode budget set`)"
+        )
+    return "raise the window with `nodecode budget set N`"
+
+
 def fill_of(store: Store, sid: str, config: Config | None) -> int:
     """The fill of the session's next request, as it stands."""
     return Meter(store, sid, config).fill(state(store, sid).messages)
@@ -539,6 +577,7 @@ __all__ = [
     "Limits",
     "Meter",
     "clear_override",
+    "does_not_fit",
     "encoding",
     "fill_of",
     "of",

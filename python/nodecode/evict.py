@@ -130,7 +130,7 @@ def before_request(
             counted = meter.total(st.messages)
             fill = round(counted * ratio)
         if fill > limit:
-            raise DoesNotFit(_does_not_fit(fill, plan))
+            raise DoesNotFit(budgets.does_not_fit(fill, plan, meter, st, ratio))
     if limit is not None and fill > budgets.WARN_AT * limit and not warned(store, sid):
         text = warning_text(fill, limit)
         store.append(
@@ -210,17 +210,9 @@ def after_overflow(
     counted = meter.total(st.messages)
     fill = round(counted * ratio)
     if plan.tokens is None or fill > plan.tokens:
-        raise DoesNotFit(_does_not_fit(fill, plan) + f"; the provider said: {error}")
+        why = budgets.does_not_fit(fill, plan, meter, st, ratio)
+        raise DoesNotFit(f"{why}; the provider said: {error}")
     return Prepared(plan, st.messages, counted, fill, notices)
-
-
-def _does_not_fit(fill: int, plan: budgets.Budget) -> str:
-    return (
-        f"the context does not fit: {fill} tokens after evicting all that may go, over the "
-        f"budget of {plan.tokens} (window {plan.window} from {plan.source}, less "
-        f"{plan.reply} for the reply); the running turn's ask and newest round alone are "
-        "too large: edit them with (context) or raise the window (nodecode budget set N)"
-    )
 
 
 # -- who owns what -----------------------------------------------------------------
