@@ -155,3 +155,34 @@ def test_a_context_file_replaced_by_a_directory_fails_the_turn_in_one_line(cli):
         store.close()
     again = one_line_error(cli("context"), 1)
     assert path in again and "directory" in again
+
+
+def verb_integer_cells() -> list[str]:
+    """A cell per integer argument of every verb, that argument set to HUGE."""
+    from nodecode.cells.table import VERBS
+
+    def filler(p) -> str:
+        return "1" if p.kind is int else '"x"'
+
+    cells = []
+    for name, verb in VERBS.items():
+        for i, p in enumerate(verb.args):
+            if p.kind is int:
+                rest = [filler(q) if j != i else HUGE for j, q in enumerate(verb.args)]
+                cells.append(f"({name} {' '.join(rest)})")
+        for key, p in verb.keywords.items():
+            if p.kind is int:
+                needed = " ".join(filler(q) for q in verb.args)
+                cells.append(f"({name} {needed} :{key} {HUGE})")
+    return cells
+
+
+def test_every_integer_argument_of_every_verb_is_range_checked(cli):
+    """The agent's cells too: a clear error result, not an internal error."""
+    cells = verb_integer_cells()
+    assert any(c.startswith("(recall-entry ") for c in cells) and len(cells) >= 4
+    for cell in cells:
+        proc = cli("eval", cell)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, (cell, proc.stderr)
+        assert "internal error" not in proc.stderr, (cell, proc.stderr)
+        assert "must be a whole number from" in proc.stderr and HUGE in proc.stderr, cell
