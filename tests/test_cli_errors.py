@@ -155,6 +155,8 @@ def test_a_context_file_replaced_by_a_directory_fails_the_turn_in_one_line(cli):
         store.close()
     again = one_line_error(cli("context"), 1)
     assert path in again and "directory" in again
+    cell = cli("eval", "(context)")  # the agent's (context) gets the same line as its result
+    assert cell.returncode == 1 and cell.stderr.startswith(f"error: {path}: expected"), cell.stderr
 
 
 def verb_integer_cells() -> list[str]:
