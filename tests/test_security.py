@@ -310,15 +310,15 @@ def test_context_receipt_and_database_files_are_0600_in_0700_directories(loopbac
 def test_an_existing_home_keeps_its_mode_and_only_what_nodecode_creates_is_0700(tmp_path):
     """`--home /tmp` must not make /tmp 0700 for every other user (issue 11, item 8)."""
     os.umask(0o022)
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    os.chmod(shared, 0o1777)  # like /tmp: world-writable, sticky
-    made = shared / "nc" / "home"  # two levels nodecode creates
-    for home in (shared, made):
+    everyone = tmp_path / "everyone"
+    everyone.mkdir()
+    os.chmod(everyone, 0o1777)  # like /tmp: world-writable, sticky
+    made = everyone / "nc" / "home"  # two levels nodecode creates
+    for home in (everyone, made):
         proc = run_cli("new", home=home)
         assert proc.returncode == 0, proc.stderr
-    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
-    for path in (shared / "store", made.parent, made, made / "store"):
+    assert stat.S_IMODE(everyone.stat().st_mode) == 0o1777
+    for path in (everyone / "store", made.parent, made, made / "store"):
         assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
 
 
