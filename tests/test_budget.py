@@ -16,6 +16,7 @@ from helpers import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 from nodecode import budget as budgets
+from nodecode.agent import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.context.model import Message, state
 from nodecode.host import Host
@@ -278,6 +279,63 @@ def test_a_server_window_rejects_once_then_the_session_stays_under_it(ptype, ses
     assert statuses.count(400) == 1 and [r.status for r in srv.model_requests].count(400) == 1
 
 
+SECRET = "sk-test-0123456789abcdefghijklmnop"
+REJECTIONS = {  # each provider's too-large answer, echoing the key as some servers do
+    "anthropic": {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": f"prompt is too long: 3900 tokens > 3000 maximum (key {SECRET})",
+        },
+    },
+    "openai": {  # llama.cpp's llama-server
+        "error": {
+            "code": 400,
+            "message": "request (3900 tokens) exceeds the available context size "
+            f"(3000 tokens), try increasing it (key {SECRET})",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 3900,
+            "n_ctx": 3000,
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("ptype", ["anthropic", "openai"])
+def test_the_rejection_that_set_a_ceiling_is_logged_redacted_before_its_eviction(ptype, session):
+    """recall-log shows why history was evicted: the provider's message and the
+    ceiling it set, without the key (issue 11, item 11)."""
+    srv = Rejecting([], cache_min_tokens=1).start()
+    try:
+        s = session(srv, ptype=ptype, window=None)
+        key_env = "ANTHROPIC_API_KEY" if ptype == "anthropic" else "OPENAI_API_KEY"
+        s.reopen({key_env: SECRET})
+        for k in range(1, 7):
+            s.read_turn(k)
+        srv.reject(json.dumps(REJECTIONS[ptype]))
+        assert s.read_turn(7).status == "done"
+        code, out, err = cli(
+            "recall-log",
+            "--match",
+            "too large",
+            home=s.home,
+            env={"NODECODE_SESSION": s.sid, key_env: SECRET},
+        )
+        assert code == 0, err
+        [line] = out.splitlines()
+        assert " · error] " in line and "rejected the request as too large" in line
+        assert "ceiling for loopback/loopback-model now 3000 tokens" in line
+        [error] = [e for e in s.events("error")]
+        assert "3900 tokens" in error.text and "[redacted:" in error.text
+        assert error.payload["ceiling"] == 3000 and error.payload["status"] == 400
+        (evicted,) = s.events("evict")
+        assert error.seq < evicted.seq and evicted.payload["reason"] == "overflow"
+        rows = s.app.store.read("SELECT text, payload FROM events WHERE session = ?", (s.sid,))
+        assert not any(SECRET.encode() in (t or "").encode() + (b or b"") for t, b in rows)
+    finally:
+        srv.stop()
+
+
 def test_a_second_overflow_fails_the_turn_with_the_providers_message(session):
     srv = Rejecting([], cache_min_tokens=1).start()
     try:
@@ -347,6 +405,30 @@ def test_the_fill_follows_the_reported_figure_within_2_percent(ptype, session, l
         )
         < 0.03 * last["fill"]
     )
+
+
+@pytest.mark.parametrize("ptype", ["anthropic", "openai"])
+def test_a_request_that_reported_no_usage_does_not_reset_the_calibration(ptype, session, loopback):
+    """A request stopped before the provider reported its size (here: stopped
+    while waiting to retry a 529) leaves the calibration of the last request
+    that did report one, not 1.0 (issue 11, item 11)."""
+    srv = loopback([], cache_min_tokens=1, usage_scale=1.25)
+    s = session(srv, ptype=ptype, window=None)
+    s.read_turn(1)
+    cancel = threading.Event()
+
+    class StopAtTheRetry(TurnCallbacks):
+        def on_retry(self, message: str) -> None:
+            cancel.set()
+
+    srv.add_fault({"kind": "529", "retry_after": 30})
+    assert Agent(s.app, s.sid).ask("stop me", StopAtTheRetry(), cancel).status == "stopped"
+    stopped = s.events("request")[-1]
+    assert stopped.payload["usage"]["input"] == 0  # the provider reported nothing
+    s.read_turn(3)
+    after = s.events("request")[-2]  # the first request after the stopped one
+    reported = prompt_total(ptype, srv.model_requests[-2].usage)
+    assert abs(after.payload["fill"] - reported) <= 0.02 * reported, (after.payload, reported)
 
 
 def test_counting_after_an_append_counts_only_the_new_message(session):

@@ -266,6 +266,74 @@ def test_a_request_that_cannot_fit_is_not_sent_and_the_cli_says_why(loopback, tm
     assert srv.model_requests == []
 
 
+LONG_ASK = "please look at " + " ".join(f"item{i}" for i in range(80))
+
+
+def fixed_tokens(s: Session) -> int:
+    """What the system prompt and tool definitions cost, by our count."""
+    from nodecode import budget as budgets
+
+    meter = budgets.Meter(s.app.store, s.sid, s.app.config, s.ptype)
+    return meter.system + meter.tools
+
+
+@pytest.mark.parametrize("ptype", ["anthropic", "openai"])
+def test_a_ceiling_too_small_for_the_system_prompt_names_it_and_says_budget_clear(
+    ptype, loopback, tmp_path
+):
+    """The system prompt and tools fill a ceiling learned from a small server:
+    the message says so, and names the command that works (issue 11, item 11)."""
+    srv = loopback([], cache_min_tokens=1, window=780)
+    s = Session(tmp_path, srv, ptype=ptype, window=None)
+    try:
+        from nodecode import budget as budgets
+
+        budgets.set_override(s.app.workspace, s.app.config, 100000)  # shadowed by the ceiling
+        result = s.ask(LONG_ASK, [{"text": "never sent"}])
+        assert result.status == "failed" and result.user_error
+        line = result.error
+        assert "\n" not in line and "does not fit" in line
+        fixed = int(line.split("the system prompt and tools take ")[1].split(",")[0])
+        assert abs(fixed - fixed_tokens(s)) <= 0.02 * fixed, line  # calibrated by the rejection
+        assert "the ask " in line and "system prompt and tools alone are over the budget" in line
+        assert "once the server's context is bigger, run `nodecode budget clear`" in line
+        assert "budget set" not in line
+        assert [r.status for r in srv.model_requests] == [400]
+    finally:
+        s.close()
+
+
+def test_a_budget_the_ask_overflows_names_the_parts_and_budget_set(loopback, tmp_path):
+    srv = loopback([], cache_min_tokens=1)
+    s = Session(tmp_path, srv, window=None)
+    try:
+        from nodecode import budget as budgets
+
+        fixed = fixed_tokens(s)
+        budgets.set_override(s.app.workspace, s.app.config, (fixed + 60) * 4 // 3)
+        result = s.ask(LONG_ASK, [{"text": "never sent"}])
+        assert result.status == "failed" and result.user_error
+        line = result.error
+        assert f"the system prompt and tools take {fixed}" in line, line
+        ask = int(line.split("the ask ")[1].split(",")[0].split()[0])
+        assert 80 <= ask <= 200  # the long ask, counted
+        assert "edit the ask and newest round with (context)" in line
+        assert "raise the window with `nodecode budget set N`" in line
+        assert "budget clear" not in line and srv.model_requests == []
+    finally:
+        s.close()
+
+
+def test_a_window_from_the_environment_says_to_raise_it_not_budget_set(loopback, tmp_path):
+    s = Session(tmp_path, loopback([]), window=900)  # NODECODE_CONTEXT_TOKENS=900
+    try:
+        line = s.ask("hello", [{"text": "never sent"}]).error
+        assert "window 900 from NODECODE_CONTEXT_TOKENS" in line
+        assert "raise NODECODE_CONTEXT_TOKENS" in line and "budget set N" not in line
+    finally:
+        s.close()
+
+
 # -- by hand ----------------------------------------------------------------------
 
 

@@ -221,3 +221,77 @@ def test_sigint_during_a_retry_backoff_stops_the_cli_at_once(loopback, home, wor
         proc.kill()
     assert proc.returncode == 130 and time.monotonic() - sent < 10
     assert err.strip().splitlines()[-1] == "nodecode: stopped"
+
+
+# -- what the person sees of a dropped attempt (issue 11, item 11) -----------------
+
+DROPPED = "── (dropped: the attempt above was discarded)"
+
+
+def ask_after_a_drop(loopback, tmp_path, ptype: str, *, merged: bool):
+    """`nodecode ask` whose first attempt drops mid-stream: (stdout, stderr, logged reply)."""
+    import subprocess
+    import sys
+
+    home, ws = tmp_path / f"home-{merged}", tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    srv = loopback([{"text": REPLY}], faults=[{"at": 1, "kind": "drop"}])
+    write_config(home, srv, ptype, **QUICK)
+    sid = run_cli("new", home=home).stdout.strip()
+    proc = subprocess.run(
+        [sys.executable, "-m", "nodecode", "--home", str(home), "--cwd", str(ws), "ask", "q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert len(srv.model_requests) == 2
+    app = App.open(home, "default", ws, environ={})
+    [reply] = [e.text for e in app.store.events(sid) if e.kind == "assistant"]
+    app.close()
+    return proc.stdout, proc.stderr, reply
+
+
+@pytest.mark.parametrize("ptype", ["anthropic", "openai"])
+def test_a_dropped_attempt_is_marked_and_stdout_ends_with_exactly_the_logged_reply(
+    loopback, tmp_path, ptype
+):
+    out, err, logged = ask_after_a_drop(loopback, tmp_path, ptype, merged=False)
+    assert logged == REPLY  # the second attempt only
+    dropped, sep, shown = out.partition("\n")
+    assert sep and REPLY.startswith(dropped) and 0 < len(dropped) < len(REPLY)
+    assert shown == logged + "\n"  # the reply on its own line, nothing glued to it
+    lines = err.splitlines()
+    assert lines[0].startswith("── retrying in ") and "connection dropped" in lines[0]
+    assert lines[1:] == [DROPPED]
+
+
+@pytest.mark.parametrize("ptype", ["anthropic", "openai"])
+def test_the_retry_line_stands_between_the_dropped_text_and_the_reply(loopback, tmp_path, ptype):
+    both, _, logged = ask_after_a_drop(loopback, tmp_path, ptype, merged=True)
+    lines = both.splitlines()
+    assert len(lines) == 4, both
+    assert REPLY.startswith(lines[0]) and len(lines[0]) < len(REPLY)
+    assert lines[1].startswith("── retrying in ") and lines[2] == DROPPED
+    assert lines[3] == logged == REPLY
+
+
+def test_a_stop_while_waiting_to_retry_a_dropped_attempt_keeps_none_of_its_text(make_app):
+    """The person was told the attempt was discarded: the log must not keep it."""
+    app, srv, sid = make_app(
+        [{"text": REPLY}],
+        faults=[{"at": 1, "kind": "drop"}],
+        retry_backoff=30,
+    )
+    cancel = threading.Event()
+
+    class StopWhileWaiting(Seen):
+        def on_retry(self, message: str) -> None:
+            super().on_retry(message)
+            cancel.set()
+
+    seen = StopWhileWaiting()
+    result = Agent(app, sid).ask("question", seen, cancel)
+    assert result.status == "stopped" and seen.text and seen.retries
+    assert "assistant" not in kinds(app, sid) and kinds(app, sid)[-1] == "stopped"

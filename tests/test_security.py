@@ -52,10 +52,12 @@ def files_holding_a_key(root: Path, keys: tuple[str, ...] = KEYS) -> list[str]:
 
 
 def not_private(home: Path) -> list[str]:
-    """Directories of the home, its store and context trees that are not 0700, files not 0600."""
+    """Directories of the home's store and context trees that are not 0700, files
+    not 0600. The home itself is the person's when it existed before (here the
+    test makes it): nodecode leaves its mode alone."""
     wrong = []
     trees = [home / "store", home / "context"]
-    for path in [home, *trees, *(p for tree in trees for p in tree.rglob("*"))]:
+    for path in [*trees, *(p for tree in trees for p in tree.rglob("*"))]:
         mode = stat.S_IMODE(path.lstat().st_mode)
         if mode != (0o700 if path.is_dir() else 0o600):
             wrong.append(f"{path} is {mode:o}")
@@ -303,6 +305,21 @@ def test_context_receipt_and_database_files_are_0600_in_0700_directories(loopbac
     ]
     assert all(p.exists() for p in expected)
     assert not_private(home) == []
+
+
+def test_an_existing_home_keeps_its_mode_and_only_what_nodecode_creates_is_0700(tmp_path):
+    """`--home /tmp` must not make /tmp 0700 for every other user (issue 11, item 8)."""
+    os.umask(0o022)
+    everyone = tmp_path / "everyone"
+    everyone.mkdir()
+    os.chmod(everyone, 0o1777)  # like /tmp: world-writable, sticky
+    made = everyone / "nc" / "home"  # two levels nodecode creates
+    for home in (everyone, made):
+        proc = run_cli("new", home=home)
+        assert proc.returncode == 0, proc.stderr
+    assert stat.S_IMODE(everyone.stat().st_mode) == 0o1777
+    for path in (everyone / "store", made.parent, made, made / "store"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
 
 
 # -- shell needs approval -------------------------------------------------------------

@@ -23,7 +23,7 @@ from nodecode.context import cache_state
 from nodecode.context import request as request_builder
 from nodecode.context import sent as sent_log
 from nodecode.context import take as takes
-from nodecode.errors import ContextOverflow, DoesNotFit, ProviderError
+from nodecode.errors import ContextOverflow, DoesNotFit, ProviderError, UserError
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS
 from nodecode.providers.types import Reply, ToolCall
 from nodecode.redact import StreamRedactor
@@ -37,6 +37,10 @@ class TurnCallbacks:
     def on_call(self, seq: int, code: str) -> None: ...
     def on_result(self, seq: int, text: str, error: bool) -> None: ...
     def on_retry(self, message: str) -> None: ...
+    def on_discard(self, text: str) -> None:
+        """``text`` was streamed by an attempt that then failed (after on_retry):
+        the log will not keep it, the retry streams the reply anew."""
+
     def on_notice(self, text: str) -> None: ...
 
     def approve(self, kind: str, detail: str) -> bool:
@@ -110,6 +114,7 @@ class _Turn:
         self.provider_id = provider_cfg.id
         self.provider = self.app.provider()
         self.number = 0
+        self.streamed: list[str] = []  # what the person saw of the current attempt
 
     def log(
         self, kind: str, *, role: str | None = None, text: Any = "", payload: dict | None = None
@@ -143,9 +148,11 @@ class _Turn:
                 message = self.redact(str(e))
                 self.log("error", text=message, payload={"status": e.status})
                 return TurnResult(self.number, "failed", final, message)
-            except DoesNotFit as e:
-                self.log("error", text=str(e), payload={"budget": True})
-                return TurnResult(self.number, "failed", final, str(e), user_error=True)
+            except UserError as e:  # not sent: too big, or the context file is not a file
+                message = self.redact(str(e))
+                budget = {"budget": True} if isinstance(e, DoesNotFit) else None
+                self.log("error", text=message, payload=budget)
+                return TurnResult(self.number, "failed", final, message, user_error=True)
             calls = self.log_reply(reply)
             text = self.redact(reply.text)  # the result reaches the chat: as logged
             if reply.stopped or self.cancel.is_set():
@@ -181,7 +188,15 @@ class _Turn:
             return self.send(ready)
         except ContextOverflow as e:  # a ceiling learned: evict and retry once
             ready = evictions.after_overflow(
-                ws, self.config, self.sid, self.number, meter, e, ready, report.receipts
+                ws,
+                self.config,
+                self.sid,
+                self.number,
+                meter,
+                e,
+                ready,
+                report.receipts,
+                redact=self.redact,
             )
             return self.send(ready)
 
@@ -219,6 +234,7 @@ class _Turn:
             max_tokens=ready.budget.reply,
             marks=marks if self.ptype == cache_state.ANTHROPIC else None,
         )
+        self.streamed.clear()
         shown = self.app.redactor.stream()  # a key split across deltas is still blanked
         try:
             reply = self.provider.stream(
@@ -259,11 +275,19 @@ class _Turn:
 
     def _show(self, text: str) -> None:
         if text:
+            self.streamed.append(text)
             self.cb.on_text(text)
 
     def _retry(self, shown: StreamRedactor, message: str) -> None:
+        """An attempt failed: the person sees the rest of what it streamed, the retry,
+        then that the attempt's text was thrown away (the log keeps only the one that
+        succeeds)."""
         self._show(shown.flush())  # the dropped attempt's tail goes before the retry line
+        dropped = "".join(self.streamed)
+        self.streamed.clear()
         self.cb.on_retry(message)
+        if dropped:
+            self.cb.on_discard(dropped)
 
     def log_reply(self, reply: Reply) -> list[tuple[int, ToolCall]]:
         if reply.text.strip():

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nodecode.context.model import Message, state
+from nodecode.context.model import Message, State, state
 from nodecode.context.request import CONTEXT_BEGINS, USER_SIDE, arrange, missing_result
 from nodecode.errors import ConfigError, UserError
 from nodecode.paths import write_private
@@ -111,11 +111,17 @@ def cache_file(home: Path) -> Path:
     return home / "cache" / "models.dev.json"
 
 
+MAX_TOKENS = 2**63 - 1  # the store's integers are 64-bit: a larger window cannot be logged
+
+
 def _positive(value: Any, what: str) -> int:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{what} must be a positive whole number of tokens (found {value!r})")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_TOKENS:
+        raise ConfigError(
+            f"{what} must be a positive whole number of tokens, at most {MAX_TOKENS} "
+            f"(found {value!r})"
+        )
     return value
 
 
@@ -469,8 +475,10 @@ class Meter:
         return total
 
     def ratio(self) -> float:
-        """The provider's prompt total ÷ our count, for the previous request of
-        this session to the same model (1.0 before any); read once per request."""
+        """The provider's prompt total ÷ our count, for the last request of this
+        session to the same model that reported one (1.0 before any). A request
+        stopped or failed before its usage arrived reports nothing and must not
+        reset it. Read once per request: memoized by the newest request's seq."""
         rows = self.store.read(
             "SELECT MAX(seq) FROM events WHERE session = ? AND kind = 'request'", (self.sid,)
         )
@@ -481,15 +489,28 @@ class Meter:
         hit = memo.get((self.sid, self.ptype, self.model))
         if hit is not None and hit[0] == seq:
             return hit[1]
-        event = self.store.event(self.sid, seq)
-        payload = event.payload if event else {}
-        counted, usage = payload.get("counted"), payload.get("usage") or {}
-        ratio = 1.0
-        if counted and payload.get("model") == self.model:
-            reported = Usage.of(usage).prompt_total(self.ptype)
-            ratio = reported / counted if reported > 0 else 1.0
+        ratio = self._reported_ratio(seq, hit)
         memo[(self.sid, self.ptype, self.model)] = (seq, ratio)
         return ratio
+
+    def _reported_ratio(self, newest: int, hit: tuple[int, float] | None) -> float:
+        """Walk the request events back from ``newest`` to the first that reported
+        usage (stopping at the one an earlier memo ``hit`` already read)."""
+        rows = self.store.read(
+            "SELECT seq FROM events WHERE session = ? AND kind = 'request' AND seq <= ? "
+            "ORDER BY seq DESC",
+            (self.sid, newest),
+        )
+        for (seq,) in rows:
+            if hit is not None and seq <= hit[0]:
+                return hit[1]
+            event = self.store.event(self.sid, seq)
+            payload = event.payload if event else {}
+            counted = payload.get("counted")
+            reported = Usage.of(payload.get("usage") or {}).prompt_total(self.ptype)
+            if counted and reported > 0 and payload.get("model") == self.model:
+                return reported / counted
+        return 1.0
 
     def fill(self, messages: Iterable[Message]) -> int:
         """The calibrated fill of a request made of ``messages``."""
@@ -507,6 +528,44 @@ def _begins(first: str | None, trailing_notes: int, users: int, kept: int) -> bo
     return first not in USER_SIDE
 
 
+# -- when nothing fits -----------------------------------------------------------
+
+
+def does_not_fit(fill: int, plan: Budget, meter: Meter, st: State, ratio: float) -> str:
+    """Why the request cannot be sent, naming what really fills the budget (the
+    system prompt and tools, the running turn's ask, the rest) and the one
+    change that helps (never a command a higher source would shadow)."""
+    fixed = round((meter.system + meter.tools) * ratio)
+    asks = [m for m in st.messages if m.id in st.newest and m.role == "user"]
+    ask = round(sum(meter.message(m) for m in asks) * ratio)
+    head = (
+        f"the context does not fit: {fill} tokens after evicting all that may go, over the "
+        f"budget of {plan.tokens} (window {plan.window} from {plan.source}, less "
+        f"{plan.reply} for the reply): the system prompt and tools take {fixed}, the ask "
+        f"{ask}, the rest {max(fill - fixed - ask, 0)}"
+    )
+    if plan.tokens is not None and fixed >= plan.tokens:
+        return f"{head}; the system prompt and tools alone are over the budget: {_wider(plan)}"
+    return f"{head}; edit the ask and newest round with (context), or {_wider(plan)}"
+
+
+def _wider(plan: Budget) -> str:
+    """How to give the context a bigger window, given where the window comes from."""
+    if plan.source == SOURCE_CEILING:
+        return (
+            "the window is the ceiling learned when the provider rejected a request; once "
+            "the server's context is bigger, run `nodecode budget clear`"
+        )
+    if plan.source == SOURCE_ENV:
+        return f"raise {ENV_WINDOW} (it shadows `nodecode budget set`)"
+    if plan.source == SOURCE_CONFIG:
+        return (
+            f"raise context_window of {plan.provider}/{plan.model} in config.jsonc "
+            "(it shadows `nodecode budget set`)"
+        )
+    return "raise the window with `nodecode budget set N`"
+
+
 def fill_of(store: Store, sid: str, config: Config | None) -> int:
     """The fill of the session's next request, as it stands."""
     return Meter(store, sid, config).fill(state(store, sid).messages)
@@ -518,6 +577,7 @@ __all__ = [
     "Limits",
     "Meter",
     "clear_override",
+    "does_not_fit",
     "encoding",
     "fill_of",
     "of",

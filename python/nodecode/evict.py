@@ -17,7 +17,7 @@ restored by a take last. Never the running turn's ask and newest round.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -130,7 +130,7 @@ def before_request(
             counted = meter.total(st.messages)
             fill = round(counted * ratio)
         if fill > limit:
-            raise DoesNotFit(_does_not_fit(fill, plan))
+            raise DoesNotFit(budgets.does_not_fit(fill, plan, meter, st, ratio))
     if limit is not None and fill > budgets.WARN_AT * limit and not warned(store, sid):
         text = warning_text(fill, limit)
         store.append(
@@ -157,23 +157,40 @@ def after_overflow(
     error: ContextOverflow,
     sent: Prepared,
     receipts: list[str] | None = None,
+    *,
+    redact: Callable[[str], str],
 ) -> Prepared:
     """The provider rejected ``sent`` as too large: record the ceiling (the
-    maximum it named, else the size sent less one), evict down to 50% of the
-    new budget and return the request to retry once."""
+    maximum it named, else the size sent less one), log the rejection (so
+    recall shows why history goes), evict down to 50% of the new budget and
+    return the request to retry once."""
     store = ws.store
     ratio = meter.ratio()
     if error.prompt and sent.counted and 0.5 <= error.prompt / sent.counted <= 3:
         ratio = error.prompt / sent.counted  # the provider's own count of this very request
-    budgets.record_ceiling(store, config, error.maximum if error.maximum else sent.fill - 1)
+    ceiling = budgets.record_ceiling(
+        store, config, error.maximum if error.maximum else sent.fill - 1
+    )
     plan = budgets.of(ws, config)
+    notice = (
+        f"the provider rejected the request as too large; ceiling for "
+        f"{plan.provider}/{plan.model} now {plan.window} tokens (budget {plan.tokens})"
+    )
+    store.append(
+        sid,
+        "error",
+        turn=turn,
+        text=redact(f"{notice}: {error}"),
+        payload={
+            "status": error.status,
+            "ceiling": ceiling,
+            "maximum": error.maximum,
+            "prompt": error.prompt,
+            "sent": sent.fill,
+        },
+    )
     st = state(store, sid)
-    notices = [
-        (
-            f"the provider rejected the request as too large; ceiling for "
-            f"{plan.provider}/{plan.model} now {plan.window} tokens (budget {plan.tokens})"
-        )
-    ]
+    notices = [notice]
     done = evict(
         ws,
         sid,
@@ -193,17 +210,9 @@ def after_overflow(
     counted = meter.total(st.messages)
     fill = round(counted * ratio)
     if plan.tokens is None or fill > plan.tokens:
-        raise DoesNotFit(_does_not_fit(fill, plan) + f"; the provider said: {error}")
+        why = budgets.does_not_fit(fill, plan, meter, st, ratio)
+        raise DoesNotFit(f"{why}; the provider said: {error}")
     return Prepared(plan, st.messages, counted, fill, notices)
-
-
-def _does_not_fit(fill: int, plan: budgets.Budget) -> str:
-    return (
-        f"the context does not fit: {fill} tokens after evicting all that may go, over the "
-        f"budget of {plan.tokens} (window {plan.window} from {plan.source}, less "
-        f"{plan.reply} for the reply); the running turn's ask and newest round alone are "
-        "too large: edit them with (context) or raise the window (nodecode budget set N)"
-    )
 
 
 # -- who owns what -----------------------------------------------------------------

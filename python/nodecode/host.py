@@ -9,6 +9,7 @@ buffer update per ``flush_interval``, not one per token.
 
 Events emitted (each a dict with ``job`` and ``kind``):
   text {text} · call {seq, code} · result {seq, text, error} · retry {message}
+  · discard {text} (the text an attempt streamed before it failed: not logged)
   · notice {text} · approve {id, approval, detail} · done {status, turn, text, error}
 """
 
@@ -153,6 +154,9 @@ class _Relay:
 
     def on_retry(self, message: str) -> None:
         self._out.event({"kind": "retry", "message": message})
+
+    def on_discard(self, text: str) -> None:
+        self._out.event({"kind": "discard", "text": text})
 
     def on_notice(self, text: str) -> None:
         self._out.event({"kind": "notice", "text": text})

@@ -21,13 +21,14 @@ def home_dir(
 
 
 def ensure_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) as 0700 directories; tighten an existing one."""
+    """Create ``path`` (and parents) as 0700 directories. An existing directory
+    keeps its mode: it may be the person's (``--home /tmp`` must not lock every
+    other user out of /tmp)."""
     # mkdir(parents=True) gives the parents it creates the umask's mode, not ``mode``.
     missing = [p for p in (path, *path.parents) if not p.exists()]
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     for created in missing:
         os.chmod(created, 0o700)
-    os.chmod(path, 0o700)
     return path
 
 

@@ -154,3 +154,20 @@ def test_write_asks_for_approval_and_the_answer_reaches_the_agent(nvim, home, wo
     assert (workspace / "b.txt").read_text() == "new text"
     assert nvim.exec_lua("return _G.asked")[0].startswith("nodecode wants to write")
     assert "> write: approved" in chat(nvim)
+
+
+def test_a_dropped_attempt_is_marked_in_the_chat_before_the_reply(nvim, home, loopback):
+    reply = "The answer, " + " ".join(f"w{i}" for i in range(60)) + "."
+    srv = loopback([{"text": reply}], faults=[{"at": 1, "kind": "drop"}])
+    configure(home, srv, max_retries=2, retry_backoff=0.01)
+
+    nvim.command("Nodecode question")
+
+    wait_for(lambda: reply in chat(nvim))
+    lines = buffer_lines(nvim, "nodecode://chat")
+    at = lines.index("## nodecode")
+    dropped, retry, mark, answer = [x for x in lines[at + 1 :] if x]
+    assert reply.startswith(dropped) and dropped != reply
+    assert retry.startswith("> retry: retrying in ") and "connection dropped" in retry
+    assert mark == "> dropped: the attempt above was discarded"
+    assert answer == reply and len(srv.model_requests) == 2

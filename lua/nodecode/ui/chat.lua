@@ -222,6 +222,9 @@ function M.on_event(ev)
     pcall(vim.cmd.checktime) -- the call may have changed files open in buffers
   elseif kind == 'retry' then
     view:quote('retry', ev.message)
+  elseif kind == 'discard' then
+    -- The chat only grows: say that the text above it does not count.
+    view:quote('dropped', 'the attempt above was discarded')
   elseif kind == 'notice' then
     view:quote('notice', ev.text)
   elseif kind == 'approve' then

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CellError, Stopped
+from ..errors import CellError, Stopped, UserError
 from .env import CellEnv
 from .forms import Keyword, Sym, kind_of, show_form
 from .reader import read_cell
@@ -119,7 +119,7 @@ def _run_form(form: object, env: CellEnv) -> tuple[str, bool]:
         return entry(env, form[1:]), False
     except Stopped:
         raise
-    except CellError as e:
+    except (CellError, UserError) as e:  # a verb's domain code may refuse the person's input
         return f"error: {e}", True
     except OSError as e:
         return f"error: {head}: {_os_message(e)}", True

@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import CellError
 from .forms import NIL, Keyword, Sym, T, describe, type_name
 
+INT_LIMIT = 2**63
 TypeSpec = type | tuple[type, ...]
 ParamSpec = Mapping[str, TypeSpec] | Iterable[str | tuple[str, TypeSpec]]
 VerbFn = Callable[..., str]
@@ -42,6 +43,11 @@ class Param:
         if _is(self.kind, bool) and isinstance(value, Sym) and value in (T, NIL):
             return value == T
         if _matches(value, self.kind):
+            if type(value) is int and not -INT_LIMIT <= value < INT_LIMIT and _is(self.kind, int):
+                raise CellError(  # the store (SQLite, msgpack) holds 64-bit integers only
+                    f"{usage}: {label} must be a whole number from {-INT_LIMIT} to "
+                    f"{INT_LIMIT - 1} (got {value})"
+                )
             return float(value) if _is(self.kind, float) and type(value) is int else value
         expected = _kind_words(self.kind)
         raise CellError(f"{usage}: {label} must be {expected} (got {describe(value)})")

@@ -24,6 +24,7 @@ from nodecode.cli.common import (
     EXIT_USAGE,
     EXIT_USER,
     Command,
+    Parser,
 )
 from nodecode.errors import NodecodeError, ProviderError, Stopped, UserError
 
@@ -61,7 +62,7 @@ COMMANDS: dict[str, Command] = _table(
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="nodecode", description=__doc__.splitlines()[0])
+    p = Parser(prog="nodecode", description=__doc__.splitlines()[0])
     p.add_argument("--home", help="the nodecode home (default $NODECODE_HOME)")
     p.add_argument("--store", default="default", help="store name (default: default)")
     p.add_argument("--session", help="session id (default $NODECODE_SESSION, else current)")

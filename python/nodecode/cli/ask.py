@@ -41,7 +41,12 @@ class CliCallbacks(TurnCallbacks):
         print(f"── {label} [seq {seq}]\n{text}", file=sys.stderr)
 
     def on_retry(self, message: str) -> None:
+        self.end_line()
         print(f"── {message}", file=sys.stderr)
+
+    def on_discard(self, text: str) -> None:
+        # stdout cannot take back what it printed: say that it does not count.
+        print("── (dropped: the attempt above was discarded)", file=sys.stderr)
 
     def on_notice(self, text: str) -> None:
         print(f"── notice: {text}", file=sys.stderr)
@@ -60,7 +65,7 @@ class CliCallbacks(TurnCallbacks):
 
 def _ask_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--yes", action="store_true", help="approve writes and shell")
-    p.add_argument("text", nargs="+")
+    p.add_argument("text", nargs="+", metavar="TEXT")
 
 
 def cmd_ask(app: App, args: argparse.Namespace) -> int:
@@ -103,6 +108,6 @@ COMMANDS = (
         "eval",
         "evaluate a cell as the agent's tool would",
         cmd_eval,
-        lambda p: p.add_argument("cell"),
+        lambda p: p.add_argument("cell", metavar="CELL"),
     ),
 )

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodecode.context.fileformat import NOTE_LINE, Block, split
-from nodecode.context.model import Message, State
+from nodecode.context.model import Message, State, rewritten
 
 
 @dataclass
@@ -281,24 +281,10 @@ def _rewrite(out: list[Message], edit: Edit, st: State, done: Applied) -> list[M
         body = edit.rewrites.get(m.id)
         if body is not None and m.id not in edit.restores:
             text = edited_tool_text(m, body) if m.role == "tool" else body
-            m = Message(
-                m.id,
-                m.role,
-                text,
-                m.turn,
-                _call_payload(m, text),
-                rewritten=True,
-                restored=m.restored,
-            )
+            m = rewritten(m, text, restored=m.restored)
             done.rewrote.append(m.id)
         result.append(m)
     return result
-
-
-def _call_payload(m: Message, text: str) -> dict[str, Any]:
-    if m.role != "call" or m.payload.get("name", "eval") != "eval":
-        return m.payload
-    return {**m.payload, "input": {"code": text}}
 
 
 def _restore(out: list[Message], edit: Edit, st: State, done: Applied) -> list[Message]:
@@ -309,7 +295,7 @@ def _restore(out: list[Message], edit: Edit, st: State, done: Applied) -> list[M
         body = edit.rewrites.get(i)
         if body is not None:
             text = edited_tool_text(m, body) if m.role == "tool" else body
-            m = Message(m.id, m.role, text, m.turn, _call_payload(m, text), rewritten=True)
+            m = rewritten(m, text)
             done.rewrote.append(i)
         m = Message(m.id, m.role, m.text, m.turn, m.payload, rewritten=m.rewritten, restored=True)
         out.insert(_place(out, st.key.get(i, (0, i)), st), m)

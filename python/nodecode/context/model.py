@@ -12,6 +12,8 @@ the turn undoes them too.
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -54,6 +56,33 @@ class Message:
 
 def message_of(event: Event) -> Message:
     return Message(event.seq, event.role or event.kind, event.text, event.turn, event.payload)
+
+
+_ODD_CALL = re.compile(r"\(([^\s()]+) (.*)\)", re.DOTALL)
+
+
+def rewritten(m: Message, text: str, **flags: bool) -> Message:
+    """``m`` with ``text`` as its rewritten body. A call's name and input follow
+    the text, because the file shows a call as its text and whatever the file
+    shows is what the model reads."""
+    payload = m.payload
+    if m.role == "call":
+        payload = {**payload, **_call_of(text, payload.get("name", "eval"))}
+    return Message(m.id, m.role, text, m.turn, payload, rewritten=True, **flags)
+
+
+def _call_of(text: str, name: str) -> dict[str, Any]:
+    """The name and input a call's text stands for: an ``eval`` cell, or the
+    ``(NAME {JSON})`` form a call of another tool is shown as (see
+    ``agent.call_text``); any other text is read as a cell."""
+    odd = _ODD_CALL.fullmatch(text) if name != "eval" else None
+    try:
+        value = json.loads(odd.group(2)) if odd else None
+    except ValueError:
+        value = None
+    if isinstance(value, dict):
+        return {"name": odd.group(1), "input": value}
+    return {"name": "eval", "input": {"code": text}}
 
 
 @dataclass
@@ -184,15 +213,7 @@ def _from_snapshot(
         if m is None:
             continue
         if i in texts:
-            m = Message(
-                m.id,
-                m.role,
-                _text(store, texts[i]),
-                m.turn,
-                m.payload,
-                rewritten=True,
-                restored=i in restored,
-            )
+            m = rewritten(m, _text(store, texts[i]), restored=i in restored)
         elif i in restored:
             m = Message(m.id, m.role, m.text, m.turn, m.payload, restored=True)
         out.append(m)

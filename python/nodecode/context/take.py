@@ -10,6 +10,8 @@ logging one ``receipt`` event that carries the new order (a snapshot).
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +21,7 @@ from nodecode import session as sessions
 from nodecode.context import fileformat
 from nodecode.context.edits import Applied, Edit, apply, read_file_edit, read_form_edit
 from nodecode.context.model import Message, State, message_of, snapshot, state, take_count
+from nodecode.errors import UserError
 from nodecode.paths import write_private
 from nodecode.store import Event, Store
 from nodecode.workspace import Workspace
@@ -53,6 +56,29 @@ def latest_export(store: Store, sid: str) -> Event | None:
 
 def head_turn(store: Store, sid: str) -> int | None:
     return sessions.get(store, sid).head
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def context_stat(path: Path) -> os.stat_result | None:
+    """The context file's stat, or None when there is none. Anything but a
+    regular file (a directory put in its place, a FIFO that would block the
+    read) is the person's to fix, so it fails with one line saying so."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        found = next((name for test, name in _KINDS if test(st.st_mode)), "not a file")
+        raise UserError(f"{path}: expected the context file, a regular file (found {found})")
+    return st
 
 
 # -- export -------------------------------------------------------------------
@@ -101,7 +127,7 @@ def record_file_edit(ws: Workspace, sid: str) -> Event | None:
     store = ws.store
     path = context_file(ws, sid)
     exp = latest_export(store, sid)
-    if exp is None or not path.exists():
+    if exp is None or context_stat(path) is None:
         return None
     raw = path.read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
@@ -135,9 +161,8 @@ def _file_changed(ws: Workspace, sid: str) -> bool:
     """Whether context.txt may hold an unrecorded edit (read-only; the file's
     digest is kept per size and mtime, so an untouched file is not re-read)."""
     path = context_file(ws, sid)
-    try:
-        st = path.stat()
-    except FileNotFoundError:
+    st = context_stat(path)
+    if st is None:
         return False
     exp = latest_export(ws.store, sid)
     if exp is None:

@@ -164,7 +164,9 @@ class Provider:
                 if not cancel.wait(delay):
                     retries += 1
                     continue
-                reply = parser.partial()  # stopped while waiting to retry
+                # Stopped while waiting to retry: the failed attempt's text went
+                # with it (the caller was told so), so the partial reply is empty.
+                reply = self.new_parser(None).partial()
             reply.retries = retries
             return reply
 
