@@ -245,3 +245,28 @@ def test_the_context_folder_is_allowed_but_not_recorded(ws, tmp_path):
     assert run(env, f'(edit-file "{path}" "1 abcd" "1 abce")').startswith(f"edited {path}")
     assert env.changes == []
     assert "outside the workspace" in fail(env, f'(read-file "{context.parent}/other.txt")')
+
+
+# writes replace the file: a hard link never carries them out of the workspace
+
+
+def test_write_file_never_writes_through_a_hard_link_to_outside(env, ws, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"outside one\n")
+    os.link(outside, ws / "linked.txt")
+    os.chmod(ws / "linked.txt", 0o640)
+    assert run(env, '(write-file "linked.txt" "agent\\n")') == "wrote linked.txt (6 bytes)"
+    assert outside.read_bytes() == b"outside one\n"
+    assert (ws / "linked.txt").read_bytes() == b"agent\n"
+    assert stat.S_IMODE((ws / "linked.txt").stat().st_mode) == 0o640  # its mode is kept
+    assert env.changes[-1] == FileChange(str(ws / "linked.txt"), b"outside one\n", b"agent\n")
+
+
+def test_edit_file_never_writes_through_a_hard_link_to_outside(env, ws, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"keep me\n")
+    os.link(outside, ws / "linked.txt")
+    run(env, '(edit-file "linked.txt" "keep" "changed")')
+    assert outside.read_bytes() == b"keep me\n"
+    assert (ws / "linked.txt").read_bytes() == b"changed me\n"
+    assert (ws / "linked.txt").stat().st_nlink == 1

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import CellError
+from ..paths import replace_file
 from .env import CellEnv, FileChange
 from .paths import display, in_context_dir, inside, resolve_path
 from .registry import verb
@@ -50,7 +51,7 @@ def write_file(env: CellEnv, path: str, text: str) -> str:
     _approve_write(env, real)
     before = real.read_bytes() if real.exists() else None
     real.parent.mkdir(parents=True, exist_ok=True)
-    _write(real, data, new=before is None)
+    replace_file(real, data)
     _record(env, real, before, data)
     return f"wrote {display(env, real)} ({len(data)} bytes)"
 
@@ -69,7 +70,7 @@ def edit_file(env: CellEnv, path: str, old: str, new: str) -> str:
     at = _only_occurrence(text, old, display(env, real))
     after = _encode(text[:at] + new + text[at + len(old) :], "edit-file", "NEW")
     _approve_write(env, real)
-    _write(real, after, new=False)
+    replace_file(real, after)
     _record(env, real, data, after)
     first = text.count("\n", 0, at) + 1
     last = max(first, first + new.count("\n") - new.endswith("\n"))
@@ -257,15 +258,6 @@ def _approve_write(env: CellEnv, real: Path) -> None:
     shown = display(env, real)
     if not env.approve("write", shown):
         raise CellError(f"write to {shown} not approved")
-
-
-def _write(real: Path, data: bytes, *, new: bool) -> None:
-    # Written in place so an existing file keeps its mode, owner and hard links.
-    fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    with open(fd, "wb") as f:
-        if new:
-            os.fchmod(f.fileno(), 0o644)  # normal workspace files, whatever the umask
-        f.write(data)
 
 
 def _record(env: CellEnv, real: Path, before: bytes | None, after: bytes) -> None:
