@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import socket
 import stat
+import threading
 
 import pytest
 from nodecode.cells.env import CellEnv, FileChange
@@ -245,6 +247,94 @@ def test_the_context_folder_is_allowed_but_not_recorded(ws, tmp_path):
     assert run(env, f'(edit-file "{path}" "1 abcd" "1 abce")').startswith(f"edited {path}")
     assert env.changes == []
     assert "outside the workspace" in fail(env, f'(read-file "{context.parent}/other.txt")')
+
+
+# what is not a regular file: refused at once, never waited on
+
+
+def within(seconds: float, fn):
+    """fn() on a daemon thread: its value, or a failure (not a hung suite) if it never returns."""
+    box: dict = {}
+
+    def call() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 — handed back to the test below
+            box["error"] = e
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s: it hangs"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def test_file_verbs_refuse_a_fifo_naming_it(env, ws, approvals):
+    os.mkfifo(ws / "pipe")
+    os.symlink("pipe", ws / "to-pipe")
+    expected = {
+        '(read-file "pipe")': 'read-file: "pipe" is a FIFO (named pipe), not a regular file',
+        '(read-file "to-pipe" :from 2)': (
+            'read-file: "to-pipe" is a FIFO (named pipe), not a regular file'
+        ),
+        '(write-file "pipe" "x")': 'write-file: "pipe" is a FIFO (named pipe), not a regular file',
+        '(edit-file "pipe" "a" "b")': (
+            'edit-file: "pipe" is a FIFO (named pipe), not a regular file'
+        ),
+        '(grep "x" :path "pipe")': 'grep: "pipe" is a FIFO (named pipe), not a file or folder',
+        '(list-files "pipe")': 'list-files: "pipe" is a FIFO (named pipe), not a folder',
+    }
+    for code, line in expected.items():
+        assert within(10, lambda code=code: fail(env, code)) == f"error: {line}"
+    assert approvals == []  # refused before anyone is asked
+    # A walk passes it by without opening it.
+    assert within(10, lambda: run(env, '(grep "two")')) == "hello.txt:2:two\n"
+    assert "pipe" in within(10, lambda: run(env, "(list-files)")).splitlines()
+
+
+def test_file_verbs_refuse_a_socket_naming_it(env, ws):
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(ws / "sock"))
+    try:
+        assert fail(env, '(read-file "sock")') == (
+            'error: read-file: "sock" is a socket, not a regular file'
+        )
+        assert fail(env, '(write-file "sock" "x")') == (
+            'error: write-file: "sock" is a socket, not a regular file'
+        )
+    finally:
+        server.close()
+
+
+# time limits and stops
+
+
+@pytest.mark.parametrize("pattern", ["(a+)+$", "(a|aa)+$"])
+def test_grep_that_backtracks_without_end_gives_up_at_its_time_limit(ws, pattern):
+    (ws / "long.txt").write_text("a" * 40 + "b\n")
+    env = CellEnv(workspace=ws, time_limit=1)
+    out = within(10, lambda: fail(env, f'(grep "{pattern}" :path "long.txt")'))
+    assert out == (
+        "error: grep: gave up after 1 s (its time limit) searching long.txt; simplify PATTERN "
+        "(one that backtracks can run for ever) or narrow :path"
+    )
+
+
+def test_a_stop_ends_a_grep_deep_in_backtracking(ws):
+    (ws / "long.txt").write_text("a" * 60 + "b\n")
+    env = CellEnv(workspace=ws, time_limit=600)
+    # The stop comes while the search runs; it must not wait for the 600 s limit.
+    threading.Timer(0.3, env.cancel.set).start()
+    out = within(10, lambda: fail(env, '(grep "(a|aa)+$" :path "long.txt")'))
+    assert out == "error: grep: stopped by the person"
+
+
+def test_a_stop_ends_walks(env, ws):
+    env.cancel.set()
+    assert fail(env, '(grep "two")') == "error: grep: stopped by the person"
+    assert fail(env, "(list-files)") == "error: list-files: stopped by the person"
 
 
 # writes replace the file: a hard link never carries them out of the workspace

@@ -3,18 +3,32 @@
 Every path goes through ``resolve_path``; writes ask for approval first and
 record a FileChange with the exact bytes so checkpoints can undo them.
 Results name paths relative to the workspace (absolute in the context folder).
+Only regular files are opened, never waiting on a FIFO or a device; a write
+replaces the file, so it never reaches through a hard link; walks and grep's
+search end at the env's time limit or the turn's stop (the search runs in a
+child process, which can be killed mid-match).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
+import math
 import os
 import re
+import selectors
+import stat
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import CellError
 from ..paths import replace_file
+from . import grep_child
 from .env import CellEnv, FileChange
 from .paths import display, in_context_dir, inside, resolve_path
 from .registry import verb
@@ -24,6 +38,7 @@ MAX_MATCHES = 500
 MAX_GREP_LINE = 400
 MAX_GREP_FILE = 16 * 1024 * 1024
 _SNIFF = 8192
+_POLL = 0.05  # how often grep, waiting on its search, looks at the turn's stop
 
 
 @verb(
@@ -47,9 +62,10 @@ def write_file(env: CellEnv, path: str, text: str) -> str:
     real = resolve_path(env, path, must_exist=False, verb="write-file")
     if real.is_dir():
         raise CellError(f"write-file: {_q(path)} is a directory")
+    _refuse_special(real, "write-file", path, "a regular file")
     data = _encode(text, "write-file", "TEXT")
     _approve_write(env, real)
-    before = real.read_bytes() if real.exists() else None
+    before = _bytes_if_any(real, "write-file", path)
     real.parent.mkdir(parents=True, exist_ok=True)
     replace_file(real, data)
     _record(env, real, before, data)
@@ -82,11 +98,13 @@ def edit_file(env: CellEnv, path: str, old: str, new: str) -> str:
 def list_files(env: CellEnv, directory: str = ".", *, glob: str | None = None) -> str:
     """List the files and folders under DIR (default the workspace), folders ending in /."""
     real = resolve_path(env, directory, must_exist=True, verb="list-files")
+    _refuse_special(real, "list-files", directory, "a folder")
     if not real.is_dir():
         raise CellError(f"list-files: {_q(directory)} is a file; use (read-file {_q(directory)})")
     base = display(env, real)
     lines: list[str] = []
-    for entry, rel, is_dir in _walk(real):
+    clock = _Clock(env, "list-files", "narrow it with a folder or :glob")
+    for entry, rel, is_dir in _walk(real, clock):
         target = rel if glob is not None and "/" in glob else entry.name
         if glob is not None and not fnmatch.fnmatch(target, glob):
             continue
@@ -102,71 +120,136 @@ def list_files(env: CellEnv, directory: str = ".", *, glob: str | None = None) -
 @verb("grep", args=["pattern"], keywords={"path": str})
 def grep(env: CellEnv, pattern: str, *, path: str = ".") -> str:
     """Search text files under :path (default the workspace) for a Python regex."""
-    regex = _compile(pattern)
+    _compile(pattern)  # a bad pattern is named before any search starts
     real = resolve_path(env, path, must_exist=True, verb="grep")
-    lines: list[str] = []
-    skipped = 0
-    for file, shown in _grep_files(env, real):
-        if _size(file) > MAX_GREP_FILE:
-            skipped += 1
-            continue
-        if _grep_file(file, shown, regex, lines):
-            lines.append(f"[grep cut at {MAX_MATCHES} matches; narrow PATTERN or :path]")
-            break
-    if skipped:
-        lines.append(f"[skipped {skipped} files over {MAX_GREP_FILE // 2**20} MiB]")
+    _refuse_special(real, "grep", path, "a file or folder")
+    clock = _Clock(env, "grep", "narrow PATTERN or :path")
+    found = _search(pattern, list(_grep_files(env, real, clock)), clock)
+    lines = found.lines
+    if found.cut:
+        lines.append(f"[grep cut at {MAX_MATCHES} matches; narrow PATTERN or :path]")
+    if found.skipped:
+        lines.append(f"[skipped {found.skipped} files over {MAX_GREP_FILE // 2**20} MiB]")
     if not lines:
         return f";; no matches for {pattern} in {display(env, real)}"
     return "\n".join(lines) + "\n"
 
 
-def _grep_files(env: CellEnv, real: Path) -> Iterator[tuple[Path, str]]:
-    """The files grep reads, with the names it shows; symlinks leading out are skipped."""
+def _grep_files(env: CellEnv, real: Path, clock: _Clock) -> Iterator[tuple[Path, str]]:
+    """The files grep reads, with the names it shows; symlinks leading out are skipped,
+    and so is what is not a regular file (is_file says so without opening it)."""
     if real.is_file():
         yield real, display(env, real)
         return
     base = display(env, real)
-    for entry, rel, is_dir in _walk(real):
+    for entry, rel, is_dir in _walk(real, clock):
         if is_dir or (entry.is_symlink() and not inside(env, Path(os.path.realpath(entry.path)))):
             continue
         if entry.is_file():
             yield Path(entry.path), _join(base, rel)
 
 
-def _grep_file(file: Path, shown: str, regex: re.Pattern[str], lines: list[str]) -> bool:
-    """Append the file's matching lines; True once more than MAX_MATCHES were found."""
+@dataclass
+class _Found:
+    """What grep's search reported, line by line (the protocol of ``grep_child``)."""
+
+    files: list[tuple[Path, str]]
+    lines: list[str] = field(default_factory=list)
+    skipped: int = 0
+    cut: bool = False
+    done: bool = False
+    current: str | None = None  # the file being searched
+
+    def add(self, line: str) -> None:
+        kind, _, rest = line.partition(" ")
+        if kind == "F":
+            self.current = self.files[int(rest)][1]
+        elif kind == "M":
+            self.lines.append(rest)
+        elif kind == "S":
+            self.skipped += 1
+        elif kind == "C":
+            self.cut = True
+        elif kind == "E":
+            self.done = True
+
+
+def _search(pattern: str, files: list[tuple[Path, str]], clock: _Clock) -> _Found:
+    """Search the files in a child process, killed at the time limit or the turn's stop."""
+    job = {
+        "pattern": pattern,
+        "files": [[str(file), shown] for file, shown in files],
+        "max_matches": MAX_MATCHES,
+        "max_line": MAX_GREP_LINE,
+        "max_file": MAX_GREP_FILE,
+        "cpu": math.ceil(clock.limit) + 1,  # ends it even if this process is killed
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-I", "-S", grep_child.__file__],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        data = file.read_bytes()
-    except OSError:
-        return False  # unreadable files are skipped, as grep -s would
-    if _is_binary(data):
-        return False
-    for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), 1):
-        if regex.search(line):
-            if len(lines) == MAX_MATCHES:
-                return True
-            text = line.rstrip("\r")
-            if len(text) > MAX_GREP_LINE:
-                text = text[:MAX_GREP_LINE] + "…"
-            lines.append(f"{shown}:{number}:{text}")
-    return False
+        try:
+            child.stdin.write(json.dumps(job).encode("ascii"))  # type: ignore[union-attr]
+            child.stdin.close()  # type: ignore[union-attr]
+        except BrokenPipeError:
+            pass  # it died already; reading its output says so
+        found = _Found(files)
+        _collect(child, found, clock)
+        return found
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()  # type: ignore[union-attr]
 
 
-def _size(file: Path) -> int:
-    try:
-        return file.stat().st_size
-    except OSError:
-        return 0  # reading it will fail too, and be skipped there
+def _collect(child: subprocess.Popen[bytes], found: _Found, clock: _Clock) -> None:
+    """Read the child's report until it is done; CellError at the time limit or a stop."""
+    fd = child.stdout.fileno()  # type: ignore[union-attr]
+    pending = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while not found.done:
+            if clock.cancel.is_set() or clock.left() <= 0:
+                break
+            if not sel.select(min(clock.left(), _POLL)):
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            *complete, pending = (pending + chunk).split(b"\n")
+            for line in complete:
+                found.add(line.decode("utf-8", "surrogateescape"))
+    if not found.done:
+        raise _unfinished(child, found, clock)
 
 
-def _walk(top: Path) -> Iterator[tuple[os.DirEntry[str], str, bool]]:
+def _unfinished(child: subprocess.Popen[bytes], found: _Found, clock: _Clock) -> CellError:
+    """Why the search ended without its report: a stop, the time limit, or its death."""
+    if clock.cancel.is_set():
+        return CellError("grep: stopped by the person")
+    where = f" searching {found.current}" if found.current is not None else ""
+    if clock.left() <= 0:
+        return CellError(
+            f"grep: gave up after {clock.limit:g} s (its time limit){where}; simplify "
+            "PATTERN (one that backtracks can run for ever) or narrow :path"
+        )
+    code = child.wait()
+    return CellError(f"grep: the search ended early{where} (exit {code})")
+
+
+def _walk(top: Path, clock: _Clock) -> Iterator[tuple[os.DirEntry[str], str, bool]]:
     """Entries under top in sorted tree order, with paths relative to top; skips .git.
 
-    Symlinked folders are listed but not entered, so a walk never leaves the root.
+    Symlinked folders are listed but not entered, so a walk never leaves the root;
+    it ends (CellError) at the verb's time limit or the turn's stop.
     """
     stack = [iter(_entries(str(top)))]
     prefix = len(str(top)) + 1
     while stack:
+        clock.check()
         entry = next(stack[-1], None)
         if entry is None:
             stack.pop()
@@ -204,9 +287,16 @@ def _compile(pattern: str) -> re.Pattern[str]:
 
 
 def _file_bytes(real: Path, verb_name: str, path: str) -> bytes:
-    if real.is_dir():
-        raise CellError(f"{verb_name}: {_q(path)} is a directory; use (list-files {_q(path)})")
-    return real.read_bytes()
+    with _open_regular(real, verb_name, path) as f:
+        return f.read()
+
+
+def _bytes_if_any(real: Path, verb_name: str, path: str) -> bytes | None:
+    """The file's bytes, or None when there is no file yet."""
+    try:
+        return _file_bytes(real, verb_name, path)
+    except FileNotFoundError:
+        return None
 
 
 def _is_binary(data: bytes) -> bool:
@@ -264,6 +354,82 @@ def _record(env: CellEnv, real: Path, before: bytes | None, after: bytes) -> Non
     # The home's own files (the context export) are never tracked by checkpoints.
     if not in_context_dir(env, real):
         env.changes.append(FileChange(str(real), before, after))
+
+
+# -- what may be opened ------------------------------------------------------------
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _special(mode: int) -> str | None:
+    """What a file of this mode is when it is neither a regular file nor a folder."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _refuse_special(real: Path, verb_name: str, path: str, wanted: str) -> None:
+    """CellError when the path is a FIFO, a device or a socket (looked at, never opened)."""
+    try:
+        what = _special(os.stat(real).st_mode)
+    except FileNotFoundError:
+        return
+    if what is not None:
+        raise CellError(f"{verb_name}: {_q(path)} is {what}, not {wanted}")
+
+
+def _open_regular(real: Path, verb_name: str, path: str) -> BinaryIO:
+    """A regular file opened to read; a folder, FIFO, device or socket is refused.
+
+    Opened without blocking (a FIFO with no writer would wait forever) and checked
+    on the open descriptor, so a file swapped after the first look is caught too.
+    """
+    if real.is_dir():
+        raise CellError(f"{verb_name}: {_q(path)} is a directory; use (list-files {_q(path)})")
+    _refuse_special(real, verb_name, path, "a regular file")
+    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = "a directory" if stat.S_ISDIR(mode) else _special(mode)
+            raise CellError(f"{verb_name}: {_q(path)} is {what}, not a regular file")
+        return open(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+# -- time limits and stops ----------------------------------------------------------
+
+
+class _Clock:
+    """A verb's time limit and the turn's stop, checked by its long loops."""
+
+    def __init__(self, env: CellEnv, verb_name: str, advice: str):
+        self.cancel, self.limit, self.verb, self.advice = (
+            env.cancel,
+            env.time_limit,
+            verb_name,
+            advice,
+        )
+        self.deadline = time.monotonic() + env.time_limit
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def check(self) -> None:
+        """CellError once the turn is stopped or the time is up."""
+        if self.cancel.is_set():
+            raise CellError(f"{self.verb}: stopped by the person")
+        if time.monotonic() >= self.deadline:
+            raise CellError(
+                f"{self.verb}: gave up after {self.limit:g} s (its time limit); {self.advice}"
+            )
 
 
 def _q(text: str) -> str:
