@@ -8,7 +8,7 @@ import stat
 import threading
 
 import pytest
-from nodecode.cells.env import CellEnv, FileChange
+from nodecode.cells.env import MAX_OUTPUT, CellEnv, FileChange
 from nodecode.cells.evaluate import evaluate
 
 
@@ -335,6 +335,56 @@ def test_a_stop_ends_walks(env, ws):
     env.cancel.set()
     assert fail(env, '(grep "two")') == "error: grep: stopped by the person"
     assert fail(env, "(list-files)") == "error: list-files: stopped by the person"
+
+
+# read-file reads what is asked, up to the cap
+
+
+def test_read_file_of_a_big_file_is_cut_at_the_cap_and_says_how_to_read_on(env, ws):
+    line = b"x" * 99 + b"\n"
+    (ws / "big.txt").write_bytes(line * 200_000)  # 20 MB
+    out = run(env, '(read-file "big.txt")')
+    shown = MAX_OUTPUT // len(line)
+    header, body = out.split("\n", 1)
+    assert header == (
+        f";; cut at the 8 MiB cap of a result: lines 1–{shown} of a 20000000-byte file; "
+        f'read on with (read-file "big.txt" :from {shown + 1})'
+    )
+    assert body.encode() == line * shown
+    ranged = run(env, '(read-file "big.txt" :from 10 :to 150000)')
+    assert ranged.split("\n", 1)[0] == (
+        f";; cut at the 8 MiB cap of a result: lines 10–{shown + 9} of a 20000000-byte file; "
+        f'read on with (read-file "big.txt" :from {shown + 10} :to 150000)'
+    )
+
+
+def test_read_file_cut_counts_the_lines_when_the_rest_is_small(env, ws):
+    line = b"y" * 99 + b"\n"
+    count = MAX_OUTPUT // len(line) + 5
+    (ws / "over.txt").write_bytes(line * count)
+    header = run(env, '(read-file "over.txt")').split("\n", 1)[0]
+    assert header == (
+        f";; cut at the 8 MiB cap of a result: lines 1–{count - 5} of {count}; "
+        f'read on with (read-file "over.txt" :from {count - 4})'
+    )
+
+
+def test_read_file_of_one_line_longer_than_the_cap_shows_its_start(env, ws):
+    (ws / "one.txt").write_bytes(b"z" * (MAX_OUTPUT + 10))
+    header, body = run(env, '(read-file "one.txt")').split("\n", 1)
+    assert header == (
+        f";; cut at the 8 MiB cap of a result: line 1 is longer; its first {MAX_OUTPUT} bytes "
+        "are shown"
+    )
+    assert body == "z" * MAX_OUTPUT + "\n"
+
+
+def test_read_file_range_reads_only_the_lines_asked(env, ws):
+    with open(ws / "huge.txt", "wb") as f:
+        f.write(b"".join(b"line %04d\n" % n for n in range(1, 1001)))
+        f.truncate(2**38)  # 256 GiB, sparse: more than this machine could hold
+    out = within(30, lambda: run(env, '(read-file "huge.txt" :from 2 :to 3)'))
+    assert out == ";; lines 2–3 of a 274877906944-byte file\nline 0002\nline 0003\n"
 
 
 # writes replace the file: a hard link never carries them out of the workspace

@@ -1,4 +1,4 @@
-"""Cells inside a real turn: a stop reaches a running cell.
+"""Cells inside a real turn: a stop reaches a running cell, a huge read is logged capped.
 
 The turn runs through the real CLI (a subprocess) or the real agent against the
 loopback server; the assertions read what a person sees: the exit status,
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers import run_cli, write_config
+from nodecode.cells.env import MAX_OUTPUT
 from nodecode.store import open_store
 
 HANGING = {
@@ -73,3 +74,39 @@ def test_ctrl_c_stops_a_running_cell_and_the_turn(cell, loopback, home, workspac
     assert store.read("SELECT status FROM turns")[0][0] == "stopped"
     store.close()
     assert len(srv.model_requests) == 1  # nothing was sent after the stop
+
+
+@pytest.mark.parametrize("ptype", ["anthropic", "openai"])
+def test_a_huge_read_is_logged_up_to_the_cap_and_the_agent_is_told(
+    ptype, loopback, home, workspace
+):
+    line = b"x" * 99 + b"\n"
+    (workspace / "big.txt").write_bytes(line * 200_000)  # 20 MB
+    srv = loopback(
+        [{"text": "Reading.", "calls": [{"code": '(read-file "big.txt")'}]}, {"text": "Done."}]
+    )
+    write_config(home, srv, ptype)
+    sid = run_cli("new", home=home).stdout.strip()
+    done = run_cli("ask", "--yes", "read it", home=home, cwd=workspace)
+    assert done.returncode == 0, done.stderr
+
+    shown = MAX_OUTPUT // len(line)
+    header = (
+        f";; cut at the 8 MiB cap of a result: lines 1–{shown} of a 20000000-byte file; "
+        f'read on with (read-file "big.txt" :from {shown + 1})'
+    )
+    store = open_store(home, "default")
+    [tool] = [e for e in store.events(sid) if e.kind == "tool"]
+    logged = tool.payload["output"]
+    assert logged.startswith(header + "\n") and len(logged.encode()) < MAX_OUTPUT + 1024
+    store.close()
+    # The store holds the capped read, not the 20 MB file.
+    db = sum(p.stat().st_size for p in (home / "store").iterdir() if p.is_file())
+    assert db < 20_000_000, db
+
+    second = srv.model_requests[1].body["messages"]
+    if ptype == "anthropic":
+        result = second[-1]["content"][0]["content"]
+    else:
+        result = [m for m in second if m["role"] == "tool"][0]["content"]
+    assert result.startswith(header + "\n")

@@ -12,6 +12,10 @@ if TYPE_CHECKING:
     from nodecode.cells.registry import Verb
     from nodecode.workspace import Workspace
 
+MAX_OUTPUT = 8 * 1024 * 1024
+"""The most of one verb's output the log keeps (shell output, a file read); the
+agent is told what lies beyond it."""
+
 
 @dataclass(frozen=True)
 class FileChange:

@@ -4,9 +4,9 @@ Every path goes through ``resolve_path``; writes ask for approval first and
 record a FileChange with the exact bytes so checkpoints can undo them.
 Results name paths relative to the workspace (absolute in the context folder).
 Only regular files are opened, never waiting on a FIFO or a device; a write
-replaces the file, so it never reaches through a hard link; walks and grep's
-search end at the env's time limit or the turn's stop (the search runs in a
-child process, which can be killed mid-match).
+replaces the file, so it never reaches through a hard link; a read keeps to
+MAX_OUTPUT; walks and grep's search end at the env's time limit or the turn's
+stop (the search runs in a child process, which can be killed mid-match).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import BinaryIO
 from ..errors import CellError
 from ..paths import replace_file
 from . import grep_child
-from .env import CellEnv, FileChange
+from .env import MAX_OUTPUT, CellEnv, FileChange
 from .paths import display, in_context_dir, inside, resolve_path
 from .registry import verb
 
@@ -38,7 +38,9 @@ MAX_MATCHES = 500
 MAX_GREP_LINE = 400
 MAX_GREP_FILE = 16 * 1024 * 1024
 _SNIFF = 8192
+_CHUNK = 64 * 1024  # lines passed over are read in pieces of this size at most
 _POLL = 0.05  # how often grep, waiting on its search, looks at the turn's stop
+_CAP = f"the {MAX_OUTPUT // 2**20} MiB cap of a result"
 
 
 @verb(
@@ -46,14 +48,27 @@ _POLL = 0.05  # how often grep, waiting on its search, looks at the turn's stop
 )
 def read_file(env: CellEnv, path: str, *, from_: int | None = None, to: int | None = None) -> str:
     """Read a text file as plain text, whole or lines L–M (1-based, inclusive)."""
+    first = 1 if from_ is None else from_
+    if first < 1:
+        raise CellError(f"read-file: :from must be 1 or more (got {first})")
+    if to is not None and to < first:
+        raise CellError(f"read-file: :to must be at least :from {first} (got {to})")
     real = resolve_path(env, path, must_exist=True, verb="read-file")
-    data = _file_bytes(real, "read-file", path)
-    if _is_binary(data):
-        raise CellError(f"read-file: {_q(path)} is a binary file ({len(data)} bytes)")
-    text = data.decode("utf-8", errors="replace")
+    clock = _Clock(env, "read-file", "read fewer lines with :from and :to")
+    with _open_regular(real, "read-file", path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if _is_binary(os.pread(f.fileno(), _SNIFF, 0)):
+            raise CellError(f"read-file: {_q(path)} is a binary file ({size} bytes)")
+        part = _read_lines(f, first, to, size, clock)
+    if part.cut is not None:
+        return _cut_read(part, path, to, size)
     if from_ is None and to is None:
-        return text or f";; {display(env, real)} is empty"
-    return _line_range(text, from_, to, path)
+        return part.text or f";; {display(env, real)} is empty"
+    if part.last < first:
+        raise CellError(
+            f"read-file: :from {first} is past the end of {_q(path)} ({part.total} lines)"
+        )
+    return f";; lines {first}–{part.last} {_of(part, size)}\n{_ended(part.text)}"
 
 
 @verb("write-file", args=["path", "text"])
@@ -304,22 +319,88 @@ def _is_binary(data: bytes) -> bool:
     return b"\0" in data[:_SNIFF]
 
 
-def _line_range(text: str, first: int | None, last: int | None, path: str) -> str:
-    lines = text.split("\n")
-    if text.endswith("\n"):
-        lines.pop()
-    total = len(lines)
-    first = 1 if first is None else first
-    last = total if last is None else last
-    if first < 1:
-        raise CellError(f"read-file: :from must be 1 or more (got {first})")
-    if first > total:
-        raise CellError(f"read-file: :from {first} is past the end of {_q(path)} ({total} lines)")
-    if last < first:
-        raise CellError(f"read-file: :to must be at least :from {first} (got {last})")
-    last = min(last, total)
-    body = "\n".join(lines[first - 1 : last])
-    return f";; lines {first}–{last} of {total}\n{body}\n"
+@dataclass(frozen=True)
+class _Part:
+    """What a read shows: lines ``first``–``last`` as bytes, and what it knows of the rest."""
+
+    data: bytes
+    first: int
+    last: int  # the last line shown; first - 1 when none is
+    total: int | None  # the file's lines, when known without reading far
+    cut: str | None = None  # "lines": the cap fell between lines; "line": inside line first
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+def _read_lines(f: BinaryIO, first: int, last: int | None, size: int, clock: _Clock) -> _Part:
+    """Lines first..last (to the end when None) streamed from f, at most MAX_OUTPUT bytes."""
+    number = _skip(f, first - 1, clock)
+    offset = f.tell()
+    kept: list[bytes] = []
+    room = MAX_OUTPUT
+    while last is None or number < last:
+        clock.check()
+        line = f.readline(room + 1)
+        if not line:  # the end: every line is counted
+            return _Part(b"".join(kept), first, number, number)
+        if len(line) > room:
+            if not kept:
+                return _Part(line[:room], first, first, None, "line")
+            return _Part(
+                b"".join(kept), first, number, _lines_after(f, offset, size, number), "lines"
+            )
+        kept.append(line)
+        room -= len(line)
+        offset += len(line)
+        number += 1
+    return _Part(b"".join(kept), first, number, _lines_after(f, offset, size, number))
+
+
+def _skip(f: BinaryIO, count: int, clock: _Clock) -> int:
+    """Pass over ``count`` lines without keeping them; how many there were (fewer at the end)."""
+    done, open_line = 0, False
+    while done < count:
+        clock.check()
+        chunk = f.readline(_CHUNK)  # a long line goes by in pieces
+        if not chunk:
+            return done + open_line  # a last line without a newline counts too
+        open_line = not chunk.endswith(b"\n")
+        done += not open_line
+    return done
+
+
+def _lines_after(f: BinaryIO, offset: int, size: int, shown: int) -> int | None:
+    """The file's line count when the rest past ``offset`` is within the cap, else None."""
+    if size - offset > MAX_OUTPUT:
+        return None
+    f.seek(offset)
+    rest = f.read(MAX_OUTPUT + 1)
+    if len(rest) > MAX_OUTPUT:
+        return None  # it grew meanwhile
+    return shown + rest.count(b"\n") + (1 if rest and not rest.endswith(b"\n") else 0)
+
+
+def _of(part: _Part, size: int) -> str:
+    return f"of {part.total}" if part.total is not None else f"of a {size}-byte file"
+
+
+def _ended(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _cut_read(part: _Part, path: str, to: int | None, size: int) -> str:
+    """A read cut at the cap: a header saying so and how to read on, then the text."""
+    if part.cut == "line":
+        head = f"line {part.first} is longer; its first {len(part.data)} bytes are shown"
+    else:
+        more = f" :to {to}" if to is not None else ""
+        head = (
+            f"lines {part.first}–{part.last} {_of(part, size)}; "
+            f"read on with (read-file {_q(path)} :from {part.last + 1}{more})"
+        )
+    return f";; cut at {_CAP}: {head}\n{_ended(part.text)}"
 
 
 def _only_occurrence(text: str, old: str, shown: str) -> int:

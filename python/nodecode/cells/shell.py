@@ -15,10 +15,9 @@ import subprocess
 import time
 
 from ..errors import CellError
-from .env import CellEnv
+from .env import MAX_OUTPUT, CellEnv
 from .registry import verb
 
-MAX_OUTPUT = 8 * 1024 * 1024
 # How long to keep reading after the command exits, for output still in the pipe;
 # background jobs that keep the pipe open longer are not waited for.
 _GRACE = 0.3
