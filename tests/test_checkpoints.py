@@ -298,3 +298,20 @@ def test_undo_refuses_paths_outside_the_workspace(tmp_path, loopback):
     ]
     assert outside.read_bytes() == own.read_bytes() == b"after"
     sess.app.close()
+
+
+@needs_git
+def test_undo_never_writes_through_a_hard_link_to_outside(tmp_path, loopback):
+    # A turn's shell command hard-links a workspace file to one outside; undoing
+    # it restores the workspace file and leaves the outside file as it was.
+    sess = make_session(tmp_path, loopback)
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"outside\n")
+    sess.turn("link", f';; link\n(shell "ln -f {outside} a.txt")')
+    a = Path(sess.app.cwd) / "a.txt"
+    assert a.stat().st_ino == outside.stat().st_ino
+    moved = checkpoints.undo(sess.app.workspace, sess.sid)
+    assert moved.lines == ["restored a.txt"]
+    assert a.read_bytes() == b"alpha\n"
+    assert outside.read_bytes() == b"outside\n"
+    sess.app.close()

@@ -317,7 +317,9 @@ class _Turn:
 
     def cell_env(self) -> CellEnv:
         # Shell changes are tracked through the shadow git store (checkpoints).
-        return self.app.cell_env(self.sid, approve=self.approve, turn=self.number, track_shell=True)
+        env = self.app.cell_env(self.sid, approve=self.approve, turn=self.number, track_shell=True)
+        env.cancel = self.cancel  # a stop reaches the running verb, not only the next round
+        return env
 
     def approve(self, kind: str, detail: str) -> bool:
         if kind in self.config.auto_approve:

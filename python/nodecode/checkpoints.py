@@ -27,6 +27,7 @@ from nodecode import tree as trees
 from nodecode import turns as turn_tree
 from nodecode.context import model
 from nodecode.errors import UserError
+from nodecode.paths import replace_file
 from nodecode.session import Lease
 from nodecode.store import Store
 from nodecode.workspace import Workspace
@@ -183,10 +184,9 @@ def _write(path: str, data: bytes | None) -> None:
         os.unlink(path)
         return
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    # In place, so an existing file keeps its mode, owner and hard links.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    with open(fd, "wb") as f:
-        f.write(data)
+    # A new inode, mode kept: a hard link the turn made to a file outside the
+    # workspace must not carry the restore out to it.
+    replace_file(path, data)
 
 
 def restore(ws: Workspace, step: _Step, force: bool) -> dict[str, Any] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from collections.abc import Mapping
@@ -51,3 +52,42 @@ def write_private(path: Path, data: bytes | str) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def replace_file(path: str | os.PathLike, data: bytes) -> None:
+    """Write a workspace file as a new inode (a temp file beside it, then os.replace).
+
+    A hard link to the old file, perhaps outside the workspace, keeps its
+    content: a write never reaches through it. An existing file keeps its
+    permission bits (set-id bits dropped, as a write would clear them) and,
+    where allowed, its owner; a new one is 0644 whatever the umask. A file
+    this process may not write stays refused, as writing it in place would be.
+    """
+    target = Path(path)
+    try:
+        old = os.stat(target)
+    except FileNotFoundError:
+        old = None
+    if old is not None and not os.access(target, os.W_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(target))
+    fd, tmp = tempfile.mkstemp(prefix="." + target.name + ".", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            os.fchmod(f.fileno(), 0o644 if old is None else old.st_mode & 0o777)
+            if old is not None and (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
+                _keep_owner(f.fileno(), old)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _keep_owner(fd: int, old: os.stat_result) -> None:
+    try:
+        os.fchown(fd, old.st_uid, old.st_gid)
+    except PermissionError:
+        pass  # only root may give a file away; it stays the writer's, like a new file

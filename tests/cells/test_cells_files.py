@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import socket
 import stat
+import threading
 
 import pytest
-from nodecode.cells.env import CellEnv, FileChange
+from nodecode.cells.env import MAX_OUTPUT, CellEnv, FileChange
 from nodecode.cells.evaluate import evaluate
 
 
@@ -245,3 +247,166 @@ def test_the_context_folder_is_allowed_but_not_recorded(ws, tmp_path):
     assert run(env, f'(edit-file "{path}" "1 abcd" "1 abce")').startswith(f"edited {path}")
     assert env.changes == []
     assert "outside the workspace" in fail(env, f'(read-file "{context.parent}/other.txt")')
+
+
+# what is not a regular file: refused at once, never waited on
+
+
+def within(seconds: float, fn):
+    """fn() on a daemon thread: its value, or a failure (not a hung suite) if it never returns."""
+    box: dict = {}
+
+    def call() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 — handed back to the test below
+            box["error"] = e
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s: it hangs"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def test_file_verbs_refuse_a_fifo_naming_it(env, ws, approvals):
+    os.mkfifo(ws / "pipe")
+    os.symlink("pipe", ws / "to-pipe")
+    expected = {
+        '(read-file "pipe")': 'read-file: "pipe" is a FIFO (named pipe), not a regular file',
+        '(read-file "to-pipe" :from 2)': (
+            'read-file: "to-pipe" is a FIFO (named pipe), not a regular file'
+        ),
+        '(write-file "pipe" "x")': 'write-file: "pipe" is a FIFO (named pipe), not a regular file',
+        '(edit-file "pipe" "a" "b")': (
+            'edit-file: "pipe" is a FIFO (named pipe), not a regular file'
+        ),
+        '(grep "x" :path "pipe")': 'grep: "pipe" is a FIFO (named pipe), not a file or folder',
+        '(list-files "pipe")': 'list-files: "pipe" is a FIFO (named pipe), not a folder',
+    }
+    for code, line in expected.items():
+        assert within(10, lambda code=code: fail(env, code)) == f"error: {line}"
+    assert approvals == []  # refused before anyone is asked
+    # A walk passes it by without opening it.
+    assert within(10, lambda: run(env, '(grep "two")')) == "hello.txt:2:two\n"
+    assert "pipe" in within(10, lambda: run(env, "(list-files)")).splitlines()
+
+
+def test_file_verbs_refuse_a_socket_naming_it(env, ws):
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(ws / "sock"))
+    try:
+        assert fail(env, '(read-file "sock")') == (
+            'error: read-file: "sock" is a socket, not a regular file'
+        )
+        assert fail(env, '(write-file "sock" "x")') == (
+            'error: write-file: "sock" is a socket, not a regular file'
+        )
+    finally:
+        server.close()
+
+
+# time limits and stops
+
+
+@pytest.mark.parametrize("pattern", ["(a+)+$", "(a|aa)+$"])
+def test_grep_that_backtracks_without_end_gives_up_at_its_time_limit(ws, pattern):
+    (ws / "long.txt").write_text("a" * 40 + "b\n")
+    env = CellEnv(workspace=ws, time_limit=1)
+    out = within(10, lambda: fail(env, f'(grep "{pattern}" :path "long.txt")'))
+    assert out == (
+        "error: grep: gave up after 1 s (its time limit) searching long.txt; simplify PATTERN "
+        "(one that backtracks can run for ever) or narrow :path"
+    )
+
+
+def test_a_stop_ends_a_grep_deep_in_backtracking(ws):
+    (ws / "long.txt").write_text("a" * 60 + "b\n")
+    env = CellEnv(workspace=ws, time_limit=600)
+    # The stop comes while the search runs; it must not wait for the 600 s limit.
+    threading.Timer(0.3, env.cancel.set).start()
+    out = within(10, lambda: fail(env, '(grep "(a|aa)+$" :path "long.txt")'))
+    assert out == "error: grep: stopped by the person"
+
+
+def test_a_stop_ends_walks(env, ws):
+    env.cancel.set()
+    assert fail(env, '(grep "two")') == "error: grep: stopped by the person"
+    assert fail(env, "(list-files)") == "error: list-files: stopped by the person"
+
+
+# read-file reads what is asked, up to the cap
+
+
+def test_read_file_of_a_big_file_is_cut_at_the_cap_and_says_how_to_read_on(env, ws):
+    line = b"x" * 99 + b"\n"
+    (ws / "big.txt").write_bytes(line * 200_000)  # 20 MB
+    out = run(env, '(read-file "big.txt")')
+    shown = MAX_OUTPUT // len(line)
+    header, body = out.split("\n", 1)
+    assert header == (
+        f";; cut at the 8 MiB cap of a result: lines 1–{shown} of a 20000000-byte file; "
+        f'read on with (read-file "big.txt" :from {shown + 1})'
+    )
+    assert body.encode() == line * shown
+    ranged = run(env, '(read-file "big.txt" :from 10 :to 150000)')
+    assert ranged.split("\n", 1)[0] == (
+        f";; cut at the 8 MiB cap of a result: lines 10–{shown + 9} of a 20000000-byte file; "
+        f'read on with (read-file "big.txt" :from {shown + 10} :to 150000)'
+    )
+
+
+def test_read_file_cut_counts_the_lines_when_the_rest_is_small(env, ws):
+    line = b"y" * 99 + b"\n"
+    count = MAX_OUTPUT // len(line) + 5
+    (ws / "over.txt").write_bytes(line * count)
+    header = run(env, '(read-file "over.txt")').split("\n", 1)[0]
+    assert header == (
+        f";; cut at the 8 MiB cap of a result: lines 1–{count - 5} of {count}; "
+        f'read on with (read-file "over.txt" :from {count - 4})'
+    )
+
+
+def test_read_file_of_one_line_longer_than_the_cap_shows_its_start(env, ws):
+    (ws / "one.txt").write_bytes(b"z" * (MAX_OUTPUT + 10))
+    header, body = run(env, '(read-file "one.txt")').split("\n", 1)
+    assert header == (
+        f";; cut at the 8 MiB cap of a result: line 1 is longer; its first {MAX_OUTPUT} bytes "
+        "are shown"
+    )
+    assert body == "z" * MAX_OUTPUT + "\n"
+
+
+def test_read_file_range_reads_only_the_lines_asked(env, ws):
+    with open(ws / "huge.txt", "wb") as f:
+        f.write(b"".join(b"line %04d\n" % n for n in range(1, 1001)))
+        f.truncate(2**38)  # 256 GiB, sparse: more than this machine could hold
+    out = within(30, lambda: run(env, '(read-file "huge.txt" :from 2 :to 3)'))
+    assert out == ";; lines 2–3 of a 274877906944-byte file\nline 0002\nline 0003\n"
+
+
+# writes replace the file: a hard link never carries them out of the workspace
+
+
+def test_write_file_never_writes_through_a_hard_link_to_outside(env, ws, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"outside one\n")
+    os.link(outside, ws / "linked.txt")
+    os.chmod(ws / "linked.txt", 0o640)
+    assert run(env, '(write-file "linked.txt" "agent\\n")') == "wrote linked.txt (6 bytes)"
+    assert outside.read_bytes() == b"outside one\n"
+    assert (ws / "linked.txt").read_bytes() == b"agent\n"
+    assert stat.S_IMODE((ws / "linked.txt").stat().st_mode) == 0o640  # its mode is kept
+    assert env.changes[-1] == FileChange(str(ws / "linked.txt"), b"outside one\n", b"agent\n")
+
+
+def test_edit_file_never_writes_through_a_hard_link_to_outside(env, ws, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"keep me\n")
+    os.link(outside, ws / "linked.txt")
+    run(env, '(edit-file "linked.txt" "keep" "changed")')
+    assert outside.read_bytes() == b"keep me\n"
+    assert (ws / "linked.txt").read_bytes() == b"changed me\n"
+    assert (ws / "linked.txt").stat().st_nlink == 1

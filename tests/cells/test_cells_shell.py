@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import pytest
@@ -88,6 +89,37 @@ def test_signal_exit_is_reported_like_a_shell(env):
 
 def test_invalid_utf8_output_is_replaced(env):
     assert evaluate("(shell \"printf 'a\\\\377b'\")", env).output == "a\ufffdb\n[exit 0]"
+
+
+@pytest.mark.parametrize(
+    "tail",
+    ["sleep 600", "exec >/dev/null 2>&1; sleep 600"],
+    ids=["writing", "output-closed"],
+)
+def test_a_stop_ends_a_running_command_and_its_group(ws, tail):
+    env = CellEnv(workspace=ws, approve=lambda kind, detail: True, shell_timeout=600)
+    os.mkfifo(ws / "started")
+
+    def stop_once_started() -> None:
+        with open(ws / "started") as f:  # opens once the command writes to it: it runs
+            f.read()
+        env.cancel.set()
+
+    threading.Thread(target=stop_once_started, daemon=True).start()
+    cmd = f"sleep 600 & echo $! > bg.pid; echo begun; echo > started; {tail}"
+    box: list = []
+    runner = threading.Thread(target=lambda: box.append(evaluate(f'(shell "{cmd}")', env)))
+    runner.daemon = True
+    runner.start()
+    runner.join(10)
+    assert not runner.is_alive(), "the stop did not reach the command"
+    assert box[0].output == "begun\n[stopped by the person]"
+    background = int((ws / "bg.pid").read_text())
+    for _ in range(200):  # SIGKILL lands asynchronously; wait for it, within a bound
+        if not _alive(background):
+            break
+        time.sleep(0.05)
+    assert not _alive(background)
 
 
 def _alive(pid: int) -> bool:

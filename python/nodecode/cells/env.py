@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +11,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from nodecode.cells.registry import Verb
     from nodecode.workspace import Workspace
+
+MAX_OUTPUT = 8 * 1024 * 1024
+"""The most of one verb's output the log keeps (shell output, a file read); the
+agent is told what lies beyond it."""
 
 
 @dataclass(frozen=True)
@@ -44,9 +49,11 @@ class CellEnv:
     session the cell runs in (the context and recall verbs need them);
     ``on_shell(env, phase)`` runs before and after each command (the
     checkpoints' shadow store); ``verbs`` is the table the cell may call
-    (default: every verb, ``cells.table.VERBS``). ``changes`` and
-    ``shell_untracked`` are what the cell did: files written, and why shell
-    changes could not be tracked.
+    (default: every verb, ``cells.table.VERBS``). ``time_limit`` is how
+    long any other verb may run (shell has ``shell_timeout``); ``cancel`` is
+    the turn's stop (Ctrl-C, :NodecodeStop), which ends a running verb.
+    ``changes`` and ``shell_untracked`` are what the cell did: files written,
+    and why shell changes could not be tracked.
     """
 
     workspace: Path
@@ -54,6 +61,8 @@ class CellEnv:
     approve: Callable[[str, str], bool] = deny
     redact: Callable[[str], str] = _same
     shell_timeout: float = 120
+    time_limit: float = 30
+    cancel: threading.Event = field(default_factory=threading.Event)
     env_remove: set[str] = field(default_factory=set)
     ws: Workspace | None = None
     session: str | None = None

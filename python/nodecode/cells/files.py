@@ -3,18 +3,33 @@
 Every path goes through ``resolve_path``; writes ask for approval first and
 record a FileChange with the exact bytes so checkpoints can undo them.
 Results name paths relative to the workspace (absolute in the context folder).
+Only regular files are opened, never waiting on a FIFO or a device; a write
+replaces the file, so it never reaches through a hard link; a read keeps to
+MAX_OUTPUT; walks and grep's search end at the env's time limit or the turn's
+stop (the search runs in a child process, which can be killed mid-match).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import json
+import math
 import os
 import re
+import selectors
+import stat
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import CellError
-from .env import CellEnv, FileChange
+from ..paths import replace_file
+from . import grep_child
+from .env import MAX_OUTPUT, CellEnv, FileChange
 from .paths import display, in_context_dir, inside, resolve_path
 from .registry import verb
 
@@ -23,6 +38,9 @@ MAX_MATCHES = 500
 MAX_GREP_LINE = 400
 MAX_GREP_FILE = 16 * 1024 * 1024
 _SNIFF = 8192
+_CHUNK = 64 * 1024  # lines passed over are read in pieces of this size at most
+_POLL = 0.05  # how often grep, waiting on its search, looks at the turn's stop
+_CAP = f"the {MAX_OUTPUT // 2**20} MiB cap of a result"
 
 
 @verb(
@@ -30,14 +48,27 @@ _SNIFF = 8192
 )
 def read_file(env: CellEnv, path: str, *, from_: int | None = None, to: int | None = None) -> str:
     """Read a text file as plain text, whole or lines L–M (1-based, inclusive)."""
+    first = 1 if from_ is None else from_
+    if first < 1:
+        raise CellError(f"read-file: :from must be 1 or more (got {first})")
+    if to is not None and to < first:
+        raise CellError(f"read-file: :to must be at least :from {first} (got {to})")
     real = resolve_path(env, path, must_exist=True, verb="read-file")
-    data = _file_bytes(real, "read-file", path)
-    if _is_binary(data):
-        raise CellError(f"read-file: {_q(path)} is a binary file ({len(data)} bytes)")
-    text = data.decode("utf-8", errors="replace")
+    clock = _Clock(env, "read-file", "read fewer lines with :from and :to")
+    with _open_regular(real, "read-file", path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if _is_binary(os.pread(f.fileno(), _SNIFF, 0)):
+            raise CellError(f"read-file: {_q(path)} is a binary file ({size} bytes)")
+        part = _read_lines(f, first, to, size, clock)
+    if part.cut is not None:
+        return _cut_read(part, path, to, size)
     if from_ is None and to is None:
-        return text or f";; {display(env, real)} is empty"
-    return _line_range(text, from_, to, path)
+        return part.text or f";; {display(env, real)} is empty"
+    if part.last < first:
+        raise CellError(
+            f"read-file: :from {first} is past the end of {_q(path)} ({part.total} lines)"
+        )
+    return f";; lines {first}–{part.last} {_of(part, size)}\n{_ended(part.text)}"
 
 
 @verb("write-file", args=["path", "text"])
@@ -46,11 +77,12 @@ def write_file(env: CellEnv, path: str, text: str) -> str:
     real = resolve_path(env, path, must_exist=False, verb="write-file")
     if real.is_dir():
         raise CellError(f"write-file: {_q(path)} is a directory")
+    _refuse_special(real, "write-file", path, "a regular file")
     data = _encode(text, "write-file", "TEXT")
     _approve_write(env, real)
-    before = real.read_bytes() if real.exists() else None
+    before = _bytes_if_any(real, "write-file", path)
     real.parent.mkdir(parents=True, exist_ok=True)
-    _write(real, data, new=before is None)
+    replace_file(real, data)
     _record(env, real, before, data)
     return f"wrote {display(env, real)} ({len(data)} bytes)"
 
@@ -69,7 +101,7 @@ def edit_file(env: CellEnv, path: str, old: str, new: str) -> str:
     at = _only_occurrence(text, old, display(env, real))
     after = _encode(text[:at] + new + text[at + len(old) :], "edit-file", "NEW")
     _approve_write(env, real)
-    _write(real, after, new=False)
+    replace_file(real, after)
     _record(env, real, data, after)
     first = text.count("\n", 0, at) + 1
     last = max(first, first + new.count("\n") - new.endswith("\n"))
@@ -81,11 +113,13 @@ def edit_file(env: CellEnv, path: str, old: str, new: str) -> str:
 def list_files(env: CellEnv, directory: str = ".", *, glob: str | None = None) -> str:
     """List the files and folders under DIR (default the workspace), folders ending in /."""
     real = resolve_path(env, directory, must_exist=True, verb="list-files")
+    _refuse_special(real, "list-files", directory, "a folder")
     if not real.is_dir():
         raise CellError(f"list-files: {_q(directory)} is a file; use (read-file {_q(directory)})")
     base = display(env, real)
     lines: list[str] = []
-    for entry, rel, is_dir in _walk(real):
+    clock = _Clock(env, "list-files", "narrow it with a folder or :glob")
+    for entry, rel, is_dir in _walk(real, clock):
         target = rel if glob is not None and "/" in glob else entry.name
         if glob is not None and not fnmatch.fnmatch(target, glob):
             continue
@@ -101,71 +135,136 @@ def list_files(env: CellEnv, directory: str = ".", *, glob: str | None = None) -
 @verb("grep", args=["pattern"], keywords={"path": str})
 def grep(env: CellEnv, pattern: str, *, path: str = ".") -> str:
     """Search text files under :path (default the workspace) for a Python regex."""
-    regex = _compile(pattern)
+    _compile(pattern)  # a bad pattern is named before any search starts
     real = resolve_path(env, path, must_exist=True, verb="grep")
-    lines: list[str] = []
-    skipped = 0
-    for file, shown in _grep_files(env, real):
-        if _size(file) > MAX_GREP_FILE:
-            skipped += 1
-            continue
-        if _grep_file(file, shown, regex, lines):
-            lines.append(f"[grep cut at {MAX_MATCHES} matches; narrow PATTERN or :path]")
-            break
-    if skipped:
-        lines.append(f"[skipped {skipped} files over {MAX_GREP_FILE // 2**20} MiB]")
+    _refuse_special(real, "grep", path, "a file or folder")
+    clock = _Clock(env, "grep", "narrow PATTERN or :path")
+    found = _search(pattern, list(_grep_files(env, real, clock)), clock)
+    lines = found.lines
+    if found.cut:
+        lines.append(f"[grep cut at {MAX_MATCHES} matches; narrow PATTERN or :path]")
+    if found.skipped:
+        lines.append(f"[skipped {found.skipped} files over {MAX_GREP_FILE // 2**20} MiB]")
     if not lines:
         return f";; no matches for {pattern} in {display(env, real)}"
     return "\n".join(lines) + "\n"
 
 
-def _grep_files(env: CellEnv, real: Path) -> Iterator[tuple[Path, str]]:
-    """The files grep reads, with the names it shows; symlinks leading out are skipped."""
+def _grep_files(env: CellEnv, real: Path, clock: _Clock) -> Iterator[tuple[Path, str]]:
+    """The files grep reads, with the names it shows; symlinks leading out are skipped,
+    and so is what is not a regular file (is_file says so without opening it)."""
     if real.is_file():
         yield real, display(env, real)
         return
     base = display(env, real)
-    for entry, rel, is_dir in _walk(real):
+    for entry, rel, is_dir in _walk(real, clock):
         if is_dir or (entry.is_symlink() and not inside(env, Path(os.path.realpath(entry.path)))):
             continue
         if entry.is_file():
             yield Path(entry.path), _join(base, rel)
 
 
-def _grep_file(file: Path, shown: str, regex: re.Pattern[str], lines: list[str]) -> bool:
-    """Append the file's matching lines; True once more than MAX_MATCHES were found."""
+@dataclass
+class _Found:
+    """What grep's search reported, line by line (the protocol of ``grep_child``)."""
+
+    files: list[tuple[Path, str]]
+    lines: list[str] = field(default_factory=list)
+    skipped: int = 0
+    cut: bool = False
+    done: bool = False
+    current: str | None = None  # the file being searched
+
+    def add(self, line: str) -> None:
+        kind, _, rest = line.partition(" ")
+        if kind == "F":
+            self.current = self.files[int(rest)][1]
+        elif kind == "M":
+            self.lines.append(rest)
+        elif kind == "S":
+            self.skipped += 1
+        elif kind == "C":
+            self.cut = True
+        elif kind == "E":
+            self.done = True
+
+
+def _search(pattern: str, files: list[tuple[Path, str]], clock: _Clock) -> _Found:
+    """Search the files in a child process, killed at the time limit or the turn's stop."""
+    job = {
+        "pattern": pattern,
+        "files": [[str(file), shown] for file, shown in files],
+        "max_matches": MAX_MATCHES,
+        "max_line": MAX_GREP_LINE,
+        "max_file": MAX_GREP_FILE,
+        "cpu": math.ceil(clock.limit) + 1,  # ends it even if this process is killed
+    }
+    child = subprocess.Popen(
+        [sys.executable, "-I", "-S", grep_child.__file__],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     try:
-        data = file.read_bytes()
-    except OSError:
-        return False  # unreadable files are skipped, as grep -s would
-    if _is_binary(data):
-        return False
-    for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), 1):
-        if regex.search(line):
-            if len(lines) == MAX_MATCHES:
-                return True
-            text = line.rstrip("\r")
-            if len(text) > MAX_GREP_LINE:
-                text = text[:MAX_GREP_LINE] + "…"
-            lines.append(f"{shown}:{number}:{text}")
-    return False
+        try:
+            child.stdin.write(json.dumps(job).encode("ascii"))  # type: ignore[union-attr]
+            child.stdin.close()  # type: ignore[union-attr]
+        except BrokenPipeError:
+            pass  # it died already; reading its output says so
+        found = _Found(files)
+        _collect(child, found, clock)
+        return found
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()  # type: ignore[union-attr]
 
 
-def _size(file: Path) -> int:
-    try:
-        return file.stat().st_size
-    except OSError:
-        return 0  # reading it will fail too, and be skipped there
+def _collect(child: subprocess.Popen[bytes], found: _Found, clock: _Clock) -> None:
+    """Read the child's report until it is done; CellError at the time limit or a stop."""
+    fd = child.stdout.fileno()  # type: ignore[union-attr]
+    pending = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while not found.done:
+            if clock.cancel.is_set() or clock.left() <= 0:
+                break
+            if not sel.select(min(clock.left(), _POLL)):
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            *complete, pending = (pending + chunk).split(b"\n")
+            for line in complete:
+                found.add(line.decode("utf-8", "surrogateescape"))
+    if not found.done:
+        raise _unfinished(child, found, clock)
 
 
-def _walk(top: Path) -> Iterator[tuple[os.DirEntry[str], str, bool]]:
+def _unfinished(child: subprocess.Popen[bytes], found: _Found, clock: _Clock) -> CellError:
+    """Why the search ended without its report: a stop, the time limit, or its death."""
+    if clock.cancel.is_set():
+        return CellError("grep: stopped by the person")
+    where = f" searching {found.current}" if found.current is not None else ""
+    if clock.left() <= 0:
+        return CellError(
+            f"grep: gave up after {clock.limit:g} s (its time limit){where}; simplify "
+            "PATTERN (one that backtracks can run for ever) or narrow :path"
+        )
+    code = child.wait()
+    return CellError(f"grep: the search ended early{where} (exit {code})")
+
+
+def _walk(top: Path, clock: _Clock) -> Iterator[tuple[os.DirEntry[str], str, bool]]:
     """Entries under top in sorted tree order, with paths relative to top; skips .git.
 
-    Symlinked folders are listed but not entered, so a walk never leaves the root.
+    Symlinked folders are listed but not entered, so a walk never leaves the root;
+    it ends (CellError) at the verb's time limit or the turn's stop.
     """
     stack = [iter(_entries(str(top)))]
     prefix = len(str(top)) + 1
     while stack:
+        clock.check()
         entry = next(stack[-1], None)
         if entry is None:
             stack.pop()
@@ -203,9 +302,16 @@ def _compile(pattern: str) -> re.Pattern[str]:
 
 
 def _file_bytes(real: Path, verb_name: str, path: str) -> bytes:
-    if real.is_dir():
-        raise CellError(f"{verb_name}: {_q(path)} is a directory; use (list-files {_q(path)})")
-    return real.read_bytes()
+    with _open_regular(real, verb_name, path) as f:
+        return f.read()
+
+
+def _bytes_if_any(real: Path, verb_name: str, path: str) -> bytes | None:
+    """The file's bytes, or None when there is no file yet."""
+    try:
+        return _file_bytes(real, verb_name, path)
+    except FileNotFoundError:
+        return None
 
 
 def _is_binary(data: bytes) -> bool:
@@ -213,22 +319,88 @@ def _is_binary(data: bytes) -> bool:
     return b"\0" in data[:_SNIFF]
 
 
-def _line_range(text: str, first: int | None, last: int | None, path: str) -> str:
-    lines = text.split("\n")
-    if text.endswith("\n"):
-        lines.pop()
-    total = len(lines)
-    first = 1 if first is None else first
-    last = total if last is None else last
-    if first < 1:
-        raise CellError(f"read-file: :from must be 1 or more (got {first})")
-    if first > total:
-        raise CellError(f"read-file: :from {first} is past the end of {_q(path)} ({total} lines)")
-    if last < first:
-        raise CellError(f"read-file: :to must be at least :from {first} (got {last})")
-    last = min(last, total)
-    body = "\n".join(lines[first - 1 : last])
-    return f";; lines {first}–{last} of {total}\n{body}\n"
+@dataclass(frozen=True)
+class _Part:
+    """What a read shows: lines ``first``–``last`` as bytes, and what it knows of the rest."""
+
+    data: bytes
+    first: int
+    last: int  # the last line shown; first - 1 when none is
+    total: int | None  # the file's lines, when known without reading far
+    cut: str | None = None  # "lines": the cap fell between lines; "line": inside line first
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+def _read_lines(f: BinaryIO, first: int, last: int | None, size: int, clock: _Clock) -> _Part:
+    """Lines first..last (to the end when None) streamed from f, at most MAX_OUTPUT bytes."""
+    number = _skip(f, first - 1, clock)
+    offset = f.tell()
+    kept: list[bytes] = []
+    room = MAX_OUTPUT
+    while last is None or number < last:
+        clock.check()
+        line = f.readline(room + 1)
+        if not line:  # the end: every line is counted
+            return _Part(b"".join(kept), first, number, number)
+        if len(line) > room:
+            if not kept:
+                return _Part(line[:room], first, first, None, "line")
+            return _Part(
+                b"".join(kept), first, number, _lines_after(f, offset, size, number), "lines"
+            )
+        kept.append(line)
+        room -= len(line)
+        offset += len(line)
+        number += 1
+    return _Part(b"".join(kept), first, number, _lines_after(f, offset, size, number))
+
+
+def _skip(f: BinaryIO, count: int, clock: _Clock) -> int:
+    """Pass over ``count`` lines without keeping them; how many there were (fewer at the end)."""
+    done, open_line = 0, False
+    while done < count:
+        clock.check()
+        chunk = f.readline(_CHUNK)  # a long line goes by in pieces
+        if not chunk:
+            return done + open_line  # a last line without a newline counts too
+        open_line = not chunk.endswith(b"\n")
+        done += not open_line
+    return done
+
+
+def _lines_after(f: BinaryIO, offset: int, size: int, shown: int) -> int | None:
+    """The file's line count when the rest past ``offset`` is within the cap, else None."""
+    if size - offset > MAX_OUTPUT:
+        return None
+    f.seek(offset)
+    rest = f.read(MAX_OUTPUT + 1)
+    if len(rest) > MAX_OUTPUT:
+        return None  # it grew meanwhile
+    return shown + rest.count(b"\n") + (1 if rest and not rest.endswith(b"\n") else 0)
+
+
+def _of(part: _Part, size: int) -> str:
+    return f"of {part.total}" if part.total is not None else f"of a {size}-byte file"
+
+
+def _ended(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _cut_read(part: _Part, path: str, to: int | None, size: int) -> str:
+    """A read cut at the cap: a header saying so and how to read on, then the text."""
+    if part.cut == "line":
+        head = f"line {part.first} is longer; its first {len(part.data)} bytes are shown"
+    else:
+        more = f" :to {to}" if to is not None else ""
+        head = (
+            f"lines {part.first}–{part.last} {_of(part, size)}; "
+            f"read on with (read-file {_q(path)} :from {part.last + 1}{more})"
+        )
+    return f";; cut at {_CAP}: {head}\n{_ended(part.text)}"
 
 
 def _only_occurrence(text: str, old: str, shown: str) -> int:
@@ -259,19 +431,86 @@ def _approve_write(env: CellEnv, real: Path) -> None:
         raise CellError(f"write to {shown} not approved")
 
 
-def _write(real: Path, data: bytes, *, new: bool) -> None:
-    # Written in place so an existing file keeps its mode, owner and hard links.
-    fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    with open(fd, "wb") as f:
-        if new:
-            os.fchmod(f.fileno(), 0o644)  # normal workspace files, whatever the umask
-        f.write(data)
-
-
 def _record(env: CellEnv, real: Path, before: bytes | None, after: bytes) -> None:
     # The home's own files (the context export) are never tracked by checkpoints.
     if not in_context_dir(env, real):
         env.changes.append(FileChange(str(real), before, after))
+
+
+# -- what may be opened ------------------------------------------------------------
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _special(mode: int) -> str | None:
+    """What a file of this mode is when it is neither a regular file nor a folder."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _refuse_special(real: Path, verb_name: str, path: str, wanted: str) -> None:
+    """CellError when the path is a FIFO, a device or a socket (looked at, never opened)."""
+    try:
+        what = _special(os.stat(real).st_mode)
+    except FileNotFoundError:
+        return
+    if what is not None:
+        raise CellError(f"{verb_name}: {_q(path)} is {what}, not {wanted}")
+
+
+def _open_regular(real: Path, verb_name: str, path: str) -> BinaryIO:
+    """A regular file opened to read; a folder, FIFO, device or socket is refused.
+
+    Opened without blocking (a FIFO with no writer would wait forever) and checked
+    on the open descriptor, so a file swapped after the first look is caught too.
+    """
+    if real.is_dir():
+        raise CellError(f"{verb_name}: {_q(path)} is a directory; use (list-files {_q(path)})")
+    _refuse_special(real, verb_name, path, "a regular file")
+    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            what = "a directory" if stat.S_ISDIR(mode) else _special(mode)
+            raise CellError(f"{verb_name}: {_q(path)} is {what}, not a regular file")
+        return open(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+# -- time limits and stops ----------------------------------------------------------
+
+
+class _Clock:
+    """A verb's time limit and the turn's stop, checked by its long loops."""
+
+    def __init__(self, env: CellEnv, verb_name: str, advice: str):
+        self.cancel, self.limit, self.verb, self.advice = (
+            env.cancel,
+            env.time_limit,
+            verb_name,
+            advice,
+        )
+        self.deadline = time.monotonic() + env.time_limit
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def check(self) -> None:
+        """CellError once the turn is stopped or the time is up."""
+        if self.cancel.is_set():
+            raise CellError(f"{self.verb}: stopped by the person")
+        if time.monotonic() >= self.deadline:
+            raise CellError(
+                f"{self.verb}: gave up after {self.limit:g} s (its time limit); {self.advice}"
+            )
 
 
 def _q(text: str) -> str:

@@ -1,8 +1,8 @@
 """The shell verb: run a command in the workspace and report its output and exit code.
 
-The command runs in its own process group so a timeout can kill everything it
-started; the provider keys are taken out of its environment so it cannot
-print them.
+The command runs in its own process group so a timeout or a stop can kill
+everything it started; the provider keys are taken out of its environment so
+it cannot print them.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ import subprocess
 import time
 
 from ..errors import CellError
-from .env import CellEnv
+from .env import MAX_OUTPUT, CellEnv
 from .registry import verb
 
-MAX_OUTPUT = 8 * 1024 * 1024
 # How long to keep reading after the command exits, for output still in the pipe;
 # background jobs that keep the pipe open longer are not waited for.
 _GRACE = 0.3
+# How often the wait looks at the turn's stop: a stop ends the command within this.
+_POLL = 0.1
 
 
 class _Capped:
@@ -55,7 +56,7 @@ def shell(env: CellEnv, cmd: str, *, timeout: float | None = None) -> str:
         hook(env, "before")
     proc = _spawn(env, cmd)
     try:
-        out, status = _run(proc, limit)
+        out, status = _run(proc, limit, env)
     finally:
         proc.stdout.close()  # type: ignore[union-attr]
         if hook is not None:
@@ -77,28 +78,45 @@ def _spawn(env: CellEnv, cmd: str) -> subprocess.Popen[bytes]:
     )
 
 
-def _run(proc: subprocess.Popen[bytes], limit: float) -> tuple[_Capped, str]:
-    """Read until the command ends or the time is up; the status line says which."""
+def _run(proc: subprocess.Popen[bytes], limit: float, env: CellEnv) -> tuple[_Capped, str]:
+    """Read until the command ends, the time is up or the turn is stopped; the
+    status line says which."""
     out = _Capped()
     deadline = time.monotonic() + limit
-    ended = _read(proc, out, deadline)
-    if ended != "deadline":
-        try:
-            code = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            ended = "deadline"  # it closed its output but kept running
-    if ended == "deadline":
+    ended = _read(proc, out, deadline, env)
+    if ended not in ("deadline", "stopped"):
+        code, ended = _wait(proc, deadline, env, ended)  # it may close its output and go on
+    if ended in ("deadline", "stopped"):
         _kill_group(proc)
-        _read(proc, out, time.monotonic() + 1.0)  # what it wrote before it died
+        _read(proc, out, time.monotonic() + 1.0, None)  # what it wrote before it died
         _reap(proc)
+        if ended == "stopped":
+            return out, "[stopped by the person]"
         return out, f"[timed out after {limit:g} s]"
     if ended == "exited":
         return out, f"[exit {_exit_code(code)}; background processes still hold its output]"
     return out, f"[exit {_exit_code(code)}]"
 
 
-def _read(proc: subprocess.Popen[bytes], out: _Capped, deadline: float) -> str:
-    """Read the output pipe: "eof", "exited" (a background job holds it) or "deadline"."""
+def _wait(
+    proc: subprocess.Popen[bytes], deadline: float, env: CellEnv, ended: str
+) -> tuple[int, str]:
+    """Wait for the command to exit: (its code, ``ended``), or (0, "deadline" / "stopped")."""
+    while True:
+        if env.cancel.is_set():
+            return 0, "stopped"
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return 0, "deadline"
+        try:
+            return proc.wait(timeout=min(left, _POLL)), ended
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _read(proc: subprocess.Popen[bytes], out: _Capped, deadline: float, env: CellEnv | None) -> str:
+    """Read the output pipe: "eof", "exited" (a background job holds it), "deadline"
+    or "stopped" (the turn's stop, when ``env`` is given)."""
     fd = proc.stdout.fileno()  # type: ignore[union-attr]
     exited_at: float | None = None
     with selectors.DefaultSelector() as sel:
@@ -107,11 +125,13 @@ def _read(proc: subprocess.Popen[bytes], out: _Capped, deadline: float) -> str:
             now = time.monotonic()
             if now >= deadline:
                 return "deadline"
+            if env is not None and env.cancel.is_set():
+                return "stopped"
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
             if exited_at is not None and now - exited_at >= _GRACE:
                 return "exited"
-            if sel.select(min(deadline - now, 0.1)):
+            if sel.select(min(deadline - now, _POLL)):
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     return "eof"
