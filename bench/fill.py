@@ -1,9 +1,9 @@
 """SPEC §11: the fill after appending one message to a 2,000-message context,
 as a ratio to a full recount. Goal: ≤ 5%.
 
-The session is built once through the real APIs (the same template as
-bench/first_token.py: asks, replies, calls, results and request events,
-~2,000 messages). Then, alternating after a warm-up:
+The session is built once through the store APIs (bench/_template.py: asks,
+replies, calls, results and request events, ~2,000 messages). Then,
+alternating after a warm-up:
 
 * after an append: one more message is logged, and the clock runs over what
   a request does to know its fill — the context read (``state``), each
@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Report, arg_parser, median, spread
-from first_token import build_template
+from _template import build_template
 from nodecode import budget as budgets
 from nodecode import turns as turn_tree
 from nodecode.app import App

@@ -1,4 +1,4 @@
-"""Run every benchmark of SPEC §11 and print one table: bar, measured, goal, pass/fail.
+"""Run every benchmark of SPEC §11 and print one table: bar, measured, goal, result.
 
 Each ``bench/*.py`` (not ``_*.py``, not this file) runs in its own process
 with ``--json`` when it takes it (one JSON row per bar on stdout, see
@@ -8,8 +8,11 @@ repetitions and seeds; recall's 10,000-event ``--small`` store unless the
 1,000,000-event one is already cached), so the whole run takes minutes on
 two cores; the bars' own sizes (2,000 messages, 20,000 lines) are kept.
 ``BENCH_FULL=1`` (or ``--full``) runs every benchmark at its defaults.
-A benchmark that crashes, times out or reports nothing is an ERROR row;
-this script always exits 0.
+A result is PASS or FAIL, or UNRESOLVED when the measured figure's run-to-run
+spread (its 95% bootstrap interval over the repetitions of both sides) is
+wider than its distance to the goal: the method cannot tell, on this machine,
+now. Under each bar, its two sides' medians with their p10–p90 spread. A benchmark that crashes, times out or
+reports nothing is an ERROR row; this script always exits 0.
 
     python bench/run_all.py [--full] [--only NAME[,NAME]] [--timeout S]
 """
@@ -28,14 +31,25 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
-ORDER = ["first_token", "cache_retention", "context_io", "fill", "recall", "open_buffer"]
+ORDER = [
+    "first_token",
+    "cache_retention",
+    "context_io",
+    "open_buffer",
+    "flat_costs",
+    "fill",
+    "recall",
+]
 # Reduced runs: flag → value, passed only when the benchmark's --help lists the flag.
+# Never below what a bar itself names: first token is a median of ≥ 30, the
+# many-takes home has 50 takes, the sessions keep 200 / 1,000 / 2,000 messages.
 REDUCED: dict[str, dict[str, str | None]] = {
-    "first_token": {"--reps": "7", "--warmup": "2"},
+    "first_token": {"--reps": "30", "--warmup": "1"},
     "cache_retention": {"--seeds": "1"},
-    "context_io": {"--reps": "7", "--warmup": "1"},
+    "context_io": {"--reps": "11", "--warmup": "1"},
+    "open_buffer": {"--reps": "9"},
+    "flat_costs": {"--reps": "9"},
     "fill": {"--reps": "7", "--warmup": "1"},
-    "open_buffer": {"--reps": "5"},
     "recall": {"--small": None},
 }
 RECALL_FULL = BENCH / ".cache" / "recall-1000000" / "built.json"
@@ -48,7 +62,8 @@ class Row:
     bar: str
     measured: str
     goal: str
-    result: str  # PASS, FAIL or ERROR …
+    result: str  # PASS, FAIL, UNRESOLVED (…) or ERROR …
+    figures: str = ""  # each side's median [p10–p90], when the bench gives them
 
 
 def scripts(only: set[str] | None) -> list[Path]:
@@ -157,8 +172,9 @@ def from_json(name: str, row: dict[str, Any]) -> Row:
     if row.get("error") or measured is None:
         result = "ERROR " + str(row.get("error") or "nothing measured")[:80]
     else:
-        result = "PASS" if row.get("pass") else "FAIL"
-    return Row(name, bar, shown(measured, unit), goal_text(bar, goal, unit), result)
+        result = str(row.get("result") or ("PASS" if row.get("pass") else "FAIL"))
+    figures = str(row.get("figures") or "")
+    return Row(name, bar, shown(measured, unit), goal_text(bar, goal, unit), result, figures)
 
 
 def shown(value: Any, unit: str) -> str:
@@ -181,7 +197,7 @@ def goal_text(bar: str, goal: Any, unit: str) -> str:
 # Text lines: _common.Report's default line, and recall.py's summary line.
 _REPORT_LINE = re.compile(
     r"^(?P<bar>.+?): measured (?P<measured>.+?), goal (?P<goal>.+?) → "
-    r"(?P<verdict>PASS|FAIL)$"
+    r"(?P<verdict>PASS|FAIL)(?: \((?P<figures>.*)\))?$"
 )
 _RECALL_LINE = re.compile(
     r"^(?P<bar>recall-search) worst ratio (?P<measured>[\d.]+) over "
@@ -195,7 +211,9 @@ def text_rows(name: str, out: str) -> list[Row]:
         line = line.strip()
         m = _REPORT_LINE.match(line)
         if m:
-            rows.append(Row(name, m["bar"], m["measured"], m["goal"], m["verdict"]))
+            rows.append(
+                Row(name, m["bar"], m["measured"], m["goal"], m["verdict"], m["figures"] or "")
+            )
             continue
         m = _RECALL_LINE.match(line)
         if m:
@@ -212,18 +230,24 @@ def text_rows(name: str, out: str) -> list[Row]:
 
 
 def table(rows: list[Row]) -> str:
+    """The bars, one line each; below each, indented, its two sides' figures."""
     head = Row("benchmark", "bar", "measured", "goal", "result")
-    cols = ("bar", "measured", "goal", "result", "bench")
-    width = {c: max(len(getattr(r, c)) for r in [head, *rows]) for c in cols[:-1]}
+    cols = ("bar", "measured", "goal", "result")
+    width = {c: max(len(getattr(r, c)) for r in [head, *rows]) for c in cols}
     lines = []
     for i, r in enumerate([head, *rows]):
-        lines.append("  ".join(getattr(r, c).ljust(width[c]) for c in cols[:-1]) + "  " + r.bench)
+        lines.append("  ".join(getattr(r, c).ljust(width[c]) for c in cols) + "  " + r.bench)
         if i == 0:
-            lines.append("  ".join("-" * width[c] for c in cols[:-1]) + "  " + "-" * 9)
+            lines.append("  ".join("-" * width[c] for c in cols) + "  " + "-" * 9)
+        elif r.figures:
+            lines.append("    " + r.figures)
     passed = sum(r.result == "PASS" for r in rows)
     failed = sum(r.result == "FAIL" for r in rows)
+    unresolved = sum(r.result.startswith("UNRESOLVED") for r in rows)
     errors = sum(r.result.startswith("ERROR") for r in rows)
-    lines.append(f"{len(rows)} bars: {passed} pass, {failed} fail, {errors} error")
+    lines.append(
+        f"{len(rows)} bars: {passed} pass, {failed} fail, {unresolved} unresolved, {errors} error"
+    )
     return "\n".join(lines)
 
 
