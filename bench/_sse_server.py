@@ -167,6 +167,9 @@ class Handler(socketserver.StreamRequestHandler):
 
     def stream(self, length: int, body: bytes | None) -> None:
         rnd, n, first = self.server.next_round()
+        if body is not None and self.server.save is not None:
+            # Saved before the reply: whoever reads it after the reply sees it whole.
+            (self.server.save / f"{n}.json").write_bytes(body)
         self.wfile.write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\n"
             b"cache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n"
@@ -174,8 +177,6 @@ class Handler(socketserver.StreamRequestHandler):
         for data in reply_frames(rnd, length, n, first):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.write(b"0\r\n\r\n")
-        if body is not None and self.server.save is not None:
-            (self.server.save / f"{n}.json").write_bytes(body)
 
 
 def main(argv: list[str] | None = None) -> int:
