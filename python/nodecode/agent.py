@@ -23,7 +23,7 @@ from nodecode.context import cache_state
 from nodecode.context import request as request_builder
 from nodecode.context import sent as sent_log
 from nodecode.context import take as takes
-from nodecode.errors import ContextOverflow, DoesNotFit, ProviderError
+from nodecode.errors import ContextOverflow, DoesNotFit, ProviderError, Stopped
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS
 from nodecode.providers.types import Reply, ToolCall
 from nodecode.redact import StreamRedactor
@@ -128,11 +128,23 @@ class _Turn:
             turn = turn_tree.begin(self.store, self.sid, self.store.last_seq(self.sid) + 1)
             self.number = turn.number
             self.log("user", role="user", text=self.redact(ask))
-        result = self.rounds()
-        turn_tree.finish(
-            self.store, self.sid, self.number, self.store.last_seq(self.sid), result.status
-        )
-        return result
+        status = "failed"
+        try:
+            result = self.rounds()
+            status = result.status
+            return result
+        except (Stopped, KeyboardInterrupt):
+            status = "stopped"
+            self.log("stopped", text="stopped by the person")
+            raise
+        except Exception as e:
+            first = (str(e).strip().splitlines() or [""])[0]
+            self.log("error", text=self.redact(f"{type(e).__name__}: {first}".rstrip(": ")))
+            raise
+        finally:  # a live host keeps running: the turn must never stay "running"
+            turn_tree.finish(
+                self.store, self.sid, self.number, self.store.last_seq(self.sid), status
+            )
 
     def rounds(self) -> TurnResult:
         final = ""
