@@ -27,7 +27,7 @@ from nodecode.errors import ContextOverflow, DoesNotFit, ProviderError, Stopped
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS
 from nodecode.providers.types import Reply, ToolCall
 from nodecode.redact import StreamRedactor
-from nodecode.session import LEASE_SECONDS, Lease
+from nodecode.session import Lease, lease_seconds
 
 
 class TurnCallbacks:
@@ -90,7 +90,8 @@ class Agent:
         config = self.app.config
         config.require_provider(self.app.environ)
         # Renewed at every request and call: long enough to cover one shell command.
-        lease = Lease(self.store, self.sid, LEASE_SECONDS + config.shell_timeout).acquire()
+        lease = Lease(self.store, self.sid, lease_seconds(self.app.environ) + config.shell_timeout)
+        lease.acquire()
         try:
             return _Turn(self, cb, cancel, lease).run(text)
         finally:

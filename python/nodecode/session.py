@@ -15,6 +15,7 @@ from nodecode.store import Store
 
 _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 LEASE_SECONDS = 30.0
+LEASE_ENV = "NODECODE_LEASE_SECONDS"  # tests shorten the lease with it
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,20 @@ def resolve(
 def set_head(store: Store, sid: str, turn: int | None) -> None:
     with store.atomic() as db:
         db.execute("UPDATE sessions SET head = ? WHERE id = ?", (turn, sid))
+
+
+def lease_seconds(environ: Mapping[str, str] = os.environ) -> float:
+    """How long a turn's lease lasts unrenewed: LEASE_SECONDS, or $NODECODE_LEASE_SECONDS."""
+    raw = environ.get(LEASE_ENV)
+    if raw is None:
+        return LEASE_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise SessionError(f"${LEASE_ENV} must be a number of seconds above 0 (got {raw!r})")
+    return value
 
 
 class Lease:
