@@ -89,9 +89,8 @@ class Agent:
         cancel = cancel or threading.Event()
         config = self.app.config
         config.require_provider(self.app.environ)
-        # Renewed at every request and call: long enough to cover one shell command.
-        lease = Lease(self.store, self.sid, lease_seconds(self.app.environ) + config.shell_timeout)
-        lease.acquire()
+        # Held for the whole turn: a heartbeat renews it while any step waits.
+        lease = Lease(self.store, self.sid, lease_seconds(self.app.environ)).acquire()
         try:
             return _Turn(self, cb, cancel, lease).run(text)
         finally:
@@ -181,7 +180,6 @@ class _Turn:
         return TurnResult(self.number, "stopped", text)
 
     def request(self) -> Reply:
-        self.lease.renew()
         ws = self.app.workspace
         plan = budgets.of(ws, self.config)
         meter = budgets.Meter(self.store, self.sid, self.config, self.ptype)
@@ -297,7 +295,6 @@ class _Turn:
         for seq, call in calls:
             if self.cancel.is_set():
                 return False
-            self.lease.renew()
             self.cb.on_call(seq, self.redact(call_text(call)))
             env = self.cell_env()
             result = evaluate_call(call.name, call.input, env)

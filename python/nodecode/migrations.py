@@ -118,6 +118,13 @@ def m008_create_cache_entries(db: sqlite3.Connection) -> None:
         )""")
 
 
+@migration
+def m009_add_lease_started(db: sqlite3.Connection) -> None:
+    # The holder's start time (boot id + /proc start ticks): a pid reused by
+    # another process no longer holds the lease.
+    db.execute("ALTER TABLE leases ADD COLUMN started TEXT")
+
+
 def apply(db: sqlite3.Connection) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
     db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied REAL)")
