@@ -15,6 +15,7 @@ from typing import Any
 
 from nodecode import budget as budgets
 from nodecode import evict as evictions
+from nodecode import shadow
 from nodecode import turns as turn_tree
 from nodecode.app import App
 from nodecode.cells.env import CellEnv
@@ -303,7 +304,9 @@ class _Turn:
 
     def cell_env(self) -> CellEnv:
         # Shell changes are tracked through the shadow git store (checkpoints).
-        return self.app.cell_env(self.sid, approve=self.approve, turn=self.number, track_shell=True)
+        return self.app.cell_env(
+            self.sid, approve=self.approve, turn=self.number, track_shell=True, cancel=self.cancel
+        )
 
     def approve(self, kind: str, detail: str) -> bool:
         if kind in self.config.auto_approve:
@@ -321,9 +324,14 @@ class _Turn:
             payload["workspace"] = os.path.realpath(env.workspace)
         if env.shell_untracked:
             payload["shell_untracked"] = env.shell_untracked
-        event = self.log(
-            "tool", role="tool", payload=payload, text=lambda seq: format_result(output, seq, limit)
-        )
+        with self.store.atomic():  # logged: its shell commands need no settling after a kill
+            event = self.log(
+                "tool",
+                role="tool",
+                payload=payload,
+                text=lambda seq: format_result(output, seq, limit),
+            )
+            shadow.forget_runs(self.store, self.sid)
         self.cb.on_result(event.seq, event.text, result.error)
 
     def _change(self, change: Any) -> dict[str, Any]:

@@ -107,11 +107,14 @@ def turn_changes(
     store: Store, turn: turn_tree.Turn
 ) -> tuple[list[tuple[dict[str, Any], str | None]], list[str]]:
     """The turn's file changes in order (each with the workspace it ran in) and the
-    reasons its shell changes were not tracked, if any."""
-    events = store.context_events(turn.session, [turn.number], upto=None, kinds=(), turnless=False)
+    reasons its shell changes were not tracked, if any. A turn killed during a
+    shell command has that command's changes on its ``stopped`` event."""
+    events = store.context_events(
+        turn.session, [turn.number], upto=None, kinds=("stopped",), turnless=False
+    )
     changes, untracked = [], []
     for e in events:
-        if e.role != "tool":
+        if e.role != "tool" and e.kind != "stopped":
             continue
         changes += [(c, e.payload.get("workspace")) for c in e.payload.get("changes", [])]
         if e.payload.get("shell_untracked"):

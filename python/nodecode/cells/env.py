@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +47,9 @@ class CellEnv:
     checkpoints' shadow store); ``verbs`` is the table the cell may call
     (default: every verb, ``cells.table.VERBS``). ``changes`` and
     ``shell_untracked`` are what the cell did: files written, and why shell
-    changes could not be tracked.
+    changes could not be tracked. ``cancel`` is the turn's stop: a running
+    command is killed when it is set. ``shell_ended`` is a file touched when a
+    command is killed because nodecode itself died (its mtime: the moment).
     """
 
     workspace: Path
@@ -62,6 +65,8 @@ class CellEnv:
     verbs: Mapping[str, Verb] | None = None
     changes: list[FileChange] = field(default_factory=list)
     shell_untracked: str | None = None
+    cancel: threading.Event | None = None
+    shell_ended: Path | None = None
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace)
