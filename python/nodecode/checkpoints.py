@@ -53,6 +53,20 @@ class Moved:
         """The turn the move is about: the one undone, or the one redone or rewound to."""
         return self.source if self.op == "undo" else self.target
 
+    def doing(self) -> str:
+        """``undoing turn 2``, ``redoing turn 2``, ``rewinding to turn 2``."""
+        verb = {"undo": "undoing", "redo": "redoing", "rewind": "rewinding to"}[self.op]
+        return f"{verb} {name(self.turn)}"
+
+    def finish_hint(self, command: str) -> str | None:
+        """The line that says how to finish a move that left files, or None."""
+        if not self.pending:
+            return None
+        return (
+            f"to finish {self.doing()}: {command} (overwrites {', '.join(self.pending)}; "
+            "your version is kept as a blob)"
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "op": self.op,

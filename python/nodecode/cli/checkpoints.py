@@ -12,36 +12,22 @@ from nodecode import tree as trees
 from nodecode.app import App
 from nodecode.cli.common import EXIT_OK, Command, session_of
 
-_FINISH = {
-    "undo": ("undoing {turn}", "nodecode undo --force"),
-    "redo": ("redoing {turn}", "nodecode redo --force"),
-    "rewind": ("rewinding to {turn}", "nodecode rewind {number} --force"),
-}
+_FORCE = {"undo": "nodecode undo --force", "redo": "nodecode redo --force"}
 
 
 def _report(moved: checkpoints.Moved) -> None:
     """The file lines, then, when files were left, the one command that finishes them."""
     for line in moved.lines:
         print(line, file=sys.stderr)
-    if moved.pending:
-        doing, command = _finish_words(moved)
-        print(
-            f"to finish {doing}: {command} (overwrites {', '.join(moved.pending)}; "
-            "your version is kept as a blob)",
-            file=sys.stderr,
-        )
-
-
-def _finish_words(moved: checkpoints.Moved) -> tuple[str, str]:
-    doing, command = _FINISH[moved.op]
-    turn = checkpoints.name(moved.turn)
-    return doing.format(turn=turn), command.format(number=moved.turn)
+    hint = moved.finish_hint(_FORCE.get(moved.op, f"nodecode rewind {moved.turn} --force"))
+    if hint:
+        print(hint, file=sys.stderr)
 
 
 def _summary(moved: checkpoints.Moved, done: str) -> str:
     """``undid turn 2 except 1 file`` / ``finished undoing turn 2``: what the move did."""
     if moved.finished:
-        return f"finished {_finish_words(moved)[0]}"
+        return f"finished {moved.doing()}"
     left = len(moved.pending)
     return done + (f" except {left} file{'s' if left != 1 else ''}" if left else "")
 
