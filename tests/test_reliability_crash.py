@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -20,12 +21,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from helpers import ROOT, write_config
 from nodecode.agent import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.context import take as takes
 from nodecode.context.fileformat import parse_first, split
 
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git on PATH")
 DRIVER = ROOT / "tests" / "reliability_take_driver.py"
 ROW_COLUMNS = "session, seq, kind, role, turn, text, payload, time"
 
@@ -321,6 +324,7 @@ def undo_restores_what_the_loop_did(home: Path, workspace: Path) -> None:
     assert not (workspace / "made.txt").exists()
 
 
+@needs_git
 def test_sigkill_of_nodecode_kills_the_shell_and_undo_restores_its_changes(
     loopback, home, workspace, tmp_path
 ):
@@ -334,6 +338,7 @@ def test_sigkill_of_nodecode_kills_the_shell_and_undo_restores_its_changes(
     undo_restores_what_the_loop_did(home, workspace)
 
 
+@needs_git
 def test_stopping_the_turn_kills_the_shell_and_undo_restores_its_changes(
     loopback, home, workspace, tmp_path
 ):
@@ -352,6 +357,7 @@ def test_stopping_the_turn_kills_the_shell_and_undo_restores_its_changes(
     undo_restores_what_the_loop_did(home, workspace)
 
 
+@needs_git
 def test_undo_of_a_killed_shell_names_a_file_edited_after_the_kill(
     loopback, home, workspace, tmp_path
 ):

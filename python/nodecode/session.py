@@ -203,16 +203,20 @@ class Lease:
             db.execute("DELETE FROM leases WHERE session = ? AND owner = ?", (self.sid, self.owner))
 
     def _start_heartbeat(self) -> None:
-        if self._beat is not None:
+        if self._beat is not None and not self._stop.is_set():
             return
+        self._stop = threading.Event()  # a fresh one: a released lease may be taken again
         self._beat = threading.Thread(
-            target=self._heartbeat, name=f"nodecode-lease-{self.sid}", daemon=True
+            target=self._heartbeat,
+            args=(self._stop,),
+            name=f"nodecode-lease-{self.sid}",
+            daemon=True,
         )
         self._beat.start()
 
-    def _heartbeat(self) -> None:
+    def _heartbeat(self, stop: threading.Event) -> None:
         every = max(0.05, min(HEARTBEAT_SECONDS, self.seconds / 3))
-        while not self._stop.wait(every):
+        while not stop.wait(every):
             try:
                 self.renew()
             except sqlite3.ProgrammingError:
