@@ -313,15 +313,17 @@ def assert_one_whole_turn(home: Path, sid: str, srv) -> None:
 
 def test_a_cell_that_outlives_the_lease_keeps_the_session_busy(loopback, home, workspace, tmp_path):
     srv, sid, first, go = waiting_turn(loopback, home, workspace, tmp_path)
-    expires = lease_expiry(home, sid)
-    wait_until(lambda: time.time() > expires + 0.2, "the lease taken before the cell to lapse")
-
-    second = run_cli("ask", "two", home=home, cwd=workspace, env=SHORT_LEASE, timeout=TIMEOUT)
+    try:
+        expires = lease_expiry(home, sid)
+        wait_until(lambda: time.time() > expires + 0.2, "the lease taken before the cell to lapse")
+        second = run_cli("ask", "two", home=home, cwd=workspace, env=SHORT_LEASE, timeout=TIMEOUT)
+        renewed = lease_expiry(home, sid)
+    finally:
+        go.touch()  # the first turn's cell ends, whatever happened
     assert second.returncode == 1 and second.stdout == ""
     assert second.stderr.startswith("nodecode: session busy"), second.stderr
-    assert lease_expiry(home, sid) > expires  # renewed while the cell waited
+    assert renewed > expires  # renewed while the cell waited
 
-    go.touch()
     rc, out, err = finish(first)
     assert rc == 0, err
     assert out.endswith("done waiting\n")
@@ -338,10 +340,10 @@ def test_a_lapsed_lease_of_a_live_process_is_not_taken(loopback, home, workspace
         second = run_cli("ask", "two", home=home, cwd=workspace, env=SHORT_LEASE, timeout=TIMEOUT)
     finally:
         os.kill(first.pid, signal.SIGCONT)
+        go.touch()
     assert second.returncode == 1, second.stdout + second.stderr
     assert second.stderr.startswith("nodecode: session busy"), second.stderr
 
-    go.touch()
     rc, _, err = finish(first)
     assert rc == 0, err
     assert_one_whole_turn(home, sid, srv)
