@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import write_config
+from helpers import run_cli, write_config
 from nodecode import checkpoints, recall, turns
 from nodecode import session as sessions
 from nodecode.agent import Agent, TurnCallbacks
@@ -315,3 +315,77 @@ def test_undo_never_writes_through_a_hard_link_to_outside(tmp_path, loopback):
     assert a.read_bytes() == b"alpha\n"
     assert outside.read_bytes() == b"outside\n"
     sess.app.close()
+
+
+def test_undo_force_after_a_skip_finishes_that_turn_through_the_cli(tmp_path, loopback):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_bytes(b"start\n")
+    srv = loopback(
+        [
+            {"text": "One.", "calls": [{"code": ';; w\n(write-file "a.txt" "one\\n")'}]},
+            {"text": "Wrote one."},
+            {
+                "text": "Two.",
+                "calls": [
+                    {"code": ';; w\n(write-file "a.txt" "two\\n")\n(write-file "b.txt" "b")'}
+                ],
+            },
+            {"text": "Wrote two."},
+        ]
+    )
+    home = write_config(tmp_path / "home", srv)
+    for ask in ("write one", "write two"):
+        done = run_cli("ask", "--yes", ask, home=home, cwd=ws)
+        assert done.returncode == 0, done.stderr
+    (ws / "a.txt").write_bytes(b"mine\n")  # the person edits turn 2's file
+
+    out = run_cli("undo", home=home, cwd=ws)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "undid turn 2 except 1 file; the head is turn 1\nwrite two\n"
+    assert out.stderr.splitlines() == [
+        "skipped a.txt: changed since turn 2",
+        "deleted b.txt",
+        "to finish undoing turn 2: nodecode undo --force "
+        "(overwrites a.txt; your version is kept as a blob)",
+    ]
+    assert (ws / "a.txt").read_bytes() == b"mine\n" and not (ws / "b.txt").exists()
+
+    out = run_cli("undo", "--force", home=home, cwd=ws)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "finished undoing turn 2; the head is turn 1\n"
+    [line] = out.stderr.splitlines()
+    assert line.startswith("restored a.txt (forced: changed since turn 2; your version is kept:")
+    assert (ws / "a.txt").read_bytes() == b"one\n"  # turn 1's file: turn 2 is undone whole
+    kept = line.rsplit("nodecode blob ", 1)[1].rstrip(")")
+    assert run_cli("blob", kept, home=home, cwd=ws).stdout == "mine\n"
+
+    out = run_cli("undo", "--force", home=home, cwd=ws)  # nothing left to finish: undo turn 1
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("undid turn 1; the head is the start (no turn)\n")
+    assert (ws / "a.txt").read_bytes() == b"start\n"
+
+
+def test_undo_force_after_a_new_ask_undoes_the_new_turn(tmp_path, loopback):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    srv = loopback(
+        [
+            {"text": "W.", "calls": [{"code": ';; w\n(write-file "a.txt" "one\\n")'}]},
+            {"text": "Wrote."},
+            {"text": "W.", "calls": [{"code": ';; w\n(write-file "a.txt" "two\\n")'}]},
+            {"text": "Wrote."},
+            {"text": "Just talking."},
+        ]
+    )
+    home = write_config(tmp_path / "home", srv)
+    for ask in ("one", "two"):
+        assert run_cli("ask", "--yes", ask, home=home, cwd=ws).returncode == 0
+    (ws / "a.txt").write_bytes(b"mine\n")
+    assert "skipped a.txt" in run_cli("undo", home=home, cwd=ws).stderr
+    assert run_cli("ask", "talk", home=home, cwd=ws).returncode == 0  # something happened
+
+    out = run_cli("undo", "--force", home=home, cwd=ws)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("undid turn 3; the head is turn 1\n")
+    assert (ws / "a.txt").read_bytes() == b"mine\n"

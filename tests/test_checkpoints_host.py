@@ -35,3 +35,19 @@ def test_host_undo_redo_tree_rewind_and_fork(s, monkeypatch):  # noqa: F811
     forked = host.fork(ctx, 1)
     assert forked["parent"] == s.sid and host.session(ctx)["id"] == forked["id"]
     assert [r["number"] for r in host.tree(ctx)] == [1]
+
+
+@needs_git
+def test_host_undo_says_how_to_finish_a_partial_undo_and_the_bang_finishes_it(s, monkeypatch):  # noqa: F811
+    monkeypatch.delenv("NODECODE_SESSION", raising=False)
+    host = Host(Port())
+    ctx = {"home": str(s.app.home), "cwd": str(s.app.cwd)}
+    (s.app.cwd / "made.txt").write_bytes(b"mine")
+    undone = host.undo(ctx)
+    assert undone["pending"] == ["made.txt"] and undone["lines"][-1] == (
+        "to finish undoing turn 2: :NodecodeUndo! (overwrites made.txt; "
+        "your version is kept as a blob)"
+    )
+    finished = host.undo(ctx, True)
+    assert (finished["finished"], finished["to"], finished["pending"]) == (True, 1, [])
+    assert s.files() == {**START, "build/out": b"junk"}

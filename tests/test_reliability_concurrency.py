@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -42,8 +43,8 @@ def turn_kinds(events) -> list[str]:
     return [e.kind for e in events if e.kind in TURN_KINDS]
 
 
-def cli(home: Path, workspace: Path, *args: str) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k != "NODECODE_SESSION"}
+def cli(home: Path, workspace: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
+    env = {**{k: v for k, v in os.environ.items() if k != "NODECODE_SESSION"}, **(env or {})}
     return subprocess.Popen(
         [sys.executable, "-m", "nodecode", "--home", str(home), "--cwd", str(workspace), *args],
         stdout=subprocess.PIPE,
@@ -255,3 +256,94 @@ def test_form_edits_from_two_processes_are_all_taken(loopback, home, workspace):
     [receipt] = store.events(sid, kinds=("receipt",))
     assert "refused" not in receipt.text and receipt.text.count("noted 1 (") == 16, receipt.text
     store.close()
+
+
+# -- the lease is held for the whole turn --------------------------------------------
+
+SHORT_LEASE = {"NODECODE_LEASE_SECONDS": "1"}
+
+
+def wait_until(condition, what: str, limit: float = 30.0) -> None:
+    """Wait for something another process does; fail naming it if it never happens."""
+    end = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def lease_expiry(home: Path, sid: str) -> float:
+    store = open_store(home, "default")
+    try:
+        [(expires,)] = store.read("SELECT expires FROM leases WHERE session = ?", (sid,))
+    finally:
+        store.close()
+    return expires
+
+
+def waiting_turn(loopback, home: Path, workspace: Path, flags: Path):
+    """A session whose first ask runs a cell that waits (past its lease and past
+    shell_timeout) until the test creates ``flags/go``; it touches ``flags/started``."""
+    started, go = flags / "started", flags / "go"
+    cell = f'(shell "touch {started}; while [ ! -e {go} ]; do sleep 0.05; done" :timeout 60)'
+    srv = loopback(
+        [
+            {"text": "Waiting.", "calls": [{"code": ";; wait for go\n" + cell}]},
+            {"text": "done waiting"},
+            {"text": "the second ask ran"},
+        ]
+    )
+    write_config(home, srv, shell_timeout=1)
+    (sid,) = new_sessions(home, workspace, 1)
+    first = cli(home, workspace, "ask", "--yes", "one", env=SHORT_LEASE)
+    wait_until(started.exists, "the cell to start")
+    return srv, sid, first, go
+
+
+def assert_one_whole_turn(home: Path, sid: str, srv) -> None:
+    """The session holds the first turn only, done, with no false ``stopped``."""
+    store = open_store(home, "default")
+    events = store.events(sid)
+    kinds = turn_kinds(events)
+    assert kinds == ["user", "request", "assistant", "call", "tool", "request", "assistant"]
+    assert "stopped" not in [e.kind for e in events]
+    assert store.read("SELECT number, status FROM turns WHERE session = ?", (sid,)) == [(1, "done")]
+    assert len(srv.model_requests) == 2
+    store.close()
+
+
+def test_a_cell_that_outlives_the_lease_keeps_the_session_busy(loopback, home, workspace, tmp_path):
+    srv, sid, first, go = waiting_turn(loopback, home, workspace, tmp_path)
+    try:
+        expires = lease_expiry(home, sid)
+        wait_until(lambda: time.time() > expires + 0.2, "the lease taken before the cell to lapse")
+        second = run_cli("ask", "two", home=home, cwd=workspace, env=SHORT_LEASE, timeout=TIMEOUT)
+        renewed = lease_expiry(home, sid)
+    finally:
+        go.touch()  # the first turn's cell ends, whatever happened
+    assert second.returncode == 1 and second.stdout == ""
+    assert second.stderr.startswith("nodecode: session busy"), second.stderr
+    assert renewed > expires  # renewed while the cell waited
+
+    rc, out, err = finish(first)
+    assert rc == 0, err
+    assert out.endswith("done waiting\n")
+    assert_one_whole_turn(home, sid, srv)
+
+
+def test_a_lapsed_lease_of_a_live_process_is_not_taken(loopback, home, workspace, tmp_path):
+    """A suspended nodecode (Ctrl-Z, a laptop asleep) renews nothing, yet its turn lives."""
+    srv, sid, first, go = waiting_turn(loopback, home, workspace, tmp_path)
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        expires = lease_expiry(home, sid)
+        wait_until(lambda: time.time() > expires + 0.2, "the suspended process's lease to lapse")
+        second = run_cli("ask", "two", home=home, cwd=workspace, env=SHORT_LEASE, timeout=TIMEOUT)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+        go.touch()
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert second.stderr.startswith("nodecode: session busy"), second.stderr
+
+    rc, _, err = finish(first)
+    assert rc == 0, err
+    assert_one_whole_turn(home, sid, srv)

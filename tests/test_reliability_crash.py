@@ -8,8 +8,12 @@ context.receipt.txt are each absent or a whole, valid file (atomic replace).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import random
+import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -17,12 +21,14 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from helpers import ROOT, write_config
 from nodecode.agent import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.context import take as takes
 from nodecode.context.fileformat import parse_first, split
 
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git on PATH")
 DRIVER = ROOT / "tests" / "reliability_take_driver.py"
 ROW_COLUMNS = "session, seq, kind, role, turn, text, payload, time"
 
@@ -254,3 +260,129 @@ def test_sigkill_mid_take_never_leaves_a_half_written_file(loopback, home, works
         takes_seen += len(app.store.events(sid, kinds=("receipt",)))
         app.close()
     assert takes_seen > 0  # the kills landed while the driver was taking
+
+
+# -- a shell cell dies with its turn ------------------------------------------------
+
+WRITER = (
+    ";; keep writing\n"
+    '(shell "echo $$ > {pid}; printf x > made.txt; i=0; '
+    'while :; do i=$((i+1)); echo write $i > out.txt; sleep 0.02; done" :timeout 120)'
+)
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of group ``pgid`` still runs (a zombie does not)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_bytes().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone while we looked
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+def wait_for(condition, what: str, limit: float = 20.0) -> None:
+    """Wait for something another process does; fail naming it if it never happens."""
+    end = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def writing_ask(loopback, home: Path, workspace: Path, pid_file: Path) -> tuple:
+    """`nodecode ask --yes` running a shell loop that keeps rewriting out.txt;
+    returns the CLI process and the loop's process group once it writes."""
+    (workspace / "out.txt").write_text("original\n")
+    srv = loopback(
+        [{"text": "Writing.", "calls": [{"code": WRITER.format(pid=pid_file)}]}, {"text": "no"}]
+    )
+    write_config(home, srv)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nodecode", "--home", str(home), "--cwd", str(workspace)]
+        + ["ask", "--yes", "write out.txt"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for(lambda: (workspace / "out.txt").read_text().startswith("write"), "the loop")
+    return proc, int(pid_file.read_text())
+
+
+def undo_restores_what_the_loop_did(home: Path, workspace: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "nodecode", "--home", str(home), "--cwd", str(workspace), "undo"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "undid turn 1; the head is the start (no turn)\nwrite out.txt\n"
+    assert sorted(out.stderr.splitlines()) == ["deleted made.txt", "restored out.txt"]
+    assert (workspace / "out.txt").read_text() == "original\n"
+    assert not (workspace / "made.txt").exists()
+
+
+@needs_git
+def test_sigkill_of_nodecode_kills_the_shell_and_undo_restores_its_changes(
+    loopback, home, workspace, tmp_path
+):
+    proc, pgid = writing_ask(loopback, home, workspace, tmp_path / "writer.pid")
+    try:
+        kill(proc)
+        wait_for(lambda: not group_alive(pgid), "the shell's process group to die")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+    undo_restores_what_the_loop_did(home, workspace)
+
+
+@needs_git
+def test_stopping_the_turn_kills_the_shell_and_undo_restores_its_changes(
+    loopback, home, workspace, tmp_path
+):
+    proc, pgid = writing_ask(loopback, home, workspace, tmp_path / "writer.pid")
+    try:
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: the turn stops
+        assert proc.wait(timeout=20) == 130
+        assert "nodecode: stopped" in proc.stderr.read()
+        wait_for(lambda: not group_alive(pgid), "the shell's process group to die")
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stderr.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+    undo_restores_what_the_loop_did(home, workspace)
+
+
+@needs_git
+def test_undo_of_a_killed_shell_names_a_file_edited_after_the_kill(
+    loopback, home, workspace, tmp_path
+):
+    proc, pgid = writing_ask(loopback, home, workspace, tmp_path / "writer.pid")
+    try:
+        kill(proc)
+        wait_for(lambda: not group_alive(pgid), "the shell's process group to die")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+    (workspace / "out.txt").write_text("the person's fix\n")
+    later = time.time() + 60  # edited a minute after the kill
+    os.utime(workspace / "out.txt", (later, later))
+
+    out = subprocess.run(
+        [sys.executable, "-m", "nodecode", "--home", str(home), "--cwd", str(workspace), "undo"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines() == [
+        "deleted made.txt",
+        "shell changes of turn 1 were not tracked: out.txt changed again after the turn "
+        "was killed; left as it is",
+    ]
+    assert (workspace / "out.txt").read_text() == "the person's fix\n"
+    assert not (workspace / "made.txt").exists()

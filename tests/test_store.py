@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
 import stat
+import subprocess
+import time
 
 import pytest
 from nodecode import migrations
@@ -141,7 +144,41 @@ def test_lease_of_a_dead_process_does_not_hold(store):
     del lease
 
 
-def test_expired_lease_does_not_hold(store):
+def test_an_expired_lease_holds_while_its_process_lives_and_frees_on_another_host(store):
     sid = sessions.create(store)
-    sessions.Lease(store, sid, seconds=-1).acquire()
-    sessions.Lease(store, sid).acquire()
+    lease = sessions.Lease(store, sid, seconds=-1).acquire()
+    with pytest.raises(SessionBusy):  # this process, alive: an expiry alone frees nothing
+        sessions.Lease(store, sid).acquire()
+    with store.atomic() as db:  # a machine whose processes cannot be checked: the expiry rules
+        db.execute("UPDATE leases SET host = 'elsewhere' WHERE session = ?", (sid,))
+    sessions.Lease(store, sid).acquire().release()
+    lease.release()
+
+
+def test_a_bad_lease_length_is_one_line_naming_the_variable():
+    with pytest.raises(SessionError, match=r"NODECODE_LEASE_SECONDS must be a number .* 'soon'"):
+        sessions.lease_seconds({"NODECODE_LEASE_SECONDS": "soon"})
+
+
+def test_a_lease_whose_pid_now_belongs_to_another_process_does_not_hold(store):
+    """The pid is alive but started later than the lease's holder: the holder is gone."""
+    sid = sessions.create(store)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        lease = sessions.Lease(store, sid).acquire()
+        lease.release()
+        row = (sleeper.pid, sessions.process_start(sleeper.pid), time.time() + 60, sid)
+        with store.atomic() as db:
+            db.execute(
+                "INSERT INTO leases (session, owner, pid, host, expires, started) "
+                "VALUES (?, 'x', ?, ?, ?, ?)",
+                (sid, row[0], socket.gethostname(), row[2], row[1]),
+            )
+        assert sessions.lease_live(store, sid)  # the very process that took it
+        with store.atomic() as db:
+            db.execute("UPDATE leases SET started = ? WHERE session = ?", ("0:1", sid))
+        assert not sessions.lease_live(store, sid)  # same pid, another start: reused
+        sessions.Lease(store, sid).acquire().release()
+    finally:
+        sleeper.kill()
+        sleeper.wait()

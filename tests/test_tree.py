@@ -97,6 +97,23 @@ def test_rewind_skips_what_the_person_changed(branched):
 
 
 @needs_git
+def test_rewind_force_after_a_skip_finishes_that_rewind_and_redo_force_its_redo(branched):
+    ws, sid, c = branched.app.workspace, branched.sid, Path(branched.app.cwd) / "c.txt"
+    c.write_bytes(b"edited by hand")
+    assert checkpoints.rewind(ws, sid, 2).pending == ["c.txt"]
+    finished = checkpoints.rewind(ws, sid, 2, force=True)
+    assert (finished.finished, finished.target, finished.pending) == (True, 2, [])
+    assert not c.exists() and branched.files() == AFTER
+    assert checkpoints.rewind(ws, sid, 2, force=True).lines == []  # nothing left: a plain move
+
+    checkpoints.undo(ws, sid)
+    (Path(branched.app.cwd) / "made.txt").write_bytes(b"mine")
+    assert checkpoints.redo(ws, sid).pending == ["made.txt"]
+    finished = checkpoints.redo(ws, sid, force=True)
+    assert finished.finished and branched.files() == AFTER
+
+
+@needs_git
 def test_continue_and_rewind_clear_the_redo_stack(s):  # noqa: F811
     checkpoints.undo(s.app.workspace, s.sid)
     checkpoints.continue_(s.app.workspace, s.sid, 1)

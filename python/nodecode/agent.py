@@ -15,6 +15,7 @@ from typing import Any
 
 from nodecode import budget as budgets
 from nodecode import evict as evictions
+from nodecode import shadow
 from nodecode import turns as turn_tree
 from nodecode.app import App
 from nodecode.cells.env import CellEnv
@@ -23,11 +24,11 @@ from nodecode.context import cache_state
 from nodecode.context import request as request_builder
 from nodecode.context import sent as sent_log
 from nodecode.context import take as takes
-from nodecode.errors import ContextOverflow, DoesNotFit, ProviderError, UserError
+from nodecode.errors import ContextOverflow, DoesNotFit, ProviderError, Stopped, UserError
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS
 from nodecode.providers.types import Reply, ToolCall
 from nodecode.redact import StreamRedactor
-from nodecode.session import LEASE_SECONDS, Lease
+from nodecode.session import Lease, lease_seconds
 
 
 class TurnCallbacks:
@@ -93,8 +94,8 @@ class Agent:
         cancel = cancel or threading.Event()
         config = self.app.config
         config.require_provider(self.app.environ)
-        # Renewed at every request and call: long enough to cover one shell command.
-        lease = Lease(self.store, self.sid, LEASE_SECONDS + config.shell_timeout).acquire()
+        # Held for the whole turn: a heartbeat renews it while any step waits.
+        lease = Lease(self.store, self.sid, lease_seconds(self.app.environ)).acquire()
         try:
             return _Turn(self, cb, cancel, lease).run(text)
         finally:
@@ -133,11 +134,23 @@ class _Turn:
             turn = turn_tree.begin(self.store, self.sid, self.store.last_seq(self.sid) + 1)
             self.number = turn.number
             self.log("user", role="user", text=self.redact(ask))
-        result = self.rounds()
-        turn_tree.finish(
-            self.store, self.sid, self.number, self.store.last_seq(self.sid), result.status
-        )
-        return result
+        status = "failed"
+        try:
+            result = self.rounds()
+            status = result.status
+            return result
+        except (Stopped, KeyboardInterrupt):
+            status = "stopped"
+            self.log("stopped", text="stopped by the person")
+            raise
+        except Exception as e:
+            first = (str(e).strip().splitlines() or [""])[0]
+            self.log("error", text=self.redact(f"{type(e).__name__}: {first}".rstrip(": ")))
+            raise
+        finally:  # a live host keeps running: the turn must never stay "running"
+            turn_tree.finish(
+                self.store, self.sid, self.number, self.store.last_seq(self.sid), status
+            )
 
     def rounds(self) -> TurnResult:
         final = ""
@@ -175,7 +188,6 @@ class _Turn:
         return TurnResult(self.number, "stopped", text)
 
     def request(self) -> Reply:
-        self.lease.renew()
         ws = self.app.workspace
         plan = budgets.of(ws, self.config)
         meter = budgets.Meter(self.store, self.sid, self.config, self.ptype)
@@ -308,7 +320,6 @@ class _Turn:
         for seq, call in calls:
             if self.cancel.is_set():
                 return False
-            self.lease.renew()
             self.cb.on_call(seq, self.redact(call_text(call)))
             env = self.cell_env()
             result = evaluate_call(call.name, call.input, env)
@@ -317,9 +328,9 @@ class _Turn:
 
     def cell_env(self) -> CellEnv:
         # Shell changes are tracked through the shadow git store (checkpoints).
-        env = self.app.cell_env(self.sid, approve=self.approve, turn=self.number, track_shell=True)
-        env.cancel = self.cancel  # a stop reaches the running verb, not only the next round
-        return env
+        return self.app.cell_env(
+            self.sid, approve=self.approve, turn=self.number, track_shell=True, cancel=self.cancel
+        )
 
     def approve(self, kind: str, detail: str) -> bool:
         if kind in self.config.auto_approve:
@@ -337,9 +348,14 @@ class _Turn:
             payload["workspace"] = os.path.realpath(env.workspace)
         if env.shell_untracked:
             payload["shell_untracked"] = env.shell_untracked
-        event = self.log(
-            "tool", role="tool", payload=payload, text=lambda seq: format_result(output, seq, limit)
-        )
+        with self.store.atomic():  # logged: its shell commands need no settling after a kill
+            event = self.log(
+                "tool",
+                role="tool",
+                payload=payload,
+                text=lambda seq: format_result(output, seq, limit),
+            )
+            shadow.forget_runs(self.store, self.sid)
         self.cb.on_result(event.seq, event.text, result.error)
 
     def _change(self, change: Any) -> dict[str, Any]:

@@ -51,7 +51,11 @@ class App:
         # Wall-clock seconds for what lives in time (the provider's cache entries); the
         # cache benchmark runs a session on a simulated clock shared with its server.
         self.clock = time.time
-        turn_tree.recover(self.store)
+        turn_tree.recover(self.store, settle=self._settle)
+
+    def _settle(self, sid: str, number: int) -> dict:
+        """What a killed turn's unlogged shell commands changed (see ``shadow.settle``)."""
+        return shadow.settle(self.home, self.store, sid, number)
 
     @classmethod
     def open(
@@ -200,9 +204,11 @@ class App:
         approve: Callable[[str, str], bool],
         turn: int | None = None,
         track_shell: bool = False,
+        cancel: threading.Event | None = None,
     ) -> CellEnv:
         """The environment cells of this session run in; ``track_shell`` records
-        shell changes in the shadow store (a turn's calls do, the person's evals not)."""
+        shell changes in the shadow store (a turn's calls do, the person's evals not);
+        ``cancel`` stops a running command when set."""
         config = self.config_or_none()
         timeout = config.shell_timeout if config is not None else DEFAULT_SHELL_TIMEOUT
         removed = set(config.key_envs) if config is not None else set()
@@ -222,4 +228,5 @@ class App:
             session=sid,
             turn=turn,
             on_shell=on_shell,
+            cancel=cancel if cancel is not None else threading.Event(),
         )

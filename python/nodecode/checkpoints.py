@@ -12,13 +12,17 @@ and re-applies those of the turns it enters (oldest first), netted per file.
 A file whose bytes are not what the log says they should be was changed by
 the person: it is skipped and reported, or with ``force`` overwritten after
 its bytes are kept as a blob (``nodecode blob HASH`` prints them).
+
+A move that skips files records them (``pending``); the same command with
+``force`` right after it (no move, no new turn since) finishes that move's
+restores instead of moving again, logged as a ``files`` event.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +33,7 @@ from nodecode.context import model
 from nodecode.errors import UserError
 from nodecode.paths import replace_file
 from nodecode.session import Lease
-from nodecode.store import Store
+from nodecode.store import Event, Store
 from nodecode.workspace import Workspace
 
 
@@ -42,6 +46,27 @@ class Moved:
     target: int | None  # the head after
     lines: list[str] = field(default_factory=list)
     ask: str | None = None  # undo: the undone ask, offered back for editing
+    pending: list[str] = field(default_factory=list)  # files left for a --force to finish
+    finished: bool = False  # this --force finished the previous move's restores
+
+    @property
+    def turn(self) -> int | None:
+        """The turn the move is about: the one undone, or the one redone or rewound to."""
+        return self.source if self.op == "undo" else self.target
+
+    def doing(self) -> str:
+        """``undoing turn 2``, ``redoing turn 2``, ``rewinding to turn 2``."""
+        verb = {"undo": "undoing", "redo": "redoing", "rewind": "rewinding to"}[self.op]
+        return f"{verb} {name(self.turn)}"
+
+    def finish_hint(self, command: str) -> str | None:
+        """The line that says how to finish a move that left files, or None."""
+        if not self.pending:
+            return None
+        return (
+            f"to finish {self.doing()}: {command} (overwrites {', '.join(self.pending)}; "
+            "your version is kept as a blob)"
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -50,6 +75,8 @@ class Moved:
             "to": self.target,
             "lines": self.lines,
             "ask": self.ask,
+            "pending": self.pending,
+            "finished": self.finished,
         }
 
 
@@ -95,11 +122,14 @@ def turn_changes(
     store: Store, turn: turn_tree.Turn
 ) -> tuple[list[tuple[dict[str, Any], str | None]], list[str]]:
     """The turn's file changes in order (each with the workspace it ran in) and the
-    reasons its shell changes were not tracked, if any."""
-    events = store.context_events(turn.session, [turn.number], upto=None, kinds=(), turnless=False)
+    reasons its shell changes were not tracked, if any. A turn killed during a
+    shell command has that command's changes on its ``stopped`` event."""
+    events = store.context_events(
+        turn.session, [turn.number], upto=None, kinds=("stopped",), turnless=False
+    )
     changes, untracked = [], []
     for e in events:
-        if e.role != "tool":
+        if e.role != "tool" and e.kind != "stopped":
             continue
         changes += [(c, e.payload.get("workspace")) for c in e.payload.get("changes", [])]
         if e.payload.get("shell_untracked"):
@@ -201,14 +231,16 @@ def restore(ws: Workspace, step: _Step, force: bool) -> dict[str, Any] | None:
         if now == step.target:
             return None
         if now != step.expect and not force:
-            return {"path": step.path, "action": "skipped", "line": f"skipped {shown}: {step.why}"}
+            line = f"skipped {shown}: {step.why}"
+            return {"path": step.path, "action": "skipped", "line": line, "retry": True}
         kept = ws.store.put_blob(current) if now != step.expect and current is not None else None
         data = ws.store.blob(step.target) if step.target is not None else None
         if step.target is not None and data is None:
             raise OSError(f"blob {step.target[:12]} is missing from the store")
         _write(step.path, data)
     except OSError as e:
-        return {"path": step.path, "action": "failed", "line": f"failed {shown}: {e.strerror or e}"}
+        line = f"failed {shown}: {e.strerror or e}"
+        return {"path": step.path, "action": "failed", "line": line, "retry": True}
     action = "deleted" if data is None else "recreated" if current is None else "restored"
     line = f"{action} {shown}"
     if now != step.expect:
@@ -228,10 +260,11 @@ def _move(
     store = ws.store
     source = sessions.get(store, sid).head
     report: list[dict[str, Any]] = []
+    pending: list[_Step] = []
     if files:
         leave, enter = plan(store, sid, target)
         steps, notes = _steps(store, sid, leave, enter, os.path.realpath(ws.cwd))
-        report = [r for r in (restore(ws, s, force) for s in steps) if r is not None]
+        report, pending = _restore_all(ws, steps, force)
         report += [{"path": None, "action": "note", "line": n} for n in notes]
     lines = [r["line"] for r in report]
     with store.atomic():
@@ -240,10 +273,77 @@ def _move(
             "move",
             turn=target,
             text="\n".join([f"{op}: head {name(source)} → {name(target)}", *lines]),
-            payload={"op": op, "from": source, "to": target, "files": report},
+            payload={
+                "op": op,
+                "from": source,
+                "to": target,
+                "files": report,
+                "pending": [asdict(p) for p in pending],
+            },
         )
         sessions.set_head(store, sid, target)
-    return Moved(op, source, target, lines)
+    return Moved(op, source, target, lines, pending=[_shown(p) for p in pending])
+
+
+def _restore_all(
+    ws: Workspace, steps: list[_Step], force: bool
+) -> tuple[list[dict[str, Any]], list[_Step]]:
+    """Restore each step: the report, and the steps a ``--force`` could still finish
+    (skipped as changed by the person, or failed; not those refused outright)."""
+    report, pending = [], []
+    for step in steps:
+        entry = restore(ws, step, force)
+        if entry is None:
+            continue
+        report.append(entry)
+        if entry.get("retry"):
+            pending.append(step)
+    return report, pending
+
+
+def _unfinished(store: Store, sid: str, op: str, target: int | None) -> tuple[Event, list] | None:
+    """The last move, when it is an ``op`` to ``target`` that left files for a --force
+    and nothing happened since (no move, no new turn): it and its steps still pending."""
+    last = store.last_event(sid, "move")
+    if last is None or last.payload.get("op") != op or last.payload.get("to") != target:
+        return None
+    if sessions.get(store, sid).head != target:
+        return None
+    began = store.read(
+        "SELECT 1 FROM turns WHERE session = ? AND first_seq > ? LIMIT 1", (sid, last.seq)
+    )
+    if began:
+        return None
+    pending = last.payload.get("pending") or []
+    for e in store.events(sid, after=last.seq, kinds=("files",)):
+        if e.payload.get("finishes") == last.seq:
+            pending = e.payload.get("pending") or []
+    return (last, pending) if pending else None
+
+
+def _finish(ws: Workspace, sid: str, op: str, target: int | None) -> Moved | None:
+    """``--force`` right after a partial move: finish that move's restores, forced
+    (the head stays); None when there is nothing of the kind to finish."""
+    found = _unfinished(ws.store, sid, op, target)
+    if found is None:
+        return None
+    move, pending = found
+    report, left = _restore_all(ws, [_Step(**p) for p in pending], force=True)
+    lines = [r["line"] for r in report]
+    source = move.payload.get("from")
+    ws.store.append(
+        sid,
+        "files",
+        turn=target,
+        text="\n".join([f"{op} --force: finished the restores of seq {move.seq}", *lines]),
+        payload={
+            "op": op,
+            "finishes": move.seq,
+            "files": report,
+            "pending": [asdict(p) for p in left],
+        },
+    )
+    return Moved(op, source, target, lines, pending=[_shown(p) for p in left], finished=True)
 
 
 def _turn(store: Store, sid: str, number: int, verb: str) -> turn_tree.Turn:
@@ -259,6 +359,9 @@ def undo(ws: Workspace, sid: str, *, force: bool = False) -> Moved:
     store = ws.store
     with Lease(store, sid):
         head = sessions.get(store, sid).head
+        finished = _finish(ws, sid, "undo", head) if force else None
+        if finished is not None:
+            return finished
         if head is None:
             raise UserError(f"undo: nothing to undo in session {sid} (no turn is the head)")
         turn = _turn(store, sid, head, "undo")
@@ -289,6 +392,9 @@ def redo(ws: Workspace, sid: str, *, force: bool = False) -> Moved:
     with Lease(store, sid):
         stack = redo_stack(store, sid)
         head = sessions.get(store, sid).head
+        finished = _finish(ws, sid, "redo", head) if force else None
+        if finished is not None:
+            return finished
         known = turn_tree.visible(store, sid)
         if not stack or stack[-1] not in known or known[stack[-1]].parent != head:
             raise UserError(
@@ -309,6 +415,9 @@ def rewind(ws: Workspace, sid: str, number: int, *, force: bool = False) -> Move
     """Move the head to turn ``number`` and return files to their state after it."""
     with Lease(ws.store, sid):
         _turn(ws.store, sid, number, "rewind")
+        finished = _finish(ws, sid, "rewind", number) if force else None
+        if finished is not None:
+            return finished
         return _move(ws, sid, number, "rewind", files=True, force=force)
 
 

@@ -174,6 +174,15 @@ def _callbacks_type() -> type:
     return type("HostCallbacks", (_Relay, TurnCallbacks), {})
 
 
+def _moved(moved: Any, command: str) -> dict[str, Any]:
+    """A move as plain values; its lines end with how to finish it, when files were left."""
+    out = moved.as_dict()
+    hint = moved.finish_hint(command)
+    if hint:
+        out["lines"] = [*out["lines"], hint]
+    return out
+
+
 def _open_app(place: Place) -> Any:
     from nodecode.app import App
 
@@ -354,13 +363,13 @@ class Host:
         from nodecode import checkpoints
 
         app, sid = self._pinned(ctx)
-        return checkpoints.undo(app.workspace, sid, force=bool(force)).as_dict()
+        return _moved(checkpoints.undo(app.workspace, sid, force=bool(force)), ":NodecodeUndo!")
 
     def redo(self, ctx: Any, force: bool = False) -> dict[str, Any]:
         from nodecode import checkpoints
 
         app, sid = self._pinned(ctx)
-        return checkpoints.redo(app.workspace, sid, force=bool(force)).as_dict()
+        return _moved(checkpoints.redo(app.workspace, sid, force=bool(force)), ":NodecodeRedo!")
 
     def tree(self, ctx: Any) -> list[dict[str, Any]]:
         """The turn tree: [{number, parent, session, ask, first_seq, last_seq, span,
@@ -380,7 +389,8 @@ class Host:
         from nodecode import checkpoints
 
         app, sid = self._pinned(ctx)
-        return checkpoints.rewind(app.workspace, sid, int(turn), force=bool(force)).as_dict()
+        moved = checkpoints.rewind(app.workspace, sid, int(turn), force=bool(force))
+        return _moved(moved, "a forced rewind to it in the tree")
 
     def fork(self, ctx: Any, turn: int | None = None) -> dict[str, Any]:
         """Fork here (or at ``turn``); this Neovim then works in the child: {id, parent}."""

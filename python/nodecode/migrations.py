@@ -118,6 +118,23 @@ def m008_create_cache_entries(db: sqlite3.Connection) -> None:
         )""")
 
 
+@migration
+def m009_add_lease_started(db: sqlite3.Connection) -> None:
+    # The holder's start time (boot id + /proc start ticks): a pid reused by
+    # another process no longer holds the lease.
+    db.execute("ALTER TABLE leases ADD COLUMN started TEXT")
+
+
+@migration
+def m010_create_shell_runs(db: sqlite3.Connection) -> None:
+    # The snapshot before a turn's first shell command whose result is not logged
+    # yet: a turn killed mid-command is settled from it. A pointer row, removed
+    # when the call's result is logged.
+    db.execute("""CREATE TABLE shell_runs (session TEXT NOT NULL, turn INTEGER NOT NULL,
+                                           workspace TEXT NOT NULL, tree TEXT, untracked TEXT,
+                                           PRIMARY KEY (session, turn))""")
+
+
 def apply(db: sqlite3.Connection) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
     db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied REAL)")

@@ -5,16 +5,20 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nodecode.errors import SessionBusy, SessionError
+from nodecode.errors import SessionBusy, SessionError, StoreError
 from nodecode.store import Store
 
 _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 LEASE_SECONDS = 30.0
+LEASE_ENV = "NODECODE_LEASE_SECONDS"  # tests shorten the lease with it
+HEARTBEAT_SECONDS = 5.0  # how often a held lease is renewed (a third of it, when shorter)
 
 
 @dataclass(frozen=True)
@@ -119,36 +123,64 @@ def set_head(store: Store, sid: str, turn: int | None) -> None:
         db.execute("UPDATE sessions SET head = ? WHERE id = ?", (turn, sid))
 
 
+def lease_seconds(environ: Mapping[str, str] = os.environ) -> float:
+    """How long a turn's lease lasts unrenewed: LEASE_SECONDS, or $NODECODE_LEASE_SECONDS."""
+    raw = environ.get(LEASE_ENV)
+    if raw is None:
+        return LEASE_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise SessionError(f"${LEASE_ENV} must be a number of seconds above 0 (got {raw!r})")
+    return value
+
+
 class Lease:
-    """A turn's hold on a session: a row with an expiry, renewed while the turn
-    runs. A killed process stops renewing; its lease lapses after LEASE_SECONDS,
-    or at once when its pid is gone on this host."""
+    """A turn's hold on a session: a row naming its process (pid and start time)
+    with an expiry. While held, a heartbeat thread renews the expiry every few
+    seconds, whatever the turn waits on (a long cell, an approval, a stream).
+    On this host the lease holds exactly as long as its process lives (a
+    suspended process too); the expiry decides only where that cannot be
+    checked (another machine, no /proc)."""
 
     def __init__(self, store: Store, sid: str, seconds: float = LEASE_SECONDS):
         self.store, self.sid, self.seconds = store, sid, seconds
         self.owner = uuid.uuid4().hex
         self.host = socket.gethostname()
         self._renewed = 0.0
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
 
     def acquire(self) -> Lease:
         now = time.time()
         with self.store.atomic() as db:
             row = db.execute(
-                "SELECT owner, pid, host, expires FROM leases WHERE session = ?", (self.sid,)
+                "SELECT owner, pid, host, expires, started FROM leases WHERE session = ?",
+                (self.sid,),
             ).fetchone()
-            if row and row[0] != self.owner and row[3] > now and _alive(row[1], row[2], self.host):
+            if row and row[0] != self.owner and _held(row[1], row[2], row[3], row[4], now):
                 raise SessionBusy(
-                    f"session busy: {self.sid} is running a turn in process "
-                    f"{row[1]} (lease expires in {row[3] - now:.0f} s)"
+                    f"session busy: {self.sid} is running a turn in process {row[1]}"
+                    + (f" on {row[2]}" if row[2] != self.host else "")
                 )
             db.execute(
-                "INSERT INTO leases (session, owner, pid, host, expires) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(session) DO UPDATE SET "
+                "INSERT INTO leases (session, owner, pid, host, expires, started) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(session) DO UPDATE SET "
                 "owner = excluded.owner, pid = excluded.pid, host = excluded.host, "
-                "expires = excluded.expires",
-                (self.sid, self.owner, os.getpid(), self.host, now + self.seconds),
+                "expires = excluded.expires, started = excluded.started",
+                (
+                    self.sid,
+                    self.owner,
+                    os.getpid(),
+                    self.host,
+                    now + self.seconds,
+                    process_start(os.getpid()),
+                ),
             )
         self._renewed = now
+        self._start_heartbeat()
         return self
 
     def renew(self) -> None:
@@ -164,8 +196,33 @@ class Lease:
         self._renewed = now
 
     def release(self) -> None:
+        # Not joined: the caller may hold the store's lock the heartbeat waits for.
+        # A last beat after the delete updates no row (it names this owner).
+        self._stop.set()
         with self.store.atomic() as db:
             db.execute("DELETE FROM leases WHERE session = ? AND owner = ?", (self.sid, self.owner))
+
+    def _start_heartbeat(self) -> None:
+        if self._beat is not None and not self._stop.is_set():
+            return
+        self._stop = threading.Event()  # a fresh one: a released lease may be taken again
+        self._beat = threading.Thread(
+            target=self._heartbeat,
+            args=(self._stop,),
+            name=f"nodecode-lease-{self.sid}",
+            daemon=True,
+        )
+        self._beat.start()
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        every = max(0.05, min(HEARTBEAT_SECONDS, self.seconds / 3))
+        while not stop.wait(every):
+            try:
+                self.renew()
+            except sqlite3.ProgrammingError:
+                return  # the store was closed under us: nothing left to hold
+            except (sqlite3.Error, StoreError):
+                continue  # busy for longer than the busy timeout: try at the next beat
 
     def __enter__(self) -> Lease:
         return self.acquire()
@@ -175,21 +232,69 @@ class Lease:
 
 
 def lease_live(store: Store, sid: str) -> bool:
-    """Whether some process holds an unexpired lease on ``sid``."""
-    rows = store.read("SELECT pid, host, expires FROM leases WHERE session = ?", (sid,))
+    """Whether some live process holds the lease on ``sid``."""
+    rows = store.read("SELECT pid, host, expires, started FROM leases WHERE session = ?", (sid,))
     if not rows:
         return False
-    pid, host, expires = rows[0]
-    return expires > time.time() and _alive(pid, host, socket.gethostname())
+    pid, host, expires, started = rows[0]
+    return _held(pid, host, expires, started, time.time())
 
 
-def _alive(pid: int, host: str, this_host: str) -> bool:
-    if host != this_host:
-        return True  # cannot check another machine's processes: trust the expiry
+def _held(pid: int, host: str, expires: float, started: str | None, now: float) -> bool:
+    """A lease holds while its process runs; when that cannot be told, until it expires."""
+    running = _running(pid, host, started)
+    return running if running is not None else expires > now
+
+
+def _running(pid: int, host: str, started: str | None) -> bool | None:
+    """Whether the lease's own process still runs: None when this host cannot tell."""
+    if host != socket.gethostname():
+        return None  # another machine's processes cannot be checked
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass  # another user's process: it exists
+    now = _stat(pid)
+    if now is None:
+        return None  # no /proc: the pid may have been reused, trust the expiry
+    state, start = now
+    if state in ("Z", "X", "gone"):
+        return False  # dead, waiting to be reaped (or gone since the kill above)
+    if started is None:
+        return None  # a lease taken before start times were recorded
+    return start == started
+
+
+def process_start(pid: int) -> str | None:
+    """What tells process ``pid`` from a later one given the same pid: this boot's id
+    and its start time (field 22 of /proc/PID/stat, clock ticks since boot).
+    None where there is no /proc (not Linux), or the process is gone."""
+    now = _stat(pid)
+    return now[1] if now is not None and now[0] not in ("Z", "X", "gone") else None
+
+
+def _stat(pid: int) -> tuple[str, str] | None:
+    """(state, boot id + start time) of ``pid`` from /proc; state "gone" when it has
+    exited; None when this system has no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return ("gone", "") if os.path.isdir("/proc/self") else None
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after the last ")".
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    if len(fields) < 20:
+        return None
+    return fields[0].decode(), f"{_boot_id()}:{int(fields[19])}"  # fields[0] is field 3
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""

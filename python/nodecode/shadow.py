@@ -22,6 +22,7 @@ from typing import Any
 from nodecode.cells.env import CellEnv, FileChange
 from nodecode.errors import NodecodeError
 from nodecode.paths import ensure_dir, write_private
+from nodecode.store import Store
 
 DEFAULT_MAX_MB = 200
 _NULL = "0" * 40
@@ -70,6 +71,8 @@ class Shadow:
         self.root = self.home / "shadow" / digest
         self.git_dir = self.root / "git"
         self.index = self.root / f"index{'.' + key if key else ''}"
+        # Touched by a command's watchdog when it kills the command because nodecode died.
+        self.ended_mark = self.root / f"ended{'.' + key if key else ''}"
         self.max_mb = max_mb
 
     # -- public ----------------------------------------------------------------
@@ -233,6 +236,7 @@ class ShellWatch:
                 reason = self._snap()
             if reason is not None:
                 env.shell_untracked = reason
+            self._journal(env, reason)
             return
         if self.before is None:
             return
@@ -248,6 +252,89 @@ class ShellWatch:
         except ShadowError as e:
             return str(e)
         return None
+
+    def _journal(self, env: CellEnv, reason: str | None) -> None:
+        """Remember the snapshot before the turn's first unlogged command, so a turn
+        killed during it can still be undone (``settle``), and arm the death mark."""
+        if env.ws is None or env.session is None or env.turn is None:
+            return
+        if self.before is not None:
+            self.shadow.ended_mark.unlink(missing_ok=True)
+            env.shell_ended = self.shadow.ended_mark
+        with env.ws.store.atomic() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO shell_runs (session, turn, workspace, tree, untracked) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (env.session, env.turn, str(self.shadow.workspace), self.before, reason),
+            )
+
+
+def forget_runs(store: Store, sid: str) -> None:
+    """A call's result is logged with its changes: no command of it needs settling."""
+    with store.atomic() as db:
+        db.execute("DELETE FROM shell_runs WHERE session = ?", (sid,))
+
+
+# A file changed later than this after its command was killed was changed by someone else.
+_AFTER_KILL = 1.0
+
+
+def settle(home: Path, store: Store, sid: str, turn: int) -> dict[str, Any]:
+    """What turn ``turn``, killed while its shell commands' result was unlogged,
+    changed: the snapshot before the first of them against the workspace now, as
+    the payload of its ``stopped`` event (``changes``, like a tool event; and in
+    ``shell_untracked`` what cannot be told apart from later edits)."""
+    rows = store.read(
+        "SELECT workspace, tree, untracked FROM shell_runs WHERE session = ? AND turn = ?",
+        (sid, turn),
+    )
+    if not rows:
+        return {}
+    workspace, before, untracked = rows[0]
+    if before is None:
+        return {"shell_untracked": untracked or "no snapshot was taken before the command"}
+    shadow = Shadow(home, Path(workspace), key=sid)
+    try:
+        changes = shadow.diff(before, shadow.snapshot())
+    except ShadowError as e:
+        return {"shell_untracked": f"the command killed with the turn: {e}"}
+    late = _changed_after_kill(shadow, changes)
+    payload: dict[str, Any] = {
+        "workspace": workspace,
+        "changes": [_stored(store, c) for c in changes if c.path not in late],
+    }
+    if late:
+        shown = ", ".join(os.path.relpath(p, workspace) for p in sorted(late))
+        payload["shell_untracked"] = (
+            f"{shown} changed again after the turn was killed; left as "
+            f"{'they are' if len(late) > 1 else 'it is'}"
+        )
+    return payload
+
+
+def _changed_after_kill(shadow: Shadow, changes: list[FileChange]) -> set[str]:
+    """Paths written after the watchdog killed the command (when it did)."""
+    try:
+        ended = shadow.ended_mark.stat().st_mtime
+    except OSError:
+        return set()  # no mark: nothing tells the command's writes from later ones
+    late = set()
+    for c in changes:
+        try:
+            if os.lstat(c.path).st_mtime > ended + _AFTER_KILL:
+                late.add(c.path)
+        except OSError:
+            pass  # deleted: by the command, as far as anyone can tell
+    return late
+
+
+def _stored(store: Store, change: FileChange) -> dict[str, Any]:
+    put = store.put_blob
+    return {
+        "path": change.path,
+        "before": put(change.before) if change.before is not None else None,
+        "after": put(change.after) if change.after is not None else None,
+    }
 
 
 def max_mb(config_raw: dict[str, Any]) -> float:

@@ -73,6 +73,10 @@ class Store:
         self._lock = threading.RLock()
         self._depth = 0
         self.cache: dict[str, Any] = {}  # derived views, rebuilt from the log when stale
+        # Held while a derived view is read or filled. It is the connection's own lock
+        # on purpose: a fill reads the log, so with one lock it neither deadlocks
+        # against a transaction nor sees rows appended half-way through.
+        self.cache_lock = self._lock
 
     def close(self) -> None:
         with self._lock:

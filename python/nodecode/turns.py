@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from nodecode import session as sessions
 from nodecode.store import Store
@@ -130,17 +132,32 @@ def lower_limit(limit: int | None, fork_seq: int | None) -> int | None:
     return fork_seq if limit is None else min(limit, fork_seq)
 
 
-def recover(store: Store) -> list[tuple[str, int]]:
+def recover(
+    store: Store, settle: Callable[[str, int], dict[str, Any]] | None = None
+) -> list[tuple[str, int]]:
     """Mark stopped every turn left running by a process that died (killed, or
-    its machine went down): a ``stopped`` event is appended, nothing rewritten."""
+    its machine went down): a ``stopped`` event is appended, nothing rewritten.
+    ``settle(sid, number)`` gives that event's payload: what the turn changed
+    that no event recorded (a shell command killed with it)."""
     done = []
-    with store.atomic() as db:
-        rows = db.execute("SELECT session, number FROM turns WHERE status = 'running'").fetchall()
-        for sid, number in rows:
-            if sessions.lease_live(store, sid):
-                continue
+    rows = store.read("SELECT session, number FROM turns WHERE status = 'running'")
+    for sid, number in rows:
+        if sessions.lease_live(store, sid):
+            continue
+        extra = settle(sid, number) if settle is not None else {}
+        with store.atomic() as db:
+            still = db.execute(
+                "SELECT 1 FROM turns WHERE session = ? AND number = ? AND status = 'running'",
+                (sid, number),
+            ).fetchone()
+            if still is None or sessions.lease_live(store, sid):
+                continue  # another process recovered it, or took the session, meanwhile
             event = store.append(
-                sid, "stopped", turn=number, text="interrupted: the process running this turn ended"
+                sid,
+                "stopped",
+                turn=number,
+                text="interrupted: the process running this turn ended",
+                payload=extra or None,
             )
             finish(store, sid, number, event.seq, "stopped")
             done.append((sid, number))

@@ -109,3 +109,36 @@ def test_errors_are_user_errors_with_one_line(home, workspace, loopback):
         host.ask(ctx, "second")
     host.stop(job)
     assert wait_for(port.done)["status"] == "stopped"
+
+
+class FailingPort(RecordingPort):
+    """A port whose first ``call`` event raises, as a broken callback would."""
+
+    def emit(self, event: dict) -> None:
+        super().emit(event)
+        if event["kind"] == "call" and sum(e["kind"] == "call" for e in self.events) == 1:
+            raise RuntimeError("the chat went away")
+
+
+def test_a_turn_that_raises_is_finished_failed_and_the_next_ask_runs(home, workspace, loopback):
+    configure(
+        home,
+        loopback(
+            [{"calls": [{"code": "(list-files)"}]}, {"text": "never"}, {"text": "second turn"}]
+        ),
+    )
+    port = FailingPort()
+    host = port.host = Host(port)
+    ctx = {"home": str(home), "cwd": str(workspace)}
+
+    host.ask(ctx, "first")
+    done = wait_for(port.done)
+    assert (done["status"], done["error"]) == ("failed", "RuntimeError: the chat went away")
+    assert [(r["number"], r["status"]) for r in host.tree(ctx)] == [(1, "failed")]
+
+    port.events.clear()
+    host.ask(ctx, "again")
+    assert wait_for(port.done)["status"] == "done"
+    assert [(r["number"], r["status"]) for r in host.tree(ctx)] == [(1, "failed"), (2, "done")]
+    log = host.recall(ctx, "chat went away", False)
+    assert any("RuntimeError: the chat went away" in str(row) for row in log), log

@@ -53,7 +53,9 @@ class CellEnv:
     long any other verb may run (shell has ``shell_timeout``); ``cancel`` is
     the turn's stop (Ctrl-C, :NodecodeStop), which ends a running verb.
     ``changes`` and ``shell_untracked`` are what the cell did: files written,
-    and why shell changes could not be tracked.
+    and why shell changes could not be tracked. ``shell_ended`` is a file
+    touched when a command is killed because nodecode itself died (its mtime:
+    the moment).
     """
 
     workspace: Path
@@ -71,6 +73,7 @@ class CellEnv:
     verbs: Mapping[str, Verb] | None = None
     changes: list[FileChange] = field(default_factory=list)
     shell_untracked: str | None = None
+    shell_ended: Path | None = None
 
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace)

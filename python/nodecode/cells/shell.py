@@ -1,8 +1,15 @@
 """The shell verb: run a command in the workspace and report its output and exit code.
 
-The command runs in its own process group so a timeout or a stop can kill
-everything it started; the provider keys are taken out of its environment so
-it cannot print them.
+The command runs in its own session and process group so a timeout, or the
+turn being stopped, can kill everything it started; the provider keys are
+taken out of its environment so it cannot print them.
+
+A command never outlives the nodecode process that started it, even one
+killed with SIGKILL: a watchdog (``/bin/sh``, in a session of its own) reads a
+pipe from us and kills the command's process group when the pipe closes
+without the all-clear. The command waits on a gate until the watchdog knows
+its group, so it never runs unwatched. This is plain POSIX (pipes and
+process groups): where no watchdog can start, commands run unwatched.
 """
 
 from __future__ import annotations
@@ -12,12 +19,21 @@ import selectors
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 from ..errors import CellError
 from .env import MAX_OUTPUT, CellEnv
 from .registry import verb
 
+# The watchdog: the command's group on the first line, then "done" (the
+# all-clear) or end of file (we died): kill the group, touch the mark file.
+_WATCHDOG = (
+    'read -r group || exit 0; read -r _ && exit 0; kill -s KILL -- "-$group" 2>/dev/null; '
+    '[ -z "$1" ] || : > "$1"'
+)
+# The command's gate: wait for one line, then become the command itself (same pid).
+_GATE = 'read -r _ || exit 125; exec "$0" -c "$1" </dev/null'
 # How long to keep reading after the command exits, for output still in the pipe;
 # background jobs that keep the pipe open longer are not waited for.
 _GRACE = 0.3
@@ -54,38 +70,97 @@ def shell(env: CellEnv, cmd: str, *, timeout: float | None = None) -> str:
     hook = env.on_shell
     if hook is not None:
         hook(env, "before")
-    proc = _spawn(env, cmd)
+    watchdog = _Watchdog(env.shell_ended)
     try:
-        out, status = _run(proc, limit, env)
+        proc = _spawn(env, cmd)
+        watchdog.watch(proc.pid)
+        _open_gate(proc)
+        try:
+            out, status = _run(proc, limit, env.cancel)
+        finally:
+            proc.stdout.close()  # type: ignore[union-attr]
     finally:
-        proc.stdout.close()  # type: ignore[union-attr]
+        watchdog.release()
         if hook is not None:
             hook(env, "after")
     return _report(out, status)
+
+
+class _Watchdog:
+    """Kills a command's process group if this process dies before ``release``."""
+
+    def __init__(self, mark: os.PathLike | None):
+        program = "/bin/sh" if os.path.exists("/bin/sh") else shutil.which("sh")
+        self.proc: subprocess.Popen[bytes] | None = None
+        if program is None:
+            return
+        try:
+            self.proc = subprocess.Popen(
+                [program, "-c", _WATCHDOG, "sh", os.fspath(mark) if mark else ""],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # no terminal: Ctrl-C and hang-ups leave it alone
+            )
+        except OSError:
+            self.proc = None  # degrade: the command runs unwatched
+
+    def watch(self, group: int) -> None:
+        self._send(f"{group}\n")
+
+    def release(self) -> None:
+        """The all-clear: the command is over (or was killed by us)."""
+        if self.proc is None:
+            return
+        self._send("done\n")
+        try:
+            self.proc.stdin.close()  # type: ignore[union-attr]
+        except OSError:
+            pass
+        _reap(self.proc)
+
+    def _send(self, line: str) -> None:
+        if self.proc is None:
+            return
+        try:
+            self.proc.stdin.write(line.encode())  # type: ignore[union-attr]
+            self.proc.stdin.flush()  # type: ignore[union-attr]
+        except OSError:
+            pass  # it died: the command is unwatched, not stopped
 
 
 def _spawn(env: CellEnv, cmd: str) -> subprocess.Popen[bytes]:
     program = shutil.which("bash") or "/bin/sh"
     environ = {k: v for k, v in os.environ.items() if k not in env.env_remove}
     return subprocess.Popen(
-        [program, "-c", cmd],
+        [program, "-c", _GATE, program, cmd],
         cwd=env.workspace,
         env=environ,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,  # the gate; the command itself reads /dev/null
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
 
 
-def _run(proc: subprocess.Popen[bytes], limit: float, env: CellEnv) -> tuple[_Capped, str]:
+def _open_gate(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        proc.stdin.write(b"\n")  # type: ignore[union-attr]
+        proc.stdin.close()  # type: ignore[union-attr]
+    except OSError:
+        pass  # it is already gone; _run reports how it ended
+
+
+def _run(
+    proc: subprocess.Popen[bytes], limit: float, cancel: threading.Event | None = None
+) -> tuple[_Capped, str]:
     """Read until the command ends, the time is up or the turn is stopped; the
     status line says which."""
     out = _Capped()
     deadline = time.monotonic() + limit
-    ended = _read(proc, out, deadline, env)
-    if ended not in ("deadline", "stopped"):
-        code, ended = _wait(proc, deadline, env, ended)  # it may close its output and go on
+    ended = _read(proc, out, deadline, cancel)
+    if ended in ("eof", "exited"):
+        ended, code = _wait(proc, deadline, cancel, ended)
     if ended in ("deadline", "stopped"):
         _kill_group(proc)
         _read(proc, out, time.monotonic() + 1.0, None)  # what it wrote before it died
@@ -99,24 +174,27 @@ def _run(proc: subprocess.Popen[bytes], limit: float, env: CellEnv) -> tuple[_Ca
 
 
 def _wait(
-    proc: subprocess.Popen[bytes], deadline: float, env: CellEnv, ended: str
-) -> tuple[int, str]:
-    """Wait for the command to exit: (its code, ``ended``), or (0, "deadline" / "stopped")."""
+    proc: subprocess.Popen[bytes], deadline: float, cancel: threading.Event | None, ended: str
+) -> tuple[str, int]:
+    """Wait for the exit once the output is closed: (how it ended, its code)."""
     while True:
-        if env.cancel.is_set():
-            return 0, "stopped"
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return 0, "deadline"
         try:
-            return proc.wait(timeout=min(left, _POLL)), ended
+            return ended, proc.wait(timeout=min(0.1, max(0.0, deadline - time.monotonic())))
         except subprocess.TimeoutExpired:
-            continue
+            if time.monotonic() >= deadline:
+                return "deadline", 0  # it closed its output but kept running
+            if cancel is not None and cancel.is_set():
+                return "stopped", 0
 
 
-def _read(proc: subprocess.Popen[bytes], out: _Capped, deadline: float, env: CellEnv | None) -> str:
-    """Read the output pipe: "eof", "exited" (a background job holds it), "deadline"
-    or "stopped" (the turn's stop, when ``env`` is given)."""
+def _read(
+    proc: subprocess.Popen[bytes],
+    out: _Capped,
+    deadline: float,
+    cancel: threading.Event | None = None,
+) -> str:
+    """Read the output pipe: "eof", "exited" (a background job holds it),
+    "deadline" or "stopped"."""
     fd = proc.stdout.fileno()  # type: ignore[union-attr]
     exited_at: float | None = None
     with selectors.DefaultSelector() as sel:
@@ -125,7 +203,7 @@ def _read(proc: subprocess.Popen[bytes], out: _Capped, deadline: float, env: Cel
             now = time.monotonic()
             if now >= deadline:
                 return "deadline"
-            if env is not None and env.cancel.is_set():
+            if cancel is not None and cancel.is_set():
                 return "stopped"
             if exited_at is None and proc.poll() is not None:
                 exited_at = now

@@ -12,22 +12,40 @@ from nodecode import tree as trees
 from nodecode.app import App
 from nodecode.cli.common import EXIT_OK, Command, session_of
 
+_FORCE = {"undo": "nodecode undo --force", "redo": "nodecode redo --force"}
+
 
 def _report(moved: checkpoints.Moved) -> None:
+    """The file lines, then, when files were left, the one command that finishes them."""
     for line in moved.lines:
         print(line, file=sys.stderr)
+    hint = moved.finish_hint(_FORCE.get(moved.op, f"nodecode rewind {moved.turn} --force"))
+    if hint:
+        print(hint, file=sys.stderr)
+
+
+def _summary(moved: checkpoints.Moved, done: str) -> str:
+    """``undid turn 2 except 1 file`` / ``finished undoing turn 2``: what the move did."""
+    if moved.finished:
+        return f"finished {moved.doing()}"
+    left = len(moved.pending)
+    return done + (f" except {left} file{'s' if left != 1 else ''}" if left else "")
 
 
 def _force_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--force", action="store_true", help="overwrite files changed since (keeping a copy)"
+        "--force",
+        action="store_true",
+        help="overwrite files changed since (keeping a copy); right after a move that "
+        "skipped files, finish that move instead",
     )
 
 
 def cmd_undo(app: App, args: argparse.Namespace) -> int:
     moved = checkpoints.undo(app.workspace, session_of(app, args), force=args.force)
     _report(moved)
-    print(f"undid {checkpoints.name(moved.source)}; the head is {checkpoints.name(moved.target)}")
+    done = _summary(moved, f"undid {checkpoints.name(moved.source)}")
+    print(f"{done}; the head is {checkpoints.name(moved.target)}")
     if moved.ask:
         print(moved.ask)
     return EXIT_OK
@@ -36,7 +54,7 @@ def cmd_undo(app: App, args: argparse.Namespace) -> int:
 def cmd_redo(app: App, args: argparse.Namespace) -> int:
     moved = checkpoints.redo(app.workspace, session_of(app, args), force=args.force)
     _report(moved)
-    print(f"redid {checkpoints.name(moved.target)}")
+    print(_summary(moved, f"redid {checkpoints.name(moved.target)}"))
     return EXIT_OK
 
 
@@ -65,7 +83,7 @@ def _rewind_args(p: argparse.ArgumentParser) -> None:
 def cmd_rewind(app: App, args: argparse.Namespace) -> int:
     moved = checkpoints.rewind(app.workspace, session_of(app, args), args.turn, force=args.force)
     _report(moved)
-    print(f"rewound to {checkpoints.name(moved.target)}")
+    print(_summary(moved, f"rewound to {checkpoints.name(moved.target)}"))
     return EXIT_OK
 
 

@@ -108,7 +108,14 @@ def build(store: Store, sid: str) -> list[Message]:
 
 def state(store: Store, sid: str) -> State:
     """The context, reusing the last computation when the log only grew since
-    (new messages on the same path); any take, eviction or move recomputes."""
+    (new messages on the same path); any take, eviction or move recomputes.
+    Threads share the cache (the host's loop and job threads): it is read and
+    filled under the store's cache lock."""
+    with store.cache_lock:
+        return _state(store, sid)
+
+
+def _state(store: Store, sid: str) -> State:
     cache: dict = store.cache.setdefault("context", {})
     top = store.last_seq(sid)
     info = sessions.get(store, sid)
