@@ -114,6 +114,13 @@ class Model:
         e = self.entries.get(key)
         return e if e is not None and e.expires > at else None
 
+    def highest(self, prefix: Sequence[str], at: float) -> int:
+        """The highest position of ``prefix`` with a live entry (-1: none)."""
+        for i in range(len(prefix) - 1, -1, -1):
+            if self.live(prefix[i], at):
+                return i
+        return -1
+
     def apply(
         self,
         prefix: Sequence[str],
@@ -216,7 +223,7 @@ def plan(
     n = len(prefix)
     later = now + MARGIN
     marks: dict[int, float] = {n - 1: SHORT}
-    reads = [_highest(model, prefix, later) for model in ledger.models]
+    reads = [model.highest(prefix, later) for model in ledger.models]
     read = min(reads)
     for r in set(reads):
         if r >= 0 and n - 1 - r >= LOOKBACK:
@@ -251,13 +258,6 @@ def _done(marks: dict[int, float], read: int, tokens: Sequence[int], minimum: in
     short = marks[end] == SHORT and all(marks[i] == SHORT for i in kept)
     out = [Mark(i, SHORT if short or (i == end and marks[i] == SHORT) else LONG) for i in kept]
     return Plan(out, read)
-
-
-def _highest(model: Model, prefix: Sequence[str], at: float) -> int:
-    for i in range(len(prefix) - 1, -1, -1):
-        if model.live(prefix[i], at):
-            return i
-    return -1
 
 
 def keep_set(tokens: Sequence[int], anchors: Sequence[bool], top: int) -> list[int]:
