@@ -178,3 +178,46 @@ def test_a_second_app_counts_only_the_messages_it_has_not_counted(
     # The first App counted every message up to its last ask; only its last reply
     # (logged after that request) and the new ask are new.
     assert encoded == [f"reply 9 {tag} " + "words " * 40, f"the new ask {tag}"]
+
+
+@pytest.fixture
+def encoded_chars(monkeypatch):
+    """Characters of JSON encoded by nodecode's threads (the caller's and the provider's
+    pumps; not the loopback server's), a spy on the encoder."""
+    total = [0]
+    real = json.JSONEncoder.encode
+
+    def spy(self, obj):
+        out = real(self, obj)
+        me = threading.current_thread()
+        if me is threading.main_thread() or me.name.startswith("nodecode-provider"):
+            total[0] += len(out)
+        return out
+
+    monkeypatch.setattr(json.JSONEncoder, "encode", spy)
+    return total
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_a_request_encodes_only_what_the_requests_before_it_did_not_send(
+    ptype, loopback, tmp_path, encoded_chars
+):
+    tag = uuid.uuid4().hex
+    turn = [{"calls": [{"code": "(list-files)"}]}, {"text": f"{tag} " + "a long reply " * 400}]
+    srv = loopback(turn * 41)
+    home = write_config(tmp_path / "home", srv, ptype)
+    app = App.open(home, "default", tmp_path, environ={})
+    try:
+        sid = app.new_session()
+        for i in range(40):
+            assert Agent(app, sid).ask(f"ask {i} " + "the ask's words " * 50).status == "done"
+        before, sent = encoded_chars[0], len(srv.model_requests)
+        assert Agent(app, sid).ask("one more ask").status == "done"
+        encoded = encoded_chars[0] - before
+    finally:
+        app.close()
+    bodies = [json.dumps(r.body) for r in srv.model_requests[sent:]]
+    assert len(bodies) == 2 and len(bodies[0]) > 200_000
+    # What is new in these two requests: the ask, a call and its result, and the
+    # breakpoints' blocks; the rest was encoded by the requests that first sent it.
+    assert encoded < 0.05 * sum(map(len, bodies)), (encoded, sum(map(len, bodies)))

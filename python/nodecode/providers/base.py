@@ -31,7 +31,7 @@ import httpx
 from nodecode.errors import ContextOverflow, ProviderError, ProviderFailed
 from nodecode.providers.overflow import parse_overflow, unwrap_error
 from nodecode.providers.sse import EventReader, LineSplitter, ServerSentEvent
-from nodecode.providers.types import Reply, ToolCall, Usage
+from nodecode.providers.types import Reply, ToolCall, Usage, encode_body
 
 MAX_RETRY_AFTER = 60.0
 MAX_BACKOFF = 8.0
@@ -393,7 +393,9 @@ class _Pump:
         self, client: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any]
     ) -> None:
         try:
-            with client.stream("POST", url, headers=headers, json=body) as response:
+            content = encode_body(body)  # here, as httpx's json= would: its errors alike
+            headers = {**headers, "content-type": "application/json"}
+            with client.stream("POST", url, headers=headers, content=content) as response:
                 self._response = response
                 if response.status_code >= 300:
                     response.read()
