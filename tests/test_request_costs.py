@@ -221,3 +221,111 @@ def test_a_request_encodes_only_what_the_requests_before_it_did_not_send(
     # What is new in these two requests: the ask, a call and its result, and the
     # breakpoints' blocks; the rest was encoded by the requests that first sent it.
     assert encoded < 0.05 * sum(map(len, bodies)), (encoded, sum(map(len, bodies)))
+
+
+def _traced(app: App, fn, *args) -> tuple[list[str], int]:
+    """The SQL statements ``fn`` runs on the App's store (not those triggers run
+    inside them), and the SQLite VM steps it takes in hundreds: how much it reads."""
+    statements: list[str] = []
+    steps = [0]
+
+    def step() -> int:
+        steps[0] += 1
+        return 0
+
+    app.store.db.set_trace_callback(statements.append)
+    app.store.db.set_progress_handler(step, 100)
+    try:
+        fn(*args)
+    finally:
+        app.store.db.set_trace_callback(None)
+        app.store.db.set_progress_handler(None, 0)
+    return [s for s in statements if not s.startswith("--")], steps[0]
+
+
+class _Hours:
+    """A clock two hours on at each reading: every cache entry a request left has
+    expired by the next, so what the store holds of them stays the same size."""
+
+    def __init__(self) -> None:
+        self.now = 1e9
+
+    def __call__(self) -> float:
+        self.now += 7200
+        return self.now
+
+
+def _open(home, tmp_path, clock: _Hours) -> App:
+    app = App.open(home, "default", tmp_path, environ={})
+    app.clock = clock
+    return app
+
+
+def _grow_to(home, tmp_path, clock: _Hours, sid: str, asks: int) -> None:
+    app = _open(home, tmp_path, clock)
+    try:
+        while len(app.store.events(sid, kinds=("user",))) < asks:
+            assert Agent(app, sid).ask("a question " * 20).status == "done"
+    finally:
+        app.close()
+
+
+TURN = [{"calls": [{"code": "(list-files)"}]}, {"text": "an answer " * 30}]
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_an_apps_first_ask_runs_the_same_statements_at_any_session_size(ptype, loopback, tmp_path):
+    srv = loopback(TURN * 100)
+    home = write_config(tmp_path / "home", srv, ptype)
+    app = App.open(home, "default", tmp_path, environ={})
+    sid = app.new_session()
+    app.close()
+    counts, clock = [], _Hours()
+    for asks in (6, 24):
+        _grow_to(home, tmp_path, clock, sid, asks)
+        app = _open(home, tmp_path, clock)
+        try:
+            statements, _ = _traced(app, Agent(app, sid).ask, "measured")
+        finally:
+            app.close()
+        counts.append(len(statements))
+    assert counts[1] == counts[0]
+
+
+def _ledger_rows(ledger) -> set:
+    return {(k, r, ttl, exp) for k, r, ttl, exp, _ in ledger.rows()}
+
+
+def test_the_stored_cache_ledger_is_each_writers_whatever_connection_wrote_before(
+    loopback, tmp_path
+):
+    from nodecode.context import cache_state
+    from nodecode.store import Store
+
+    srv = loopback([{"text": "an answer " * 300}] * 12)
+    home = write_config(tmp_path / "home", srv, "anthropic")
+    apps = [App.open(home, "default", tmp_path, environ={}) for _ in range(2)]
+    clock = [1e9]
+
+    def tick() -> float:
+        return clock[0]
+
+    try:
+        sids = [app.new_session() for app in apps]
+        for app in apps:
+            app.clock = tick
+        scope = apps[0].cache_scope()
+        for k in range(6):  # the two Apps (two connections) take turns, a minute apart
+            app = apps[k % 2]
+            assert Agent(app, sids[k % 2]).ask("a long question " * 200).status == "done"
+            fresh = Store(app.store.path)
+            try:
+                stored = _ledger_rows(cache_state.load(fresh, scope, clock[0]))
+            finally:
+                fresh.close()
+            assert stored == _ledger_rows(cache_state.load(app.store, scope, clock[0]))
+            assert stored  # the requests were big enough to be cached
+            clock[0] += 60
+    finally:
+        for app in apps:
+            app.close()
