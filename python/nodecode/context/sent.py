@@ -37,21 +37,23 @@ def remember(store: Store, sid: str, seq: int, sent: Pairs) -> None:
 
 
 def sent_of(store: Store, sid: str, event: Event) -> Pairs:
-    """The whole (id, digest) list of a request event, in order."""
+    """The whole (id, digest) list of a request event, in order. Its chain of
+    deltas is read in one query, newest first, back to a whole list."""
     hit = store.cache.setdefault("sent", {}).get(sid)
     if hit is not None and hit[0] == event.seq:
         return hit[1]
-    chain: list[Event] = []
-    current: Event | None = event
-    while current is not None:
-        chain.append(current)
-        value = current.payload.get("sent")
+    chain: list[Any] = []
+    want = event.seq
+    for seq, payload in store.payloads(sid, "request", event.seq):
+        if seq != want:
+            continue  # a request the chain skips (logged in the older format)
+        value = payload.get("sent")
+        chain.append(value)
         if not isinstance(value, dict) or value.get("after") is None:
             break
-        current = store.event(sid, value["after"])
+        want = value["after"]
     pairs: Pairs = []
-    for e in reversed(chain):
-        value = e.payload.get("sent")
+    for value in reversed(chain):
         if isinstance(value, list):  # the older format: the whole list
             pairs = [tuple(p) for p in value]
         elif isinstance(value, dict):

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import codecs
 import email.utils
+import functools
 import json
+import os
 import queue
 import random
 import socket
+import ssl
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any, Self
 
@@ -27,7 +31,7 @@ import httpx
 from nodecode.errors import ContextOverflow, ProviderError, ProviderFailed
 from nodecode.providers.overflow import parse_overflow, unwrap_error
 from nodecode.providers.sse import EventReader, LineSplitter, ServerSentEvent
-from nodecode.providers.types import Reply, ToolCall, Usage
+from nodecode.providers.types import Reply, ToolCall, Usage, encode_body
 
 MAX_RETRY_AFTER = 60.0
 MAX_BACKOFF = 8.0
@@ -36,6 +40,28 @@ _POLL = 0.05  # how often a waiting caller looks at its cancel event
 _SPEND_LIMIT = "enforced_spend_limit_reached"
 
 TextSink = Callable[[str], None]
+
+
+def tls_context(url: str) -> ssl.SSLContext:
+    """The TLS context a client of ``url`` verifies servers with. Loading the CA
+    certificates costs 20-60 ms, so it is done once per process, and not at all
+    for a plain-http URL (a local server) with no proxy in the environment: its
+    client gets a context with no CA at all, which refuses any TLS peer."""
+    if url.startswith("http://") and not urllib.request.getproxies():
+        return _no_ca_context()
+    return _verified_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.cache
+def _verified_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    """httpx's default (certifi's CAs, or $SSL_CERT_FILE / $SSL_CERT_DIR, which
+    key the cache): one context shared by every client, as TLS contexts may be."""
+    return httpx.create_ssl_context()
+
+
+@functools.cache
+def _no_ca_context() -> ssl.SSLContext:
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifying, with nothing to verify against
 
 
 class StreamParser:
@@ -112,7 +138,9 @@ class Provider:
         self._api_key = api_key or None
         _WORKERS.prestart()
         self._client = httpx.Client(
-            timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT), transport=transport
+            timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
+            transport=transport,
+            verify=tls_context(self.base_url),
         )
 
     # -- what a subclass provides -------------------------------------------------
@@ -365,7 +393,9 @@ class _Pump:
         self, client: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any]
     ) -> None:
         try:
-            with client.stream("POST", url, headers=headers, json=body) as response:
+            content = encode_body(body)  # here, as httpx's json= would: its errors alike
+            headers = {**headers, "content-type": "application/json"}
+            with client.stream("POST", url, headers=headers, content=content) as response:
                 self._response = response
                 if response.status_code >= 300:
                     response.read()

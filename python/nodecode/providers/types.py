@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,3 +48,28 @@ class Reply:
     stop_reason: str | None = None
     stopped: bool = False  # the person stopped it; text/calls are what arrived
     retries: int = 0
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, as a request body is sent (httpx's ``json=`` writes the same)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+class EncodedList(list):
+    """A list that carries its own JSON (``dumps`` of its items, made with them from
+    parts kept per message): a body's messages, sent without being encoded again.
+    Never changed after it is made."""
+
+    def __init__(self, items: list[Any], encoded: str) -> None:
+        super().__init__(items)
+        self.encoded = encoded
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """``body`` as the bytes of ``dumps(body)``, each ``EncodedList`` value written
+    from its own JSON: at 2,000 messages encoding the whole body takes 5-10 ms."""
+    fields = (
+        f"{dumps(key)}:{value.encoded if isinstance(value, EncodedList) else dumps(value)}"
+        for key, value in body.items()
+    )
+    return ("{" + ",".join(fields) + "}").encode("utf-8")

