@@ -172,6 +172,7 @@ M.tree = remote('NodecodeTree') ---@type fun(): table[]
 M.continue_ = remote('NodecodeContinue') ---@type fun(turn: integer): any
 M.rewind = remote('NodecodeRewind') ---@type fun(turn: integer, force: boolean): any
 M.fork = remote('NodecodeFork') ---@type fun(turn?: integer): table {id}
+M.blob = remote('NodecodeBlob') ---@type fun(hash: string): string a kept file version
 
 --- Entry point of the host's events (nodecode.host module docstring lists them).
 ---@param event table
