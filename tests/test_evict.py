@@ -36,8 +36,9 @@ def session(loopback, tmp_path):
 
 
 def stub_header(a: int, b: int, turns: int, rounds: int = 0) -> str:
-    more = f" · {rounds} rounds" if rounds else ""
-    return f"[history evicted: seq {a}–{b} · {turns} turns{more} · recall: {RECALL.format(b + 1)}]"
+    more = f" · {rounds} round{'s' * (rounds != 1)}" if rounds else ""
+    many = f"{turns} turn{'s' * (turns != 1)}"
+    return f"[history evicted: seq {a}–{b} · {many}{more} · recall: {RECALL.format(b + 1)}]"
 
 
 def cells_of(n: int) -> list[str]:

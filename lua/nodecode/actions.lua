@@ -133,6 +133,25 @@ function M.redo(force)
   M.after_change()
 end
 
+--- :NodecodeBlob HASH: the version of a file a forced move kept, read-only in a split.
+---@param hash string
+function M.blob(hash)
+  hash = vim.trim(hash or '')
+  local text = rpc().blob(hash)
+  local name = 'nodecode://blob/' .. hash
+  local buf = vim.fn.bufnr('^' .. vim.pesc(name) .. '$')
+  if buf == -1 then
+    buf = vim.api.nvim_create_buf(false, true)
+    vim.api.nvim_buf_set_name(buf, name)
+  end
+  vim.bo[buf].modifiable = true
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split((text:gsub('\n$', '')), '\n', { plain = true }))
+  vim.bo[buf].modifiable, vim.bo[buf].bufhidden = false, 'wipe'
+  vim.cmd('split')
+  vim.api.nvim_win_set_buf(0, buf)
+  vim.keymap.set('n', 'q', '<cmd>close<cr>', { buffer = buf, nowait = true, desc = 'nodecode: close' })
+end
+
 --- :NodecodeFork [TURN]: a new session from here (or from TURN), pinned at once.
 ---@param turn? integer
 function M.fork(turn)

@@ -79,6 +79,13 @@ M.commands = {
       require('nodecode.actions').redo(o.bang)
     end,
   },
+  NodecodeBlob = {
+    desc = 'nodecode: show a file version a forced undo, redo or rewind kept: :NodecodeBlob HASH',
+    nargs = 1,
+    impl = function(o)
+      require('nodecode.actions').blob(o.args)
+    end,
+  },
   NodecodeFork = {
     desc = 'nodecode: fork a new session at the head (or at TURN) and work in it',
     nargs = '?',

@@ -172,11 +172,12 @@ M.tree = remote('NodecodeTree') ---@type fun(): table[]
 M.continue_ = remote('NodecodeContinue') ---@type fun(turn: integer): any
 M.rewind = remote('NodecodeRewind') ---@type fun(turn: integer, force: boolean): any
 M.fork = remote('NodecodeFork') ---@type fun(turn?: integer): table {id}
+M.blob = remote('NodecodeBlob') ---@type fun(hash: string): string a kept file version
 
 --- Entry point of the host's events (nodecode.host module docstring lists them).
 ---@param event table
 function M._on_event(event)
-  for _, mod in ipairs({ 'nodecode.ui.chat', 'nodecode.ui.context', 'nodecode.ui.status' }) do
+  for _, mod in ipairs({ 'nodecode.ui.chat', 'nodecode.ui.context', 'nodecode.ui.status', 'nodecode.ui.tree' }) do
     local ok, err = pcall(require(mod).on_event, event)
     if not ok then
       require('nodecode.message').error('showing %s failed: %s', tostring(event.kind), first_line(err))

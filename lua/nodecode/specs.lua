@@ -16,6 +16,7 @@ return {
   { type = 'function', name = 'NodecodeInfo', sync = true, opts = vim.empty_dict() },
   { type = 'function', name = 'NodecodeMessages', sync = true, opts = vim.empty_dict() },
   { type = 'function', name = 'NodecodeStop', sync = false, opts = vim.empty_dict() },
+  { type = 'function', name = 'NodecodeBlob', sync = true, opts = vim.empty_dict() },
   { type = 'function', name = 'NodecodeBudget', sync = true, opts = vim.empty_dict() },
   { type = 'function', name = 'NodecodeContext', sync = true, opts = vim.empty_dict() },
   { type = 'function', name = 'NodecodeContinue', sync = true, opts = vim.empty_dict() },

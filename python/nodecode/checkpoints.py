@@ -11,7 +11,8 @@ commands). A move reverts the changes of the turns it leaves (newest first)
 and re-applies those of the turns it enters (oldest first), netted per file.
 A file whose bytes are not what the log says they should be was changed by
 the person: it is skipped and reported, or with ``force`` overwritten after
-its bytes are kept as a blob (``nodecode blob HASH`` prints them).
+its bytes are kept as a blob (``nodecode blob HASH`` prints them; ``show_blob``
+names the command that shows one where the person is, ``:NodecodeBlob`` in Neovim).
 
 A move that skips files records them (``pending``); the same command with
 ``force`` right after it (no move, no new turn since) finishes that move's
@@ -35,6 +36,8 @@ from nodecode.paths import replace_file
 from nodecode.session import Lease
 from nodecode.store import Event, Store
 from nodecode.workspace import Workspace
+
+BLOB_COMMAND = "nodecode blob"  # how the command line shows a kept version
 
 
 @dataclass
@@ -219,7 +222,9 @@ def _write(path: str, data: bytes | None) -> None:
     replace_file(path, data)
 
 
-def restore(ws: Workspace, step: _Step, force: bool) -> dict[str, Any] | None:
+def restore(
+    ws: Workspace, step: _Step, force: bool, show_blob: str = BLOB_COMMAND
+) -> dict[str, Any] | None:
     """Bring one file to ``step.target``; the report entry, or None when it already is."""
     shown = _shown(step)
     refusal = _refusal(ws, step)
@@ -245,7 +250,7 @@ def restore(ws: Workspace, step: _Step, force: bool) -> dict[str, Any] | None:
     line = f"{action} {shown}"
     if now != step.expect:
         line += f" (forced: {step.why}" + (
-            f"; your version is kept: nodecode blob {kept[:12]})" if kept else ")"
+            f"; your version is kept: {show_blob} {kept[:12]})" if kept else ")"
         )
     return {"path": step.path, "action": action, "line": line, "kept": kept}
 
@@ -254,7 +259,14 @@ def restore(ws: Workspace, step: _Step, force: bool) -> dict[str, Any] | None:
 
 
 def _move(
-    ws: Workspace, sid: str, target: int | None, op: str, *, files: bool, force: bool = False
+    ws: Workspace,
+    sid: str,
+    target: int | None,
+    op: str,
+    *,
+    files: bool,
+    force: bool = False,
+    show_blob: str = BLOB_COMMAND,
 ) -> Moved:
     """Move the head (the caller holds the lease): files, then one event and the head."""
     store = ws.store
@@ -264,7 +276,7 @@ def _move(
     if files:
         leave, enter = plan(store, sid, target)
         steps, notes = _steps(store, sid, leave, enter, os.path.realpath(ws.cwd))
-        report, pending = _restore_all(ws, steps, force)
+        report, pending = _restore_all(ws, steps, force, show_blob)
         report += [{"path": None, "action": "note", "line": n} for n in notes]
     lines = [r["line"] for r in report]
     with store.atomic():
@@ -286,13 +298,13 @@ def _move(
 
 
 def _restore_all(
-    ws: Workspace, steps: list[_Step], force: bool
+    ws: Workspace, steps: list[_Step], force: bool, show_blob: str = BLOB_COMMAND
 ) -> tuple[list[dict[str, Any]], list[_Step]]:
     """Restore each step: the report, and the steps a ``--force`` could still finish
     (skipped as changed by the person, or failed; not those refused outright)."""
     report, pending = [], []
     for step in steps:
-        entry = restore(ws, step, force)
+        entry = restore(ws, step, force, show_blob)
         if entry is None:
             continue
         report.append(entry)
@@ -321,14 +333,16 @@ def _unfinished(store: Store, sid: str, op: str, target: int | None) -> tuple[Ev
     return (last, pending) if pending else None
 
 
-def _finish(ws: Workspace, sid: str, op: str, target: int | None) -> Moved | None:
+def _finish(
+    ws: Workspace, sid: str, op: str, target: int | None, show_blob: str = BLOB_COMMAND
+) -> Moved | None:
     """``--force`` right after a partial move: finish that move's restores, forced
     (the head stays); None when there is nothing of the kind to finish."""
     found = _unfinished(ws.store, sid, op, target)
     if found is None:
         return None
     move, pending = found
-    report, left = _restore_all(ws, [_Step(**p) for p in pending], force=True)
+    report, left = _restore_all(ws, [_Step(**p) for p in pending], True, show_blob)
     lines = [r["line"] for r in report]
     source = move.payload.get("from")
     ws.store.append(
@@ -354,18 +368,18 @@ def _turn(store: Store, sid: str, number: int, verb: str) -> turn_tree.Turn:
     return known[number]
 
 
-def undo(ws: Workspace, sid: str, *, force: bool = False) -> Moved:
+def undo(ws: Workspace, sid: str, *, force: bool = False, show_blob: str = BLOB_COMMAND) -> Moved:
     """Rewind the head turn and its file changes; the undone ask comes back."""
     store = ws.store
     with Lease(store, sid):
         head = sessions.get(store, sid).head
-        finished = _finish(ws, sid, "undo", head) if force else None
+        finished = _finish(ws, sid, "undo", head, show_blob) if force else None
         if finished is not None:
             return finished
         if head is None:
             raise UserError(f"undo: nothing to undo in session {sid} (no turn is the head)")
         turn = _turn(store, sid, head, "undo")
-        moved = _move(ws, sid, turn.parent, "undo", files=True, force=force)
+        moved = _move(ws, sid, turn.parent, "undo", files=True, force=force, show_blob=show_blob)
         moved.ask = trees.ask_text(store, turn)
     return moved
 
@@ -386,13 +400,13 @@ def redo_stack(store: Store, sid: str) -> list[int]:
     return stack
 
 
-def redo(ws: Workspace, sid: str, *, force: bool = False) -> Moved:
+def redo(ws: Workspace, sid: str, *, force: bool = False, show_blob: str = BLOB_COMMAND) -> Moved:
     """Step forward along the branch the undos left, re-applying one turn's changes."""
     store = ws.store
     with Lease(store, sid):
         stack = redo_stack(store, sid)
         head = sessions.get(store, sid).head
-        finished = _finish(ws, sid, "redo", head) if force else None
+        finished = _finish(ws, sid, "redo", head, show_blob) if force else None
         if finished is not None:
             return finished
         known = turn_tree.visible(store, sid)
@@ -401,7 +415,7 @@ def redo(ws: Workspace, sid: str, *, force: bool = False) -> Moved:
                 f"redo: nothing to redo in session {sid} (no undo since the last "
                 "ask, continue or rewind)"
             )
-        return _move(ws, sid, stack[-1], "redo", files=True, force=force)
+        return _move(ws, sid, stack[-1], "redo", files=True, force=force, show_blob=show_blob)
 
 
 def continue_(ws: Workspace, sid: str, number: int) -> Moved:
@@ -411,14 +425,16 @@ def continue_(ws: Workspace, sid: str, number: int) -> Moved:
         return _move(ws, sid, number, "continue", files=False)
 
 
-def rewind(ws: Workspace, sid: str, number: int, *, force: bool = False) -> Moved:
+def rewind(
+    ws: Workspace, sid: str, number: int, *, force: bool = False, show_blob: str = BLOB_COMMAND
+) -> Moved:
     """Move the head to turn ``number`` and return files to their state after it."""
     with Lease(ws.store, sid):
         _turn(ws.store, sid, number, "rewind")
-        finished = _finish(ws, sid, "rewind", number) if force else None
+        finished = _finish(ws, sid, "rewind", number, show_blob) if force else None
         if finished is not None:
             return finished
-        return _move(ws, sid, number, "rewind", files=True, force=force)
+        return _move(ws, sid, number, "rewind", files=True, force=force, show_blob=show_blob)
 
 
 # -- fork -------------------------------------------------------------------------------

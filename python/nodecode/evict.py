@@ -29,6 +29,7 @@ from nodecode.errors import ContextOverflow, DoesNotFit, UserError
 from nodecode.paths import write_private
 from nodecode.session import Lease
 from nodecode.store import Store
+from nodecode.words import plural
 from nodecode.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -276,7 +277,7 @@ def units(store: Store, sid: str, st: State, protect: set[int]) -> list[Unit]:
     restored: dict[Hashable, Unit] = {}
     current = 0
     for m, turn in zip(order, own, strict=True):
-        if m.role == "stub" or m.id in protect or m.id <= 0:
+        if m.role == "stub" or m.id <= 0 or _protected(m, turn, protect, st.running):
             continue
         if turn is not None and turn == st.running:
             if m.role in CONTENT:
@@ -293,6 +294,15 @@ def units(store: Store, sid: str, st: State, protect: set[int]) -> list[Unit]:
             unit = group[key] = Unit(key, turn, current if is_round else None)
         unit.ids.append(m.id)
     return [*turns.values(), *rounds.values(), *restored.values()]
+
+
+def _protected(m: Message, owner: int | None, protect: set[int], running: int | None) -> bool:
+    """Whether ``m`` stays. A note or notice is judged by where it sits, not by the
+    turn that logged it: one the person wrote inside an older turn is taken at the
+    newest turn's request, yet belongs to the span around it (one stub, not two)."""
+    if m.id not in protect:
+        return False
+    return m.role in CONTENT or owner == running
 
 
 # -- the stub ------------------------------------------------------------------------
@@ -316,9 +326,9 @@ def stub_text(
     span: tuple[int, int], turns: int, rounds: int, cells: list[str], notes: list[str]
 ) -> str:
     a, b = span
-    head = f"[history evicted: seq {a}\u2013{b} \u00b7 {turns} turns"
+    head = f"[history evicted: seq {a}\u2013{b} \u00b7 {plural(turns, 'turn')}"
     if rounds:
-        head += f" \u00b7 {rounds} rounds"
+        head += f" \u00b7 {plural(rounds, 'round')}"
     head += f' \u00b7 recall: (recall-log :match "text" :before {b + 1})]'
     return "\n".join([head, *cells, *(note_lines(n) for n in notes)])
 
@@ -424,9 +434,11 @@ def evict(
     reason: str,
     only: set[int | None] | None = None,
     receipts: list[str] | None = None,
+    explain: Callable[[int], str | None] | None = None,
 ) -> Eviction | None:
     """Evict units in order until the fill is at most ``target`` (or, with
-    ``only``, every finished turn in it). None when nothing went."""
+    ``only``, every finished turn in it). None when nothing went. ``explain``
+    gives the receipt's last line from the fill after, if it has one."""
     store = ws.store
     count = meter.count(st.messages)
     before = round(count.total * ratio)
@@ -450,7 +462,7 @@ def evict(
         )  # its line in the stub
     if not chosen:
         return None
-    return _apply(ws, sid, turn, meter, plan, st, chosen, before, ratio, reason, receipts)
+    return _apply(ws, sid, turn, meter, plan, st, chosen, before, ratio, reason, receipts, explain)
 
 
 def _with_pairs(st: State, ids: set[int], protect: set[int]) -> set[int]:
@@ -480,6 +492,7 @@ def _apply(
     ratio: float,
     reason: str,
     receipts: list[str] | None,
+    explain: Callable[[int], str | None] | None = None,
 ) -> Eviction:
     store = ws.store
     unit_of = {i: u for u in chosen for i in u.ids}
@@ -515,6 +528,8 @@ def _apply(
         after = round(meter.total(order) * ratio)
         head = f"[[receipt {ws.store_name}/{sid} evict]]"
         line = _receipt_line(chosen, stubs, before, after, plan)
+        why = explain(after) if explain is not None else None
+        line += f"\n{why}" if why else ""
         event = store.append(
             sid,
             "evict",
@@ -557,7 +572,7 @@ def _receipt_line(
     if turns:
         parts.append(("turn " if len(set(turns)) == 1 else "turns ") + _ranges(turns))
     for t, rs in sorted(rounds.items()):
-        parts.append(f"{len(rs)} rounds of turn {t}")
+        parts.append(f"{plural(len(rs), 'round')} of turn {t}")
     if not parts:
         parts.append("restored messages")
     spans = ", ".join(f"{s.payload['span'][0]}\u2013{s.payload['span'][1]}" for s in stubs)
@@ -592,21 +607,9 @@ def manual(
             if t is not None and t == head
         }
         ratio = meter.ratio()
+        explain: Callable[[int], str | None] | None = None
         if through is not None:
-            only = _turns_through(store, sid, through, head)
-            done = evict(
-                ws,
-                sid,
-                head,
-                meter,
-                plan,
-                st,
-                target=None,
-                protect=protect,
-                ratio=ratio,
-                reason="manual",
-                only=only,
-            )
+            only, target = _turns_through(store, sid, through, head), None
         else:
             share = 50.0 if percent is None else percent
             if not 0 <= share <= 100:
@@ -617,23 +620,63 @@ def manual(
                     "no percentage of it: set one (nodecode budget set N) or evict "
                     "through TURN"
                 )
-            done = evict(
-                ws,
-                sid,
-                head,
-                meter,
-                plan,
-                st,
-                target=plan.tokens * share / 100,
-                protect=protect,
-                ratio=ratio,
-                reason="manual",
-            )
-        if done is None:
-            fill = round(meter.total(st.messages) * ratio)
-            pct = f" ({plan.percent(fill)}% of {plan.tokens})" if plan.tokens else ""
-            return f"nothing to evict: the fill is {fill} tokens{pct}; the newest turn stays"
-        return done.receipt
+            only, target = None, plan.tokens * share / 100
+
+            def explain(fill: int) -> str | None:
+                return _out_of_reach(meter, plan, st, protect, ratio, share, fill)
+
+        done = evict(
+            ws,
+            sid,
+            head,
+            meter,
+            plan,
+            st,
+            target=target,
+            protect=protect,
+            ratio=ratio,
+            reason="manual",
+            only=only,
+            explain=explain,
+        )
+        return done.receipt if done is not None else _nothing(meter, plan, st, ratio, explain)
+
+
+def _nothing(
+    meter: budgets.Meter,
+    plan: budgets.Budget,
+    st: State,
+    ratio: float,
+    explain: Callable[[int], str | None] | None = None,
+) -> str:
+    """What an eviction by hand that found nothing to evict says."""
+    fill = round(meter.total(st.messages) * ratio)
+    pct = f" ({plan.percent(fill)}% of {plan.tokens})" if plan.tokens else ""
+    said = f"nothing to evict: the fill is {fill} tokens{pct}; the newest turn stays"
+    why = explain(fill) if explain is not None else None
+    return f"{said}; {why}" if why else said
+
+
+def _out_of_reach(
+    meter: budgets.Meter,
+    plan: budgets.Budget,
+    st: State,
+    protect: set[int],
+    ratio: float,
+    target: float | None,
+    fill: int,
+) -> str | None:
+    """Why an eviction to ``target`` percent ended above it: what no eviction
+    removes (the system prompt and tools, the newest turn). None when it got there."""
+    if target is None or not plan.tokens or fill <= plan.tokens * target / 100:
+        return None
+    fixed = round((meter.system + meter.tools) * ratio)
+    kept = round(sum(meter.message(m) for m in st.messages if m.id in protect) * ratio)
+    return (
+        f"{target:g}% is out of reach: the system prompt and tools alone are "
+        f"{plan.percent(fixed)}% ({fixed} tokens), the newest turn, which stays, "
+        f"{plan.percent(kept)}% ({kept})"
+    )
 
 
 def _turns_through(store: Store, sid: str, through: int, head: int | None) -> set[int | None]:

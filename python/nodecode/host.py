@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from nodecode.errors import NodecodeError, Stopped, UserError
 
 FLUSH_INTERVAL = 0.025  # seconds between streamed-text updates sent to Neovim
+SHOW_BLOB = ":NodecodeBlob"  # how Neovim shows a file version a forced move kept
 
 
 class Port(Protocol):
@@ -363,13 +364,15 @@ class Host:
         from nodecode import checkpoints
 
         app, sid = self._pinned(ctx)
-        return _moved(checkpoints.undo(app.workspace, sid, force=bool(force)), ":NodecodeUndo!")
+        moved = checkpoints.undo(app.workspace, sid, force=bool(force), show_blob=SHOW_BLOB)
+        return _moved(moved, ":NodecodeUndo!")
 
     def redo(self, ctx: Any, force: bool = False) -> dict[str, Any]:
         from nodecode import checkpoints
 
         app, sid = self._pinned(ctx)
-        return _moved(checkpoints.redo(app.workspace, sid, force=bool(force)), ":NodecodeRedo!")
+        moved = checkpoints.redo(app.workspace, sid, force=bool(force), show_blob=SHOW_BLOB)
+        return _moved(moved, ":NodecodeRedo!")
 
     def tree(self, ctx: Any) -> list[dict[str, Any]]:
         """The turn tree: [{number, parent, session, ask, first_seq, last_seq, span,
@@ -389,8 +392,18 @@ class Host:
         from nodecode import checkpoints
 
         app, sid = self._pinned(ctx)
-        moved = checkpoints.rewind(app.workspace, sid, int(turn), force=bool(force))
+        moved = checkpoints.rewind(
+            app.workspace, sid, int(turn), force=bool(force), show_blob=SHOW_BLOB
+        )
         return _moved(moved, "a forced rewind to it in the tree")
+
+    def blob(self, ctx: Any, prefix: str) -> str:
+        """:NodecodeBlob HASH: a file version a forced move kept, as text."""
+        from nodecode import checkpoints
+
+        app, _ = self._pinned(ctx)
+        data = checkpoints.find_blob(app.store, str(prefix or "").strip().lower())
+        return data.decode("utf-8", errors="replace")
 
     def fork(self, ctx: Any, turn: int | None = None) -> dict[str, Any]:
         """Fork here (or at ``turn``); this Neovim then works in the child: {id, parent}."""

@@ -252,13 +252,44 @@ function M.open()
   return buf
 end
 
---- Redraw the tree if it is open (after a move elsewhere).
+--- Redraw the tree if it is open (after a move, a turn begun or ended). A
+--- cursor on the head follows the head; one on another turn stays on it.
 function M.refresh()
   local buf = tree_buf()
-  if buf and vim.fn.bufwinid(buf) ~= -1 then
-    local head = draw(buf)
-    local win = vim.fn.bufwinid(buf)
-    api.nvim_win_set_cursor(win, { head or 1, 0 })
+  local win = buf and vim.fn.bufwinid(buf) or -1
+  if win == -1 then
+    return
+  end
+  local row = api.nvim_win_get_cursor(win)[1]
+  local was_head = api.nvim_buf_get_lines(buf, row - 1, row, false)[1]
+  local on = (was_head or ''):find('●', 1, true) == nil and state.rows[row] or nil
+  local head = draw(buf)
+  local at = head or 1
+  for line, turn in pairs(state.rows) do
+    if turn == on then
+      at = line
+    end
+  end
+  api.nvim_win_set_cursor(win, { at, 0 })
+end
+
+---@type table<integer, boolean>
+local seen = {}
+
+--- Host events: a job's first event (its turn exists now) and its end redraw the tree.
+---@param ev table
+function M.on_event(ev)
+  local first = ev.job ~= nil and not seen[ev.job]
+  if ev.job ~= nil then
+    seen[ev.job] = ev.kind ~= 'done' or nil
+  end
+  if (first or ev.kind == 'done') and tree_buf() then
+    vim.schedule(function()
+      local ok, err = pcall(M.refresh)
+      if not ok then
+        require('nodecode.message').caught(err)
+      end
+    end)
   end
 end
 

@@ -33,6 +33,25 @@ class Edit:
         return f"line {line}: {reason}" if line else reason
 
 
+@dataclass(frozen=True)
+class Pair:
+    """One half of a call/result pair that went with the other: deleting 5 took
+    its call 4, restoring 5 brought back its call 4."""
+
+    verb: str  # deleting | restoring
+    id: int
+    what: str  # its call | its result
+    other: int
+
+    def said(self, ahead: bool = False) -> str:
+        """As the receipt says it (done), or ``ahead`` of the take (the :w summary)."""
+        if self.verb == "deleting":
+            did = "takes" if ahead else "took"
+        else:
+            did = "brings back" if ahead else "brought back"
+        return f"{self.verb} {self.id} {did} {self.what} {self.other}"
+
+
 @dataclass
 class Applied:
     """What a take did, for the receipt."""
@@ -42,7 +61,7 @@ class Applied:
     rewrote: list[int] = field(default_factory=list)
     noted: list[int] = field(default_factory=list)
     restored: list[int] = field(default_factory=list)
-    pairs: list[str] = field(default_factory=list)
+    pairs: list[Pair] = field(default_factory=list)
 
 
 # -- reading a file -----------------------------------------------------------
@@ -263,15 +282,20 @@ def apply(
     return out, done
 
 
-def _with_pairs(ids: list[int], st: State, done: Applied, verb: str) -> set[int]:
+def _with_pairs(
+    ids: list[int], st: State, done: Applied, verb: str, present: set[int] | None = None
+) -> set[int]:
+    """``ids`` with the other half of each pair; ``done.pairs`` says which went
+    along (a half already ``present`` is no news for a restore)."""
     out = set(ids)
     for i in ids:
         m = st.path_messages.get(i)
         other = pair_of(m, st) if m else None
         if other is not None and other not in out:
             out.add(other)
-            what = "its call" if m.role == "tool" else "its result"
-            done.pairs.append(f"{verb} {i} took {what} {other}")
+            if present is None or other not in present:
+                what = "its call" if m.role == "tool" else "its result"
+                done.pairs.append(Pair(verb, i, what, other))
     return out
 
 
@@ -289,7 +313,7 @@ def _rewrite(out: list[Message], edit: Edit, st: State, done: Applied) -> list[M
 
 def _restore(out: list[Message], edit: Edit, st: State, done: Applied) -> list[Message]:
     present = {m.id for m in out}
-    wanted = _with_pairs(edit.restores, st, Applied(), "restoring") - present
+    wanted = _with_pairs(edit.restores, st, done, "restoring", present) - present
     for i in sorted(wanted, key=lambda k: st.key.get(k, (0, k))):
         m = st.path_messages[i]
         body = edit.rewrites.get(i)

@@ -344,7 +344,7 @@ def _section(
 ) -> str:
     lines = [_receipt_head(ws, sid, e), "taken at seq {seq}: " + _counts(done)]
     if done.pairs:
-        lines.append("pairs: " + "; ".join(done.pairs))
+        lines.append("pairs: " + "; ".join(p.said() for p in done.pairs))
     if count is not None:
         a, b = count(before), count(after)
         tail = f" of {budget} ({round(100 * b / budget)}%)" if budget else ""
@@ -418,13 +418,24 @@ def validate(ws: Workspace, sid: str, text: str) -> dict[str, Any]:
     errors = [[line or 1, reason] for line, reason in edit.errors]
     if stale:
         errors.insert(0, [1, STALE])
+    if errors:
+        return {"ok": False, "errors": errors, "summary": {}}
+    _, done = dry_run(st.messages, edit, st)
     return {
-        "ok": not errors,
-        "errors": errors,
+        "ok": True,
+        "errors": [],
         "summary": {
-            "deleted": edit.deleted,
-            "rewrote": sorted(edit.rewrites),
-            "notes": len(edit.notes),
-            "restored": edit.restores,
+            "deleted": done.deleted,
+            "rewrote": sorted(done.rewrote),
+            "notes": len(done.noted),
+            "restored": done.restored,
+            "pairs": [p.said(ahead=True) for p in done.pairs],
         },
     }
+
+
+def dry_run(order: list[Message], edit: Edit, st: State) -> tuple[list[Message], Applied]:
+    """What taking ``edit`` would make of ``order``, pairs included, logging
+    nothing (its notes get ids below zero)."""
+    ids = iter(range(-1, -(10**9), -1))
+    return apply(list(order), edit, st, lambda text: Message(next(ids), "note", text))

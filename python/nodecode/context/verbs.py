@@ -82,7 +82,7 @@ def preview(order: list[Message], edit: Any, st: Any) -> str:
     if done.deleted:
         parts.append(f"dropping {len(done.deleted)} ({_ids(done.deleted)})")
     if done.pairs:
-        parts.append("; ".join(done.pairs))
+        parts.append("; ".join(p.said(ahead=True) for p in done.pairs))
     if done.noted:
         parts.append("adding a note at the end")
     return ", ".join(parts) + ". A receipt will say what was taken."

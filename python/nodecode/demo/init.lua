@@ -1,6 +1,12 @@
 -- Neovim init for `make demo`: this checkout on the runtimepath, none of the
 -- person's config (XDG_* point into .demo/), remote plugins still enabled.
 vim.opt.runtimepath:prepend(vim.env.NODECODE_DEMO_ROOT)
+-- :help nodecode: the checkout's doc/tags (ignored by git) are built here when
+-- missing or older than the help file, so the demo never depends on them.
+local doc = vim.env.NODECODE_DEMO_ROOT .. '/doc'
+if vim.fn.getftime(doc .. '/tags') < vim.fn.getftime(doc .. '/nodecode.txt') then
+  pcall(vim.cmd.helptags, vim.fn.fnameescape(doc))
+end
 vim.g.nodecode_python = vim.env.NODECODE_DEMO_PYTHON
 vim.opt.swapfile = false
 vim.opt.autoread = true

@@ -196,6 +196,11 @@ class NodecodePlugin:
     def fork(self, args: list) -> Any:
         return self.host.fork(_arg(args, 0, {}), _int_or_none(_arg(args, 1)))
 
+    @pynvim.function("NodecodeBlob", sync=True)
+    @never_raise
+    def blob(self, args: list) -> str:
+        return self.host.blob(_arg(args, 0, {}), str(_arg(args, 1, "")))
+
     def _notify(self, text: str) -> None:
         self.nvim.exec_lua("require('nodecode.message').error(...)", text, async_=True)
 

@@ -86,7 +86,9 @@ function M.describe(s)
   if #parts == 0 then
     return 'saved, unchanged: the next request reads the context as exported'
   end
-  return 'saved: the next request will ' .. table.concat(parts, ' · ')
+  local pairs_ = type(s.pairs) == 'table' and #s.pairs > 0
+    and ('; pairs: ' .. table.concat(s.pairs, '; ')) or ''
+  return 'saved: the next request will ' .. table.concat(parts, ' · ') .. pairs_
 end
 
 --- BufWriteCmd: validate, then write byte for byte (or refuse).

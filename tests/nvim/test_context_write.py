@@ -1,0 +1,67 @@
+"""`:w` in the context buffer says what the take will do, pairs included, and
+the receipt says the same after; a refused write is one message, not an
+autocommand error; a restore chosen from a picker leaves the cursor where
+`:w` saves it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .conftest import configure, wait_for
+from .ui_helpers import make_session, notes, notified
+
+READ = {"text": "reading", "calls": [{"code": ';; read a\n(read-file "a.txt")'}]}
+
+
+@pytest.fixture
+def a_read(home: Path, workspace: Path, loopback):
+    """Turn 1: ask 1, reply 3, call 4, result 5, reply 7."""
+    (workspace / "a.txt").write_text("hello\n")
+    srv = loopback(
+        [READ, {"text": "done reading"}, {"text": "second answer"}, {"text": "third answer"}]
+    )
+    configure(home, srv)
+    make_session(home, workspace, ["first question"])
+    return srv
+
+
+def nonce(nv) -> str:
+    return nv.current.buffer[0].split()[-1].rstrip("]")
+
+
+def said(nv, *words: str) -> str:
+    return wait_for(lambda: next((n for n in notes(nv) if all(w in n for w in words)), None))
+
+
+def test_write_and_receipt_name_the_pair_a_delete_or_restore_takes_along(nvim, a_read):
+    notified(nvim)
+    nvim.command("NodecodeContext")
+    n = nonce(nvim)
+    lines = nvim.current.buffer[:]
+    at = lines.index(f"[[m:{n} 5 tool]]")
+    del nvim.current.buffer[at : at + 3]  # the result's block: its call goes too
+
+    nvim.command("write")
+
+    summary = said(nvim, "saved: ")
+    assert "delete 2 (4 5)" in summary and "deleting 5 takes its call 4" in summary, summary
+    nvim.command("Nodecode second question")
+    receipt = said(nvim, "[[receipt ")
+    assert "deleted 2 (4 5)" in receipt and "pairs: deleting 5 took its call 4" in receipt
+    wait_for(lambda: nvim.current.buffer[-1] == "second answer")
+
+    n = nonce(nvim)
+    lines = nvim.current.buffer[:]
+    nvim.current.buffer.append(f"[[m:{n} 5 tool]]", lines.index(f"[[m:{n} 7 assistant]]"))
+    nvim.command("write")
+
+    summary = said(nvim, "saved: ", "restore")
+    assert "restore 2 (4 5)" in summary, summary
+    assert "restoring 5 brings back its call 4" in summary, summary
+    nvim.command("Nodecode third question")
+    wait_for(lambda: len([n for n in notes(nvim) if "[[receipt " in n]) == 2)
+    receipt = [n for n in notes(nvim) if "[[receipt " in n][-1]
+    assert "restored 2 (4 5)" in receipt, receipt
+    assert "pairs: restoring 5 brought back its call 4" in receipt, receipt

@@ -1,0 +1,132 @@
+""":NodecodeEvict from Neovim: one stub per evicted span (a note the person put
+inside a turn goes into it), stub words that agree with their numbers, and a
+percentage out of reach that says what holds the fill up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from nodecode import status
+from nodecode.agent import Agent
+from nodecode.app import App
+from nodecode.context import take
+
+from .conftest import configure, wait_for
+from .ui_helpers import notes, notified
+
+READ = {"text": "reading", "calls": [{"code": ';; read a\n(read-file "a.txt")'}]}
+
+
+def ask_all(home: Path, workspace: Path, asks: list[str]) -> str:
+    app = App.open(home=home, cwd=workspace)
+    try:
+        sid = app.current_session() if asks[0] != "new" else app.new_session()
+        for ask in asks[asks[0] == "new" :]:
+            Agent(app, sid).ask(ask)
+        return sid
+    finally:
+        app.close()
+
+
+@pytest.fixture
+def noted_turn(home: Path, workspace: Path, loopback):
+    """Turn 1 reads a file and answers; the person wrote a note into context.txt
+    after the result, which turn 2's first request took."""
+    (workspace / "a.txt").write_text("hello\n")
+    srv = loopback([READ, {"text": "done reading"}, {"text": "second answer"}])
+    configure(home, srv)
+    sid = ask_all(home, workspace, ["new", "first question"])
+    app = App.open(home=home, cwd=workspace)
+    path = take.export(app.workspace, sid)
+    lines = path.read_text().split("\n")
+    reply = max(i for i, line in enumerate(lines) if line.endswith(" assistant]]"))
+    lines[reply:reply] = ["[[note]]", "the file says hello"]
+    path.write_text("\n".join(lines))
+    app.close()
+    ask_all(home, workspace, ["second question"])
+    return sid
+
+
+def stubs_in_buffer(nv) -> list[str]:
+    """The bodies of the stub blocks of the context buffer."""
+    nv.command("NodecodeContext")
+    lines = nv.current.buffer[:]
+    out, body = [], None
+    for line in lines[1:]:
+        if line.startswith("[[m:"):
+            body = [] if line.endswith(" stub]]") else None
+            if body is not None:
+                out.append(body)
+        elif body is not None:
+            body.append(line)
+    return ["\n".join(b) for b in out]
+
+
+def test_evicting_one_turn_with_a_note_inside_makes_one_stub_carrying_the_note(
+    nvim, noted_turn, home, workspace
+):
+    notified(nvim)
+
+    nvim.command("NodecodeEvict through 1")
+
+    receipt = wait_for(lambda: next((n for n in notes(nvim) if "evicted at seq" in n), None))
+    assert "turn 1 (seq 1–7)" in receipt, receipt
+    (stub,) = stubs_in_buffer(nvim)
+    assert stub.split("\n") == [
+        '[history evicted: seq 1–7 · 1 turn · recall: (recall-log :match "text" :before 8)]',
+        ";; read a",
+        "note: the file says hello",
+    ]
+
+
+@pytest.fixture
+def small_window(home: Path, workspace: Path, loopback):
+    """Three turns in a window where the system prompt and tools are about 14% of
+    the budget."""
+    srv = loopback([{"text": f"answer {n} " + "word " * 80} for n in range(3)])
+    configure(home, srv)
+    app = App.open(home=home, cwd=workspace)
+    report = status.report(app.workspace, app.config, app.new_session())
+    fixed = report["parts"]["system"] + report["parts"]["tools"]
+    app.close()
+    window = round(fixed / 0.14 / 0.75)  # the budget is three quarters of it
+    configure(
+        home,
+        srv,
+        providers={
+            "loopback": {
+                "type": "anthropic",
+                "base_url": srv.url,
+                "api_key_env": None,
+                "models": [{"id": "loopback-model", "context_window": window}],
+            }
+        },
+    )
+    return ask_all(home, workspace, ["first question", "second question", "third question"])
+
+
+def test_evict_to_a_percent_below_the_fixed_part_says_what_it_is(
+    nvim, small_window, home, workspace
+):
+    notified(nvim)
+
+    nvim.command("NodecodeEvict 10")
+
+    receipt = wait_for(lambda: next((n for n in notes(nvim) if "evicted at seq" in n), None))
+    app = App.open(home=home, cwd=workspace)
+    report = status.report(app.workspace, app.config, small_window)
+    app.close()
+    fixed = report["parts"]["system"] + report["parts"]["tools"]
+    share = round(100 * fixed / report["budget"])
+    assert share == 14 and report["percent"] > 10
+    assert f"({report['percent']}%)" in receipt
+    assert (
+        f"10% is out of reach: the system prompt and tools alone are {share}% "
+        f"({fixed} tokens)" in receipt
+    ), receipt
+
+    nvim.command("NodecodeEvict 10")  # nothing left to evict: the same reason
+
+    again = wait_for(lambda: next((n for n in notes(nvim) if "nothing to evict" in n), None))
+    assert f"the system prompt and tools alone are {share}%" in again, again
