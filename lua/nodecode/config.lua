@@ -186,14 +186,28 @@ function M.root()
   return vim.fn.fnamemodify(this, ':p:h:h:h')
 end
 
---- The Python that runs the host: setup{python}, g:nodecode_python, or the plugin's .venv.
----@return string
+--- The Python that runs the host: setup{python}, g:nodecode_python, or the
+--- plugin's .venv; the second value names the setting it came from (nil: the .venv).
+---@return string python, string? setting
 function M.python()
-  local py = current.python or vim.g.nodecode_python
-  if type(py) == 'string' and py ~= '' then
-    return vim.fn.expand(py)
+  for _, from in ipairs({ { current.python, 'setup{ python }' }, { vim.g.nodecode_python, 'g:nodecode_python' } }) do
+    if type(from[1]) == 'string' and from[1] ~= '' then
+      return vim.fn.expand(from[1]), from[2]
+    end
   end
-  return M.root() .. '/.venv/bin/python'
+  return M.root() .. '/.venv/bin/python', nil
+end
+
+--- Why the host's Python is missing, with the remedy: a setting to fix, or the
+--- build that was never run (lazy.nvim runs no build for a `dir =` spec).
+---@return string
+function M.no_python()
+  local py, setting = M.python()
+  if setting then
+    return ('no Python at %s (set by %s)'):format(py, setting)
+  end
+  return ('no .venv in %s (the plugin is not built): run :Lazy build nodecode, or make install there')
+    :format(vim.fn.fnamemodify(M.root(), ':~'))
 end
 
 --- Where this Neovim works, sent with each host call; nil fields use the

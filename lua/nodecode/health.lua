@@ -85,9 +85,10 @@ end
 ---@return table? probe
 local function check_python(py)
   if vim.fn.executable(py) ~= 1 then
-    vim.health.error('no Python at ' .. py, {
-      'run `make install` in the plugin directory',
-      'or set g:nodecode_python',
+    vim.health.error(require('nodecode.config').no_python(), {
+      'lazy.nvim: :Lazy build nodecode (a `dir =` spec never runs the build)',
+      'any plugin manager: make install in ' .. require('nodecode.config').root(),
+      'or point g:nodecode_python at a Python with nodecode installed',
     })
     return nil
   end

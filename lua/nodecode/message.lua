@@ -5,13 +5,27 @@ local M = {}
 
 local TITLE = 'nodecode'
 
+-- Messages queued and not yet shown: one failure met twice in one command
+-- (the chat's history and the ask both find no host) is shown once, so it
+-- needs no hit-enter prompt.
+---@type table<string, boolean>
+local pending = {}
+
 ---@param level integer
 ---@return fun(fmt: string, ...: any)
 local function notifier(level)
-  return vim.schedule_wrap(function(fmt, ...)
-    local text = select('#', ...) > 0 and fmt:format(...) or fmt
-    vim.notify('nodecode: ' .. text, level, { title = TITLE })
-  end)
+  return function(fmt, ...)
+    local text = 'nodecode: ' .. (select('#', ...) > 0 and fmt:format(...) or fmt)
+    local key = level .. text
+    if pending[key] then
+      return
+    end
+    pending[key] = true
+    vim.schedule(function()
+      pending[key] = nil
+      vim.notify(text, level, { title = TITLE })
+    end)
+  end
 end
 
 M.info = notifier(vim.log.levels.INFO)

@@ -41,7 +41,7 @@ end
 function M.start_host(host)
   local py = require('nodecode.config').python()
   if vim.fn.executable(py) ~= 1 then
-    error(('nodecode: no Python at %s (run `make install` in the plugin, or set g:nodecode_python)'):format(py), 0)
+    error('nodecode: ' .. require('nodecode.config').no_python(), 0)
   end
   local paths = vim.tbl_map(function(p)
     return p.path

@@ -71,3 +71,35 @@ def test_the_help_covers_every_command_option_and_key(nvim):
         assert f"<Plug>(nodecode-{plug})" in text, plug
     for section in ("nodecode-file-format", "nodecode-edits", "nodecode-decisions"):
         assert section in tags
+
+
+EDGES = """*edges.txt*  tags at their edges
+
+A tag *in-prose* and *two* *on-one-line*, not*glued*, not *a|bar*, not
+*trailing*. nor ** nor *with space*, but *last*
+A path tag *a/b\\\\c* and one at the start:
+*first-col*	tab after
+Example: >
+  *inside-example* is not a tag
+	*nor-this*
+<
+*after-example* ends it
+ vim:tw=78:ft=help:norl:
+"""
+
+
+def test_the_build_writes_the_tags_helptags_writes(nvim, tmp_path):
+    import subprocess
+    import sys
+
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    for doc in (ours, theirs):
+        doc.mkdir()
+        shutil.copy(DOC, doc / DOC.name)
+        (doc / "edges.txt").write_text(EDGES)
+
+    nvim.command(f"helptags {theirs}")
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "helptags.py"), str(ours)], check=True)
+
+    assert (ours / "tags").read_text() == (theirs / "tags").read_text()
+    assert "after-example\tedges.txt" in (ours / "tags").read_text()
