@@ -45,7 +45,7 @@ ORDER = [
 # many-takes home has 50 takes, the sessions keep 200 / 1,000 / 2,000 messages.
 REDUCED: dict[str, dict[str, str | None]] = {
     "first_token": {"--reps": "30", "--warmup": "1"},
-    "cache_retention": {"--seeds": "1"},
+    "cache_retention": {"--seeds": "2"},
     "context_io": {"--reps": "11", "--warmup": "1"},
     "open_buffer": {"--reps": "9"},
     "flat_costs": {"--reps": "9"},
