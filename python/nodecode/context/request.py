@@ -5,6 +5,12 @@ batches whole, results after their calls, a note never last, a user message
 first, empty texts dropped); ``anthropic_body`` and ``openai_body`` map the
 arranged list onto each wire format. The same messages always give the same
 bytes: nothing here depends on time or on what the provider streamed.
+
+Thinking messages go back as they arrived (doc/nodecode.txt,
+``nodecode-thinking``): an Anthropic block first in its assistant message,
+never carrying a cache breakpoint; an OpenAI-compatible reply's reasoning as
+fields of its assistant message, only when the model's setting says
+``send_back``. Thinking of the other wire format is never sent.
 """
 
 from __future__ import annotations
@@ -12,13 +18,17 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodecode.context.model import Message
 
+if TYPE_CHECKING:
+    from nodecode.config import Thinking
+
 CONTEXT_BEGINS = "(context begins)"
 USER_SIDE = ("user", "stub", "notice")
-ASSISTANT_SIDE = ("assistant", "note", "call")
+ASSISTANT_SIDE = ("assistant", "note", "call", "thinking")
+THINKING_BLOCKS = ("thinking", "redacted_thinking")
 CACHE = {"type": "ephemeral"}  # a 5-minute entry
 CACHE_1H = {"type": "ephemeral", "ttl": "1h"}
 SHORT, LONG = 300.0, 3600.0
@@ -33,9 +43,26 @@ def missing_result(call: Message) -> Message:
     return Message(-call.id, "tool", text, call.turn, {"call": call.id, "error": True})
 
 
+def sends_thinking(m: Message, provider_type: str, send_back: bool) -> bool:
+    """Whether a thinking message goes into a request of this wire format: an
+    Anthropic block always (finished turns' too, so the prefix keeps its bytes),
+    OpenAI-compatible reasoning when ``send_back``; another format's never."""
+    fmt = m.payload.get("format")
+    if provider_type == "anthropic":
+        return fmt == "anthropic"
+    return send_back and fmt == "openai"
+
+
+def sendable(messages: list[Message], provider_type: str, send_back: bool) -> list[Message]:
+    """``messages`` without the thinking this request does not carry."""
+    return [
+        m for m in messages if m.role != "thinking" or sends_thinking(m, provider_type, send_back)
+    ]
+
+
 def arrange(messages: list[Message]) -> list[Message]:
     """The messages in an order every provider accepts."""
-    kept = [m for m in messages if m.role in ("call", "tool") or m.text.strip()]
+    kept = [m for m in messages if m.role in ("call", "tool", "thinking") or m.text.strip()]
     out = _batches(kept)
     out = _note_not_last(out)
     if not out or out[0].role not in USER_SIDE:
@@ -129,11 +156,13 @@ def anthropic_body(
     tools: list[dict],
     max_tokens: int,
     marks: Marks | None = None,
+    thinking: Thinking | None = None,
 ) -> Built:
-    arranged = arrange(messages)
+    arranged = arrange(sendable(messages, "anthropic", False))
     sent = [(m.id, m.digest) for m in arranged]
     blocks = [_block_of(m) for m in arranged]
-    placed = sorted((marks or default_marks)(arranged))
+    # A thinking block cannot carry cache_control (the plan never puts one there).
+    placed = sorted(p for p in (marks or default_marks)(arranged) if _markable(arranged, p[0]))
     system_block: dict[str, Any] = {"type": "text", "text": system}
     for at, ttl in placed:
         if at < 0:
@@ -147,18 +176,28 @@ def anthropic_body(
             wire[-1]["content"].append(block)
         else:
             wire.append({"role": role, "content": [block]})
-    for msg in wire:  # results first in their message, in call order (stable)
+    for msg in wire:  # results first in a user message, thinking in an assistant's (stable)
         if msg["role"] == "user":
             msg["content"].sort(key=lambda b: b["type"] != "tool_result")
-    body = {
+        else:
+            msg["content"].sort(key=lambda b: b["type"] not in THINKING_BLOCKS)
+    body: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens,
         "system": [system_block],
         "tools": tools,
         "messages": wire,
     }
+    if thinking is not None and thinking.wire is not None:
+        body["thinking"] = dict(thinking.wire)
+    if thinking is not None and thinking.effort is not None:
+        body["output_config"] = {"effort": thinking.effort}
     ids = [arranged[i].id if i >= 0 else 0 for i, _ in placed]
     return Built(body, sent, ids, [ttl for _, ttl in placed], arranged)
+
+
+def _markable(arranged: list[Message], at: int) -> bool:
+    return at < 0 or arranged[at].role != "thinking"
 
 
 def _block_of(m: Message) -> dict[str, Any]:
@@ -171,6 +210,8 @@ def _block_of(m: Message) -> dict[str, Any]:
 
 
 def _anthropic_block(m: Message) -> dict[str, Any]:
+    if m.role == "thinking":
+        return dict(m.payload["block"])  # as streamed, signature and data byte for byte
     if m.role == "call":
         return {
             "type": "tool_use",
@@ -198,8 +239,10 @@ def openai_body(
     tools: list[dict],
     max_tokens: int,
     marks: Marks | None = None,
+    thinking: Thinking | None = None,
 ) -> Built:
-    arranged = arrange(messages)
+    send_back = thinking is not None and thinking.send_back
+    arranged = arrange(sendable(messages, "openai", send_back))
     wire: list[dict[str, Any]] = [{"role": "system", "content": system}]
     for m in arranged:
         if m.role in USER_SIDE:
@@ -217,7 +260,9 @@ def openai_body(
             if last["role"] != "assistant" or (m.role != "call" and last.get("tool_calls")):
                 last = {"role": "assistant", "content": None}
                 wire.append(last)
-            if m.role == "call":
+            if m.role == "thinking":
+                _add_reasoning(last, m.payload.get("block") or {})
+            elif m.role == "call":
                 last.setdefault("tool_calls", []).append(
                     {
                         "id": wire_tool_id(m.id, "openai"),
@@ -232,6 +277,8 @@ def openai_body(
                 last["content"] = (
                     m.text if last["content"] is None else (last["content"] + "\n\n" + m.text)
                 )
+    # Reasoning alone (a reply that only thought) is no assistant message a server takes.
+    wire = [w for w in wire if w["role"] != "assistant" or w["content"] or w.get("tool_calls")]
     body = {
         "model": model,
         "max_tokens": max_tokens,
@@ -239,6 +286,19 @@ def openai_body(
         "tools": [_openai_tool(t) for t in tools],
     }
     return Built(body, [(m.id, m.digest) for m in arranged], arranged=arranged)
+
+
+def _add_reasoning(message: dict[str, Any], block: dict[str, Any]) -> None:
+    """A reply's reasoning fields on its assistant message, under the names they
+    arrived with; a second reasoning merged into the same message (edits can join
+    two replies) follows the first."""
+    for key, value in block.items():
+        if key not in message:
+            message[key] = value
+        elif isinstance(value, str) and isinstance(message[key], str):
+            message[key] = message[key] + "\n\n" + value
+        elif isinstance(value, list) and isinstance(message[key], list):
+            message[key] = message[key] + value
 
 
 def _openai_tool(tool: dict[str, Any]) -> dict[str, Any]:

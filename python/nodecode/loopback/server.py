@@ -75,7 +75,6 @@ from nodecode.loopback.wire import (
     openai_frame,
     openai_reply,
     output_tokens,
-    thinking_tokens,
 )
 
 __all__ = [
@@ -435,7 +434,6 @@ class LoopbackServer:
         return {
             "input": uncached, "output": output_tokens(rnd), "cache_read": read,
             "cache_write": long + short, "cache_write_1h": long, "cache_write_5m": short,
-            "thinking": thinking_tokens(rnd),
         }  # fmt: skip
 
     def _render(

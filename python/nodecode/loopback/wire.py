@@ -144,7 +144,7 @@ def anthropic_events(
     stop = {"stop_reason": "tool_use" if rnd.calls else "end_turn", "stop_sequence": None}
     final = _anthropic_usage(usage, usage["output"])
     if thinking:
-        final["output_tokens_details"] = {"thinking_tokens": usage.get("thinking", 0)}
+        final["output_tokens_details"] = {"thinking_tokens": thinking_tokens(rnd)}
     events.append({"type": "message_delta", "delta": stop, "usage": final})
     events.append({"type": "message_stop"})
     return events
@@ -171,14 +171,14 @@ def anthropic_reply(
     )
 
 
-def _openai_usage(usage: dict) -> dict:
+def _openai_usage(usage: dict, thinking: int = 0) -> dict:
     return {
         "prompt_tokens": usage["input"],
         "completion_tokens": usage["output"],
         "total_tokens": usage["input"] + usage["output"],
         "prompt_tokens_details": {"cached_tokens": usage["cache_read"], "audio_tokens": 0},
         "completion_tokens_details": {
-            "reasoning_tokens": usage.get("thinking", 0),
+            "reasoning_tokens": thinking,
             "audio_tokens": 0,
         },
     }
@@ -224,7 +224,7 @@ def openai_chunks(
             chunks.append(chunk({"tool_calls": [{"index": k, "function": {"arguments": piece}}]}))
     chunks.append(chunk({}, "tool_calls" if rnd.calls else "stop"))
     if with_usage:
-        chunks.append(chunk(None) | {"usage": _openai_usage(usage)})
+        chunks.append(chunk(None) | {"usage": _openai_usage(usage, thinking_tokens(rnd))})
     return [*chunks, "[DONE]"]
 
 
@@ -249,4 +249,4 @@ def openai_reply(
     choice = {"index": 0, "message": message, "logprobs": None,
               "finish_reason": "tool_calls" if rnd.calls else "stop"}  # fmt: skip
     return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [choice], "usage": _openai_usage(usage)}  # fmt: skip
+            "choices": [choice], "usage": _openai_usage(usage, thinking_tokens(rnd))}  # fmt: skip
