@@ -14,13 +14,23 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"  # recorded provider bytes; origins in SOURCES.md
 
 
-def write_config(home: Path, server: LoopbackServer, ptype: str = "anthropic", **extra) -> Path:
-    """Point a home at ``server`` speaking the ``ptype`` wire format."""
+def write_config(
+    home: Path,
+    server: LoopbackServer,
+    ptype: str = "anthropic",
+    models: list[dict] | None = None,
+    **extra,
+) -> Path:
+    """Point a home at ``server`` speaking the ``ptype`` wire format (``models``: the
+    provider's ``models`` entries, e.g. a ``thinking`` setting)."""
     base = server.url if ptype == "anthropic" else server.url + "/v1"
+    provider = {"type": ptype, "base_url": base, "api_key_env": None}
+    if models is not None:
+        provider["models"] = models
     config = {
         "provider": "loopback",
         "model": "loopback-model",
-        "providers": {"loopback": {"type": ptype, "base_url": base, "api_key_env": None}},
+        "providers": {"loopback": provider},
         **extra,
     }
     home.mkdir(parents=True, exist_ok=True)

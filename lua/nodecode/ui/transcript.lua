@@ -3,13 +3,15 @@
 --
 --   ## you / the ask / ## nodecode / the reply as it streams, each tool call a
 --   ```lisp call #SEQ block followed by its ```text result #SEQ block, the two
---   folded together (manual folds, remembered as extmarks so every window
+--   folded together, and the model's thinking a ```text thinking block folded
+--   under its first line (manual folds, remembered as extmarks so every window
 --   showing the buffer can get them back).
 
 ---@class nodecode.Transcript
 ---@field buf integer
 ---@field folds { [1]: integer, [2]: integer }[] extmark pairs: first and last row of each fold
 ---@field call? integer extmark on the fence of a call still waiting for its result
+---@field think? integer extmark on the fence of thinking still streaming
 ---@field need_header boolean the next reply text needs a `## nodecode` header
 ---@field after_block boolean the last thing written was a block: text starts a paragraph
 local T = {}
@@ -121,8 +123,24 @@ function T:refold(win)
   end)
 end
 
+--- Thinking that has stopped streaming: its fence closed, the block folded.
+function T:close_thinking()
+  if not self.think then
+    return
+  end
+  local row = vim.api.nvim_buf_get_extmark_by_id(self.buf, ns, self.think, {})[1]
+  self.think = nil
+  self:newline()
+  self:write('```\n')
+  if row then
+    self:add_fold(row, vim.api.nvim_buf_line_count(self.buf) - 2)
+  end
+  self.after_block = true
+end
+
 --- A call left without its result is folded on its own.
 function T:close_call()
+  self:close_thinking()
   if not self.call then
     return
   end
@@ -159,8 +177,23 @@ function T:ask(text)
   self.after_block = false
 end
 
+--- The model's thinking as it streams, inside a ```text thinking block.
+---@param text string
+function T:thinking(text)
+  self:reply_header()
+  if not self.think then
+    self:close_call()
+    self:paragraph()
+    local row = vim.api.nvim_buf_line_count(self.buf) - 1
+    self:write('```text thinking\n')
+    self.think = vim.api.nvim_buf_set_extmark(self.buf, ns, row, 0, {})
+  end
+  self:write(text)
+end
+
 ---@param text string
 function T:text(text)
+  self:close_thinking()
   self:reply_header()
   if self.after_block then
     self:close_call()
@@ -243,6 +276,9 @@ function T:history(messages)
     elseif m.role == 'assistant' then
       self:text(m.text)
       self.after_block = true
+    elseif m.role == 'thinking' then
+      self:thinking(m.text)
+      self:close_thinking()
     elseif m.role == 'call' then
       self:call_block(m.seq, m.text)
     elseif m.role == 'tool' then

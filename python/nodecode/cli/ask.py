@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -12,21 +13,46 @@ from nodecode.app import App
 from nodecode.cells.evaluate import evaluate
 from nodecode.cli.common import EXIT_OK, EXIT_PROVIDER, EXIT_STOPPED, EXIT_USER, Command
 
+DIM, RESET = "\x1b[2m", "\x1b[0m"
+
 
 class CliCallbacks(TurnCallbacks):
-    """Reply text to stdout; calls, results, retries and prompts to stderr."""
+    """Reply text to stdout; calls, results, retries, prompts (and, with
+    ``--show-thinking``, the model's thinking, dimmed) to stderr."""
 
-    def __init__(self, yes: bool):
+    def __init__(self, yes: bool, show_thinking: bool = False):
         self.yes = yes
         self.mid_line = False  # stdout's last reply text did not end a line
+        self.show_thinking = show_thinking
+        self.thinking = False  # stderr is inside a thinking block
+        self.dim = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+
+    def on_thinking(self, chunk: str) -> None:
+        if not self.show_thinking:
+            return
+        if not self.thinking:
+            self.end_line()
+            print("── thinking", file=sys.stderr)
+            self.thinking = True
+        sys.stderr.write(f"{DIM}{chunk}{RESET}" if self.dim else chunk)
+        sys.stderr.flush()
+
+    def end_thinking(self) -> None:
+        """Whatever follows thinking on stderr starts on a line of its own."""
+        if self.thinking:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+            self.thinking = False
 
     def on_text(self, chunk: str) -> None:
+        self.end_thinking()
         sys.stdout.write(chunk)
         sys.stdout.flush()
         self.mid_line = not chunk.endswith("\n")
 
     def end_line(self) -> None:
         """Each round's reply ends its own line on stdout."""
+        self.end_thinking()
         if self.mid_line:
             sys.stdout.write("\n")
             sys.stdout.flush()
@@ -49,9 +75,11 @@ class CliCallbacks(TurnCallbacks):
         print("── (dropped: the attempt above was discarded)", file=sys.stderr)
 
     def on_notice(self, text: str) -> None:
+        self.end_thinking()
         print(f"── notice: {text}", file=sys.stderr)
 
     def approve(self, kind: str, detail: str) -> bool:
+        self.end_thinking()
         if self.yes:
             return True
         if not sys.stdin.isatty():
@@ -65,6 +93,9 @@ class CliCallbacks(TurnCallbacks):
 
 def _ask_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--yes", action="store_true", help="approve writes and shell")
+    p.add_argument(
+        "--show-thinking", action="store_true", help="print the model's thinking to stderr, dimmed"
+    )
     p.add_argument("text", nargs="+", metavar="TEXT")
 
 
@@ -73,7 +104,7 @@ def cmd_ask(app: App, args: argparse.Namespace) -> int:
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
     try:
-        callbacks = CliCallbacks(args.yes)
+        callbacks = CliCallbacks(args.yes, args.show_thinking)
         result = Agent(app, sid).ask(" ".join(args.text), callbacks, cancel)
     finally:
         signal.signal(signal.SIGINT, previous)

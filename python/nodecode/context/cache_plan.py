@@ -220,8 +220,9 @@ def plan(
 
     ``prefix[i]``/``tokens[i]`` are the hash and cumulative tokens of the
     prefix through block i (block 0 the system prompt, after the tools);
-    ``anchors[i]`` says whether block i may carry a keeper (not the middle
-    of a call batch). Blocks are the request's own order.
+    ``anchors[i]`` says whether block i may carry a keeper or the tail (not a
+    thinking block, which cannot carry cache_control). Blocks are the
+    request's own order.
     """
     n = len(prefix)
     later = now + MARGIN
@@ -244,7 +245,9 @@ def plan(
         marks[n - 1] = LONG
     else:
         budget = max(TAIL_TOKENS, CHEAP_DELTA * new)
-        tail = [p for p in range(max(read, 0) + 1, n - 1) if tokens[p] - base <= budget]
+        tail = [
+            p for p in range(max(read, 0) + 1, n - 1) if anchors[p] and tokens[p] - base <= budget
+        ]
         if tail:
             marks[max(tail)] = LONG
     for i in _keepers(prefix, tokens, anchors, ledger, now, min(read, n - 2), marks, minimum):

@@ -156,7 +156,8 @@ def place(
         tokens.append(total)
     minimum = scope.minimum if scope.minimum is not None else cache_plan.min_tokens(scope.model)
     ledger = load(store, scope, now)
-    anchors = [True] * len(prefix)
+    # A thinking block cannot carry cache_control: never a breakpoint there.
+    anchors = [True] + [m.role != "thinking" for m in arranged]
     planned = cache_plan.plan(prefix, tokens, anchors, ledger, now, mode=mode, minimum=minimum)
     return Placed(scope, prefix, tokens, planned, minimum)
 

@@ -13,6 +13,8 @@ from typing import Any
 from nodecode.context.fileformat import NOTE_LINE, Block, split
 from nodecode.context.model import Message, State, rewritten
 
+SIGNED = "a thinking block is signed by the provider: keep it or delete it"
+
 
 @dataclass
 class Edit:
@@ -127,6 +129,7 @@ def _compare(edit: Edit, blocks: list[Block], exported: list[Block], st: State) 
             )
     edit.deleted = [b.id for b in exported if b.id not in seen]
     _check_deleted_calls(edit, exported, st)
+    check_running_thinking(edit, st)
 
 
 def _kept(
@@ -145,7 +148,9 @@ def _kept(
             )
         )
     body, notes = split_notes(b.body, orig.body)
-    if body != orig.body:
+    if body != orig.body and orig.role == "thinking":
+        edit.errors.append((b.line, SIGNED))
+    elif body != orig.body:
         edit.rewrites[b.id] = body
     else:
         edit.kept.append(b.id)
@@ -160,7 +165,9 @@ def _restored(edit: Edit, b: Block, m: Message) -> None:
         )
     body, notes = split_notes(b.body, m.text)
     edit.restores.append(b.id)
-    if body.strip() and body != m.text:
+    if body.strip() and body != m.text and m.role == "thinking":
+        edit.errors.append((b.line, SIGNED))
+    elif body.strip() and body != m.text:
         edit.rewrites[b.id] = body
     edit.notes += [(b.id, n) for n in notes]
 
@@ -176,6 +183,24 @@ def _check_deleted_calls(edit: Edit, exported: list[Block], st: State) -> None:
                     None,
                     f"deleting call {i} whose result {results[i]} was logged "
                     "after this export: that pair is newer than the file",
+                )
+            )
+
+
+def check_running_thinking(edit: Edit, st: State) -> None:
+    """The newest round's thinking goes back with its calls (the provider refuses
+    a tool result whose round lost it): it cannot be deleted while that round is
+    the newest. Once the turn moves on, it can."""
+    if not any(st.path_messages[i].role == "call" for i in st.newest if i in st.path_messages):
+        return
+    for i in edit.deleted:
+        m = st.path_messages.get(i)
+        if m is not None and m.role == "thinking" and i in st.newest:
+            edit.errors.append(
+                (
+                    None,
+                    f"deleting thinking {i} of the running turn's newest round: the provider "
+                    "needs it back with that round's calls; delete it once the turn has moved on",
                 )
             )
 
@@ -208,6 +233,7 @@ def read_form_edit(
     edit.deleted = [m.id for m in order if m.id in drop]
     if made_at is not None:
         _check_newer_results(edit, st, made_at)
+    check_running_thinking(edit, st)
     note = form.get("note")
     if isinstance(note, str) and note.strip():
         edit.notes.append((order[-1].id if order else None, note))

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from nodecode.context.model import Message
 
-ROLES = ("user", "assistant", "call", "tool", "note", "stub", "notice")
+ROLES = ("user", "assistant", "call", "tool", "note", "stub", "notice", "thinking")
 NOTE_LINE = "[[note]]"
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 _FIRST = re.compile(r"^\[\[export (\S+)/(\S+) (\d+) ([a-z0-9]{4,8})\]\]$")

@@ -5,6 +5,12 @@ batches whole, results after their calls, a note never last, a user message
 first, empty texts dropped); ``anthropic_body`` and ``openai_body`` map the
 arranged list onto each wire format. The same messages always give the same
 bytes: nothing here depends on time or on what the provider streamed.
+
+Thinking messages go back as they arrived (doc/nodecode.txt,
+``nodecode-thinking``): an Anthropic block first in its assistant message,
+never carrying a cache breakpoint; an OpenAI-compatible reply's reasoning as
+fields of its assistant message, only when the model's setting says
+``send_back``. Thinking of the other wire format is never sent.
 """
 
 from __future__ import annotations
@@ -12,14 +18,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodecode.context.model import Message
 from nodecode.providers.types import EncodedList, dumps
 
+if TYPE_CHECKING:
+    from nodecode.config import Thinking
+
 CONTEXT_BEGINS = "(context begins)"
 USER_SIDE = ("user", "stub", "notice")
-ASSISTANT_SIDE = ("assistant", "note", "call")
+ASSISTANT_SIDE = ("assistant", "note", "call", "thinking")
+THINKING_BLOCKS = ("thinking", "redacted_thinking")
 CACHE = {"type": "ephemeral"}  # a 5-minute entry
 CACHE_1H = {"type": "ephemeral", "ttl": "1h"}
 SHORT, LONG = 300.0, 3600.0
@@ -34,9 +44,26 @@ def missing_result(call: Message) -> Message:
     return Message(-call.id, "tool", text, call.turn, {"call": call.id, "error": True})
 
 
+def sends_thinking(m: Message, provider_type: str, send_back: bool) -> bool:
+    """Whether a thinking message goes into a request of this wire format: an
+    Anthropic block always (finished turns' too, so the prefix keeps its bytes),
+    OpenAI-compatible reasoning when ``send_back``; another format's never."""
+    fmt = m.payload.get("format")
+    if provider_type == "anthropic":
+        return fmt == "anthropic"
+    return send_back and fmt == "openai"
+
+
+def sendable(messages: list[Message], provider_type: str, send_back: bool) -> list[Message]:
+    """``messages`` without the thinking this request does not carry."""
+    return [
+        m for m in messages if m.role != "thinking" or sends_thinking(m, provider_type, send_back)
+    ]
+
+
 def arrange(messages: list[Message]) -> list[Message]:
     """The messages in an order every provider accepts."""
-    kept = [m for m in messages if m.role in ("call", "tool") or m.text.strip()]
+    kept = [m for m in messages if m.role in ("call", "tool", "thinking") or m.text.strip()]
     out = _batches(kept)
     out = _note_not_last(out)
     if not out or out[0].role not in USER_SIDE:
@@ -130,10 +157,11 @@ def anthropic_body(
     tools: list[dict],
     max_tokens: int,
     marks: Marks | None = None,
+    thinking: Thinking | None = None,
 ) -> Built:
-    arranged = arrange(messages)
+    arranged = arrange(sendable(messages, "anthropic", False))
     sent = [(m.id, m.digest) for m in arranged]
-    placed = sorted((marks or default_marks)(arranged))
+    placed = sorted(p for p in (marks or default_marks)(arranged) if _markable(arranged, p[0]))
     system_block: dict[str, Any] = {"type": "text", "text": system}
     ttl_at: dict[int, float] = {}
     for at, ttl in placed:
@@ -154,23 +182,38 @@ def anthropic_body(
             parts.append([encoded])
     for msg, texts in zip(wire, parts, strict=True):  # results first in their message (stable)
         content = msg["content"]
-        if msg["role"] == "user" and len(content) > 1:
-            order = sorted(range(len(content)), key=lambda k: content[k]["type"] != "tool_result")
+        if len(content) > 1:  # results first in a user message, thinking in an assistant's
+            if msg["role"] == "user":
+                order = sorted(
+                    range(len(content)), key=lambda k: content[k]["type"] != "tool_result"
+                )
+            else:
+                order = sorted(
+                    range(len(content)), key=lambda k: content[k]["type"] not in THINKING_BLOCKS
+                )
             msg["content"] = [content[k] for k in order]
             texts[:] = [texts[k] for k in order]
     encoded = ",".join(
         f'{{"role":"{msg["role"]}","content":[{",".join(texts)}]}}'
         for msg, texts in zip(wire, parts, strict=True)
     )
-    body = {
+    body: dict[str, Any] = {
         "model": model,
         "max_tokens": max_tokens,
         "system": [system_block],
         "tools": _tools(tools, "anthropic"),
         "messages": EncodedList(wire, f"[{encoded}]"),
     }
+    if thinking is not None and thinking.wire is not None:
+        body["thinking"] = dict(thinking.wire)
+    if thinking is not None and thinking.effort is not None:
+        body["output_config"] = {"effort": thinking.effort}
     ids = [arranged[i].id if i >= 0 else 0 for i, _ in placed]
     return Built(body, sent, ids, [ttl for _, ttl in placed], arranged)
+
+
+def _markable(arranged: list[Message], at: int) -> bool:
+    return at < 0 or arranged[at].role != "thinking"
 
 
 def _block_of(m: Message, ttl: float | None = None) -> tuple[dict[str, Any], str]:
@@ -189,6 +232,8 @@ def _block_of(m: Message, ttl: float | None = None) -> tuple[dict[str, Any], str
 
 
 def _anthropic_block(m: Message) -> dict[str, Any]:
+    if m.role == "thinking":
+        return dict(m.payload["block"])  # as streamed, signature and data byte for byte
     if m.role == "call":
         return {
             "type": "tool_use",
@@ -216,12 +261,16 @@ def openai_body(
     tools: list[dict],
     max_tokens: int,
     marks: Marks | None = None,
+    thinking: Thinking | None = None,
 ) -> Built:
-    arranged = arrange(messages)
+    send_back = thinking is not None and thinking.send_back
+    arranged = arrange(sendable(messages, "openai", send_back))
     wire: list[dict[str, Any]] = [{"role": "system", "content": system}]
     parts = [_system_json(system)]
     for group in _openai_groups(arranged):
         msg, encoded = _openai_message(group)
+        if msg["role"] == "assistant" and not msg["content"] and not msg.get("tool_calls"):
+            continue  # reasoning alone (a reply that only thought) is no message a server takes
         wire.append(msg)
         parts.append(encoded)
     body = {
@@ -275,7 +324,9 @@ def _openai_message(group: list[Message]) -> tuple[dict[str, Any], str]:
     else:
         msg = {"role": "assistant", "content": None}
         for m in group:
-            if m.role == "call":
+            if m.role == "thinking":
+                _add_reasoning(msg, m.payload.get("block") or {})
+            elif m.role == "call":
                 msg.setdefault("tool_calls", []).append(
                     {
                         "id": wire_tool_id(m.id, "openai"),
@@ -319,6 +370,19 @@ def _tools(tools: list[dict], fmt: str) -> EncodedList:
             _ENCODED.clear()
         hit = _ENCODED[key] = (tools, EncodedList(list(items), dumps(items)))
     return hit[1]
+
+
+def _add_reasoning(message: dict[str, Any], block: dict[str, Any]) -> None:
+    """A reply's reasoning fields on its assistant message, under the names they
+    arrived with; a second reasoning merged into the same message (edits can join
+    two replies) follows the first."""
+    for key, value in block.items():
+        if key not in message:
+            message[key] = value
+        elif isinstance(value, str) and isinstance(message[key], str):
+            message[key] = message[key] + "\n\n" + value
+        elif isinstance(value, list) and isinstance(message[key], list):
+            message[key] = message[key] + value
 
 
 def _openai_tool(tool: dict[str, Any]) -> dict[str, Any]:

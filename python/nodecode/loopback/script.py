@@ -1,8 +1,10 @@
 """The loopback server's script: the queue of scripted model rounds.
 
-Script: rounds ``{"text" | "chunks", "calls": [{"code"} | {"name", "input"}], "match"?}``
-from a list or a JSONL file; ``chunks`` streams the text in exactly those
-deltas. A request takes the first remaining round whose ``match`` (if any) is
+Script: rounds ``{"text" | "chunks", "calls": [{"code"} | {"name", "input"}], "match"?,
+"thinking"?: ["a thought" | {"redacted": true}]}`` from a list or a JSONL file;
+``chunks`` streams the text in exactly those deltas; ``thinking`` comes first
+in the reply (Anthropic thinking blocks, signed; an OpenAI-compatible reply's
+reasoning). A request takes the first remaining round whose ``match`` (if any) is
 in its last user text; skipped rounds stay for later.
 """
 
@@ -25,6 +27,7 @@ class Round:
     calls: tuple[tuple[str, dict], ...] = ()
     match: str | None = None
     chunks: tuple[str, ...] = ()
+    thinking: tuple[tuple[str, str], ...] = ()  # ("text", thought) or ("redacted", "")
 
 
 def _parse_call(call: Any, where: str) -> tuple[str, dict]:
@@ -35,6 +38,21 @@ def _parse_call(call: Any, where: str) -> tuple[str, dict]:
         if isinstance(tool_input, dict):
             return call["name"], tool_input
     raise ValueError(f"{where}: a call must be {{code}} or {{name, input: object}} (got {call!r})")
+
+
+def _parse_thinking(raw: Any, where: str) -> tuple[tuple[str, str], ...]:
+    items = raw or []
+    out = []
+    for item in items if isinstance(items, list) else [items]:
+        if isinstance(item, str):
+            out.append(("text", item))
+        elif isinstance(item, dict) and item.get("redacted"):
+            out.append(("redacted", ""))
+        else:
+            raise ValueError(
+                f"{where}: 'thinking' must be a list of texts or {{redacted: true}} (got {item!r})"
+            )
+    return tuple(out)
 
 
 def parse_round(raw: Any, where: str = "round") -> Round:
@@ -53,6 +71,7 @@ def parse_round(raw: Any, where: str = "round") -> Round:
         calls=tuple(_parse_call(c, where) for c in calls),
         match=str(match) if match is not None else None,
         chunks=tuple(chunks),
+        thinking=_parse_thinking(raw.get("thinking"), where),
     )
 
 

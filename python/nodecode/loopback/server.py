@@ -59,6 +59,13 @@ from nodecode.loopback.cache import (
     scale_parts,
 )
 from nodecode.loopback.script import Round, ScriptQueue, last_user_text, load_script, parse_round
+from nodecode.loopback.thinking import (
+    CANNOT_MODIFY,
+    DEEPSEEK_NEEDS_REASONING,
+    EXPECTED_THINKING,
+    ThinkingLedger,
+    reasoning_refusal,
+)
 from nodecode.loopback.tokens import Block, anthropic_blocks, anthropic_tokens, openai_tokens
 from nodecode.loopback.wire import (
     anthropic_events,
@@ -70,7 +77,15 @@ from nodecode.loopback.wire import (
     output_tokens,
 )
 
-__all__ = ["LoopbackServer", "Recorded", "Reply", "main"]
+__all__ = [
+    "CANNOT_MODIFY",
+    "DEEPSEEK_NEEDS_REASONING",
+    "EXPECTED_THINKING",
+    "LoopbackServer",
+    "Recorded",
+    "Reply",
+    "main",
+]
 
 ANTHROPIC, OPENAI = "anthropic", "openai"
 STREAM_KINDS = ("drop", "stall", "sse_error", "garbage")
@@ -244,10 +259,14 @@ class LoopbackServer:
         faults: list[dict] | None = None,
         chunk_delay: float = 0.0,
         usage_scale: float = 1.0,
+        reasoning_field: str = "reasoning_content",
+        reasoning_required: bool = False,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
         self.window, self.chunk_delay, self.usage_scale = window, chunk_delay, usage_scale
+        self.reasoning_field, self.reasoning_required = reasoning_field, reasoning_required
+        self.thinking = ThinkingLedger()
         self.host, self.port = host, port
         self.requests: list[Recorded] = []
         rules = cache_rules or CacheRules()
@@ -378,7 +397,20 @@ class LoopbackServer:
 
     # -- model replies
 
+    def _thinking_refusal(self, flavor: str, body: dict) -> Reply | None:
+        """The API's 400 for thinking that was not sent back as received."""
+        if flavor == ANTHROPIC:
+            message = self.thinking.refusal(body)
+            return error_reply(ANTHROPIC, 400, message) if message else None
+        message = reasoning_refusal(body, self.reasoning_field) if self.reasoning_required else None
+        if message is None:
+            return None
+        return _json_reply(400, openai_error(400, message, None, "invalid_request_error"))
+
     def _model_reply(self, flavor: str, body: dict, index: int) -> Reply:
+        refused = self._thinking_refusal(flavor, body)
+        if refused is not None:
+            return refused
         blocks: list[Block] = anthropic_blocks(body) if flavor == ANTHROPIC else []
         try:
             points = breakpoints(blocks, body.get("cache_control")) if flavor == ANTHROPIC else []
@@ -411,25 +443,24 @@ class LoopbackServer:
         stream = bool(body.get("stream"))
         if flavor == ANTHROPIC:
             msg_id, headers = f"msg_loopback{index}", {"request-id": f"req_loopback{index}"}
+            thinking = self.thinking.sign(rnd)
+            self.thinking.answered(thinking, bool(rnd.calls))
             if stream:
-                frames = [
-                    anthropic_frame(e)
-                    for e in anthropic_events(rnd, first_id, model, msg_id, usage)
-                ]
+                events = anthropic_events(rnd, first_id, model, msg_id, usage, thinking)
+                frames = [anthropic_frame(e) for e in events]
                 return Reply(
                     200, frames=frames, content_type=SSE_TYPE, headers=headers, usage=usage
                 )
-            return _json_reply(
-                200, anthropic_reply(rnd, first_id, model, msg_id, usage), headers, usage
-            )
-        cid = f"chatcmpl-lb{index}"
+            reply = anthropic_reply(rnd, first_id, model, msg_id, usage, thinking)
+            return _json_reply(200, reply, headers, usage)
+        cid, field = f"chatcmpl-lb{index}", self.reasoning_field
         if stream:
             with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            chunks = openai_chunks(rnd, first_id, model, cid, usage, with_usage)
+            chunks = openai_chunks(rnd, first_id, model, cid, usage, with_usage, field)
             return Reply(
                 200, frames=[openai_frame(c) for c in chunks], content_type=SSE_TYPE, usage=usage
             )
-        return _json_reply(200, openai_reply(rnd, first_id, model, cid, usage), None, usage)
+        return _json_reply(200, openai_reply(rnd, first_id, model, cid, usage, field), None, usage)
 
     def _fault_reply(self, flavor: str, fault: dict, body: dict, index: int) -> Reply:
         kind = fault["kind"]

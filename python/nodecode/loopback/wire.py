@@ -34,9 +34,16 @@ def json_fragments(value: dict, pieces: int = 4) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+REDACTED_TOKENS = 64  # what a redacted block is reported to have cost
+
+
+def thinking_tokens(rnd: Round) -> int:
+    return sum(count_text(v) if k == "text" else REDACTED_TOKENS for k, v in rnd.thinking)
+
+
 def output_tokens(rnd: Round) -> int:
     calls = sum(count_text(f"{name} {json.dumps(args)}") for name, args in rnd.calls)
-    return max(1, count_text(rnd.text) + calls)
+    return max(1, count_text(rnd.text) + calls + thinking_tokens(rnd))
 
 
 def _compact(value: Any) -> str:
@@ -62,6 +69,26 @@ def _anthropic_usage(usage: dict, output: int) -> dict:
     }
 
 
+def _thinking_events(blocks: list[dict]) -> list[dict]:
+    """Each thinking block as the API streams it (text in deltas, then its signature);
+    a redacted block arrives whole in its start event."""
+    events: list[dict] = []
+    for index, block in enumerate(blocks):
+        if block["type"] == "redacted_thinking":
+            start = dict(block)
+        else:
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+        events.append({"type": "content_block_start", "index": index, "content_block": start})
+        if block["type"] == "thinking":
+            for piece in text_chunks(block["thinking"]):
+                events.append(_delta(index, {"type": "thinking_delta", "thinking": piece}))
+            events.append(
+                _delta(index, {"type": "signature_delta", "signature": block["signature"]})
+            )
+        events.append({"type": "content_block_stop", "index": index})
+    return events
+
+
 def _anthropic_message(msg_id: str, model: str, content: list, stop: Any, usage: dict) -> dict:
     full_usage = _anthropic_usage(usage, usage["output"] if stop else 1)
     full_usage["cache_creation"] = {
@@ -79,22 +106,33 @@ def _tool_block(tool_id: str, name: str, tool_input: dict) -> dict:
     return {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}
 
 
-def anthropic_events(rnd: Round, first_id: int, model: str, msg_id: str, usage: dict) -> list[dict]:
-    """The full Messages event sequence of one round, shaped like recorded streams."""
+def anthropic_events(
+    rnd: Round,
+    first_id: int,
+    model: str,
+    msg_id: str,
+    usage: dict,
+    thinking: list[dict] | None = None,
+) -> list[dict]:
+    """The full Messages event sequence of one round, shaped like recorded streams;
+    ``thinking`` (the round's signed blocks) comes first."""
     start = _anthropic_message(msg_id, model, [], None, usage)
     events: list[dict] = [{"type": "message_start", "message": start}]
-    index = 0
+    events += _thinking_events(thinking or [])
+    index = len(thinking or [])
     if rnd.text:
         events.append(
             {
                 "type": "content_block_start",
-                "index": 0,
+                "index": index,
                 "content_block": {"type": "text", "text": ""},
             }
         )
-        events += [_delta(0, {"type": "text_delta", "text": piece}) for piece in text_deltas(rnd)]
-        events.append({"type": "content_block_stop", "index": 0})
-        index = 1
+        events += [
+            _delta(index, {"type": "text_delta", "text": piece}) for piece in text_deltas(rnd)
+        ]
+        events.append({"type": "content_block_stop", "index": index})
+        index += 1
     for k, (name, tool_input) in enumerate(rnd.calls):
         block = _tool_block(f"toolu_lb{first_id + k}", name, {}) | {"caller": {"type": "direct"}}
         events.append({"type": "content_block_start", "index": index, "content_block": block})
@@ -104,9 +142,10 @@ def anthropic_events(rnd: Round, first_id: int, model: str, msg_id: str, usage: 
         index += 1
     events.insert(min(2, len(events)), {"type": "ping"})
     stop = {"stop_reason": "tool_use" if rnd.calls else "end_turn", "stop_sequence": None}
-    events.append(
-        {"type": "message_delta", "delta": stop, "usage": _anthropic_usage(usage, usage["output"])}
-    )
+    final = _anthropic_usage(usage, usage["output"])
+    if thinking:
+        final["output_tokens_details"] = {"thinking_tokens": thinking_tokens(rnd)}
+    events.append({"type": "message_delta", "delta": stop, "usage": final})
     events.append({"type": "message_stop"})
     return events
 
@@ -115,29 +154,52 @@ def _delta(index: int, delta: dict) -> dict:
     return {"type": "content_block_delta", "index": index, "delta": delta}
 
 
-def anthropic_reply(rnd: Round, first_id: int, model: str, msg_id: str, usage: dict) -> dict:
+def anthropic_reply(
+    rnd: Round,
+    first_id: int,
+    model: str,
+    msg_id: str,
+    usage: dict,
+    thinking: list[dict] | None = None,
+) -> dict:
     """The non-streaming Messages reply of one round."""
-    content: list[dict] = [{"type": "text", "text": rnd.text}] if rnd.text else []
+    content: list[dict] = [dict(b) for b in thinking or []]
+    content += [{"type": "text", "text": rnd.text}] if rnd.text else []
     content += [_tool_block(f"toolu_lb{first_id + k}", n, i) for k, (n, i) in enumerate(rnd.calls)]
     return _anthropic_message(
         msg_id, model, content, "tool_use" if rnd.calls else "end_turn", usage
     )
 
 
-def _openai_usage(usage: dict) -> dict:
+def _openai_usage(usage: dict, thinking: int = 0) -> dict:
     return {
         "prompt_tokens": usage["input"],
         "completion_tokens": usage["output"],
         "total_tokens": usage["input"] + usage["output"],
         "prompt_tokens_details": {"cached_tokens": usage["cache_read"], "audio_tokens": 0},
-        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": thinking,
+            "audio_tokens": 0,
+        },
     }
 
 
+def reasoning_text(rnd: Round) -> str:
+    """An OpenAI-compatible reply's reasoning: the round's thoughts, one after another."""
+    return "\n\n".join(v for k, v in rnd.thinking if k == "text")
+
+
 def openai_chunks(
-    rnd: Round, first_id: int, model: str, cid: str, usage: dict, with_usage: bool
+    rnd: Round,
+    first_id: int,
+    model: str,
+    cid: str,
+    usage: dict,
+    with_usage: bool,
+    reasoning_field: str = "reasoning_content",
 ) -> list:
-    """The Chat Completions chunk sequence of one round, ending with ``[DONE]``."""
+    """The Chat Completions chunk sequence of one round, ending with ``[DONE]``;
+    the reasoning streams first, under ``reasoning_field``."""
     created = int(time.time())
 
     def chunk(delta: dict | None, finish: str | None = None) -> dict:
@@ -151,6 +213,8 @@ def openai_chunks(
         return body | ({"usage": None} if with_usage else {})
 
     chunks = [chunk({"role": "assistant", "content": "" if rnd.text else None, "refusal": None})]
+    reasoning = reasoning_text(rnd)
+    chunks += [chunk({reasoning_field: piece}) for piece in text_chunks(reasoning) if reasoning]
     chunks += [chunk({"content": piece}) for piece in text_deltas(rnd)]
     for k, (name, tool_input) in enumerate(rnd.calls):
         head = {"index": k, "id": f"call_lb{first_id + k}", "type": "function",
@@ -160,13 +224,22 @@ def openai_chunks(
             chunks.append(chunk({"tool_calls": [{"index": k, "function": {"arguments": piece}}]}))
     chunks.append(chunk({}, "tool_calls" if rnd.calls else "stop"))
     if with_usage:
-        chunks.append(chunk(None) | {"usage": _openai_usage(usage)})
+        chunks.append(chunk(None) | {"usage": _openai_usage(usage, thinking_tokens(rnd))})
     return [*chunks, "[DONE]"]
 
 
-def openai_reply(rnd: Round, first_id: int, model: str, cid: str, usage: dict) -> dict:
+def openai_reply(
+    rnd: Round,
+    first_id: int,
+    model: str,
+    cid: str,
+    usage: dict,
+    reasoning_field: str = "reasoning_content",
+) -> dict:
     """The non-streaming Chat Completions reply of one round."""
     message: dict[str, Any] = {"role": "assistant", "content": rnd.text or None, "refusal": None}
+    if reasoning_text(rnd):
+        message[reasoning_field] = reasoning_text(rnd)
     if rnd.calls:
         message["tool_calls"] = [
             {"id": f"call_lb{first_id + k}", "type": "function",
@@ -176,4 +249,4 @@ def openai_reply(rnd: Round, first_id: int, model: str, cid: str, usage: dict) -
     choice = {"index": 0, "message": message, "logprobs": None,
               "finish_reason": "tool_calls" if rnd.calls else "stop"}  # fmt: skip
     return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [choice], "usage": _openai_usage(usage)}  # fmt: skip
+            "choices": [choice], "usage": _openai_usage(usage, thinking_tokens(rnd))}  # fmt: skip

@@ -31,7 +31,7 @@ import httpx
 from nodecode.errors import ContextOverflow, ProviderError, ProviderFailed
 from nodecode.providers.overflow import parse_overflow, unwrap_error
 from nodecode.providers.sse import EventReader, LineSplitter, ServerSentEvent
-from nodecode.providers.types import Reply, ToolCall, Usage, encode_body
+from nodecode.providers.types import Reply, Thinking, ToolCall, Usage, encode_body
 
 MAX_RETRY_AFTER = 60.0
 MAX_BACKOFF = 8.0
@@ -69,8 +69,9 @@ class StreamParser:
 
     terminal = "its last event"  # named in the "stream ended before ..." failure
 
-    def __init__(self, on_text: TextSink | None) -> None:
+    def __init__(self, on_text: TextSink | None, on_thinking: TextSink | None = None) -> None:
         self._on_text = on_text
+        self._on_thinking = on_thinking
         self._text: list[str] = []
         self.usage = Usage()
         self.stop_reason: str | None = None
@@ -97,6 +98,7 @@ class StreamParser:
         return Reply(
             text=self.text,
             calls=self._tool_calls(partial=partial),
+            thinking=self._thinking(partial=partial),
             usage=self.usage,
             stop_reason=self.stop_reason,
         )
@@ -104,6 +106,15 @@ class StreamParser:
     def _tool_calls(self, *, partial: bool) -> list[ToolCall]:
         """The tool calls so far; when ``partial``, only those whose input completed."""
         raise NotImplementedError
+
+    def _thinking(self, *, partial: bool) -> list[Thinking]:
+        """The reasoning so far, in order; when ``partial``, only what completed."""
+        return []
+
+    def emit_thinking(self, text: str) -> None:
+        """Reasoning text for the person (never reply text)."""
+        if text and self._on_thinking is not None:
+            self._on_thinking(text)
 
     def emit_text(self, text: str) -> None:
         if text:
@@ -155,7 +166,9 @@ class Provider:
         """``body`` plus this API's streaming flags."""
         raise NotImplementedError
 
-    def new_parser(self, on_text: TextSink | None) -> StreamParser:
+    def new_parser(
+        self, on_text: TextSink | None, on_thinking: TextSink | None = None
+    ) -> StreamParser:
         raise NotImplementedError
 
     # -- the shared part ----------------------------------------------------------
@@ -176,13 +189,14 @@ class Provider:
         on_text: TextSink | None = None,
         cancel: threading.Event | None = None,
         on_retry: Callable[[str], None] | None = None,
+        on_thinking: TextSink | None = None,
     ) -> Reply:
         """Stream one reply, retrying transient failures; a cancel returns the partial reply."""
         cancel = cancel or threading.Event()
         wire = self.wire_body(body)
         retries = 0
         while True:
-            parser = self.new_parser(on_text)
+            parser = self.new_parser(on_text, on_thinking)
             try:
                 reply = self._attempt(wire, parser, cancel)
             except ProviderError as exc:

@@ -4,8 +4,13 @@
 shapes and the quirks tolerated here are in research/providers.md §2.2-2.4:
 tool calls accumulate by ``index`` (id and name only on the first fragment,
 repeats ignored, a missing index means "new call when the id changes"),
-reasoning fields are not reply text, usage comes from whichever chunk
-carries it, and Ollama's native NDJSON (``message`` / ``done``) parses too.
+usage comes from whichever chunk carries it, and Ollama's native NDJSON
+(``message`` / ``done``) parses too. Reasoning is never reply text: it
+arrives as ``reasoning_content`` (DeepSeek, llama.cpp, older vLLM),
+``reasoning`` (OpenRouter, vLLM ≥ 0.11) and ``reasoning_details``
+(OpenRouter: typed items whose streamed fragments share an index and a
+type), and is kept under the names it arrived with, so that it can go back
+as received (doc/nodecode.txt, ``nodecode-thinking``).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from nodecode.errors import ProviderError
 from nodecode.providers.base import Provider, StreamParser, TextSink, load_data, parse_input
 from nodecode.providers.overflow import parse_overflow, unwrap_error
 from nodecode.providers.sse import DONE, ServerSentEvent
-from nodecode.providers.types import ToolCall
+from nodecode.providers.types import Thinking, ToolCall
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _TRANSIENT = re.compile(
@@ -28,6 +33,8 @@ _TRANSIENT = re.compile(
     re.IGNORECASE,
 )
 _TRANSIENT_CODES = {"408", "409", "429", "500", "502", "503", "504", "529"}
+REASONING_FIELDS = ("reasoning_content", "reasoning")  # the first present in a delta is read
+_DETAIL_TEXT = ("text", "summary", "data", "signature")  # fragments of one detail join
 
 
 class OpenAIProvider(Provider):
@@ -49,8 +56,10 @@ class OpenAIProvider(Provider):
         options = {**(body.get("stream_options") or {}), "include_usage": True}
         return {**body, "stream": True, "stream_options": options}
 
-    def new_parser(self, on_text: TextSink | None) -> StreamParser:
-        return OpenAIParser(on_text)
+    def new_parser(
+        self, on_text: TextSink | None, on_thinking: TextSink | None = None
+    ) -> StreamParser:
+        return OpenAIParser(on_text, on_thinking)
 
 
 @dataclass
@@ -68,11 +77,12 @@ class OpenAIParser(StreamParser):
 
     terminal = "[DONE] or a finish_reason with usage"
 
-    def __init__(self, on_text: TextSink | None) -> None:
-        super().__init__(on_text)
+    def __init__(self, on_text: TextSink | None, on_thinking: TextSink | None = None) -> None:
+        super().__init__(on_text, on_thinking)
         self._calls: list[_Call] = []
         self._by_index: dict[int, _Call] = {}
         self._usage_seen = False
+        self._reasoning = _Reasoning()
 
     @property
     def complete(self) -> bool:
@@ -97,6 +107,7 @@ class OpenAIParser(StreamParser):
             if choice.get("index", 0) != 0:
                 continue  # only one completion is asked for
             delta = choice.get("delta") or {}
+            self.emit_thinking(self._reasoning.feed(delta))
             if isinstance(delta.get("content"), str):
                 self.emit_text(delta["content"])
             for fragment in delta.get("tool_calls") or []:
@@ -110,6 +121,9 @@ class OpenAIParser(StreamParser):
         self.usage.cache_read = _int(details.get("cached_tokens"))
         self.usage.cache_write = _int(
             details.get("cache_write_tokens") or usage.get("cache_write_tokens")
+        )
+        self.usage.thinking = _int(
+            (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
         )
         self._usage_seen = True
 
@@ -141,6 +155,7 @@ class OpenAIParser(StreamParser):
     def _ollama_line(self, data: dict[str, Any]) -> None:
         """Ollama /api/chat NDJSON: whole tool calls with object arguments, ``done`` at the end."""
         message = data.get("message") or {}
+        self.emit_thinking(self._reasoning.feed(message))
         if isinstance(message.get("content"), str):
             self.emit_text(message["content"])
         for tool_call in message.get("tool_calls") or []:
@@ -166,6 +181,10 @@ class OpenAIParser(StreamParser):
             if not partial or self._call_done(n, call)
         ]
 
+    def _thinking(self, *, partial: bool) -> list[Thinking]:
+        thought = self._reasoning.thinking()
+        return [thought] if thought is not None else []
+
     def _call_done(self, n: int, call: _Call) -> bool:
         """Finished when a later call began, the choice finished, or its JSON is whole."""
         if n < len(self._calls) - 1 or self.stop_reason is not None or call.obj is not None:
@@ -176,6 +195,64 @@ class OpenAIParser(StreamParser):
         except ValueError:
             return False
         return True
+
+
+@dataclass
+class _Reasoning:
+    """One reply's reasoning as its fragments arrive: the text under the field it
+    came in (Ollama's native ``thinking`` too), and ``reasoning_details`` items."""
+
+    name: str | None = None  # the field the text came in
+    parts: list[str] = field(default_factory=list)
+    details: list[dict[str, Any]] = field(default_factory=list)
+
+    def feed(self, delta: dict[str, Any]) -> str:
+        """Take one delta's reasoning; returns the text the person should see."""
+        shown = ""
+        for name in (*REASONING_FIELDS, "thinking"):
+            value = delta.get(name)
+            if isinstance(value, str) and value:
+                self.name = self.name or name
+                self.parts.append(value)
+                shown = value
+                break
+        for item in delta.get("reasoning_details") or []:
+            if isinstance(item, dict):
+                text = self._detail(item)
+                shown = shown or text
+        return shown
+
+    def _detail(self, item: dict[str, Any]) -> str:
+        """Join a fragment to the item it continues (same index and type) or start one."""
+        last = self.details[-1] if self.details else None
+        if last is not None and (last.get("index"), last.get("type")) == (
+            item.get("index"),
+            item.get("type"),
+        ):
+            for key, value in item.items():
+                if key in _DETAIL_TEXT and isinstance(value, str):
+                    last[key] = str(last.get(key) or "") + value
+                elif key not in last or last[key] is None:
+                    last[key] = value
+        else:
+            self.details.append(dict(item))
+        text = item.get("text") if item.get("type") == "reasoning.text" else item.get("summary")
+        return text if isinstance(text, str) else ""
+
+    def thinking(self) -> Thinking | None:
+        text = "".join(self.parts)
+        if not text and not self.details:
+            return None
+        block: dict[str, Any] = {self.name: text} if self.name else {}
+        if self.details:
+            block["reasoning_details"] = self.details
+        if not text:  # details only: what they say, for the person
+            text = "".join(
+                str(d.get("text") or d.get("summary") or "")
+                for d in self.details
+                if d.get("type") in ("reasoning.text", "reasoning.summary")
+            )
+        return Thinking(text, block)
 
 
 def _input(call: _Call) -> Any:

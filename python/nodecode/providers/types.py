@@ -27,12 +27,18 @@ class Usage:
     output: int = 0
     cache_read: int = 0
     cache_write: int = 0
+    thinking: int = 0  # of ``output``, the tokens spent thinking (when the provider says)
 
     @classmethod
     def of(cls, recorded: dict[str, Any] | None) -> Usage:
         """The usage a request event recorded (its ``usage`` dict)."""
         r = recorded or {}
-        return cls(*(int(r.get(k) or 0) for k in ("input", "output", "cache_read", "cache_write")))
+        return cls(
+            *(
+                int(r.get(k) or 0)
+                for k in ("input", "output", "cache_read", "cache_write", "thinking")
+            )
+        )
 
     def prompt_total(self, provider_type: str) -> int:
         if provider_type == "anthropic":
@@ -40,10 +46,26 @@ class Usage:
         return self.input
 
 
+REDACTED_THINKING = "[redacted thinking: encrypted by the provider, sent back as received]"
+
+
+@dataclass
+class Thinking:
+    """One piece of the model's reasoning as it arrived. ``block`` is what goes
+    back to the provider, byte for byte: an Anthropic ``thinking`` block (with its
+    signature) or ``redacted_thinking`` block, or an OpenAI-compatible reply's
+    reasoning fields (``reasoning_content`` / ``reasoning`` / ``reasoning_details``)
+    under the names they arrived with. ``text`` is what the person reads."""
+
+    text: str
+    block: dict[str, Any]
+
+
 @dataclass
 class Reply:
     text: str = ""
     calls: list[ToolCall] = field(default_factory=list)
+    thinking: list[Thinking] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     stop_reason: str | None = None
     stopped: bool = False  # the person stopped it; text/calls are what arrived
