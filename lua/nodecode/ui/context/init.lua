@@ -284,6 +284,16 @@ function M.restore(id, role)
     return message().info('open the context buffer (:NodecodeContext) first, then restore message %d', id)
   end
   local lnum = M.insert_header(buf, id, role)
+  -- `:w` is what comes next: it must reach this buffer, not the chat the
+  -- picker was opened from.
+  local win = vim.fn.win_findbuf(buf)[1]
+  if not win then
+    win = target_window()
+    api.nvim_win_set_buf(win, buf)
+    api.nvim_win_set_cursor(win, { lnum, 0 })
+  end
+  api.nvim_set_current_win(win)
+  vim.cmd('stopinsert')
   message().info('message %d goes back into the context at line %d: :w to save the edit', id, lnum)
 end
 
