@@ -105,10 +105,7 @@ def test_headers_show_token_counts_and_the_cached_prefix_is_marked(nvim, two_tur
     # above the header of the reply that came after it.
     assert [re.sub(r" {2,}", " | ", line) for line in shown[:10]] == [
         nvim.current.buffer[0],
-        (
-            f"1 user · {tokens('first question')} tokens · first question | "
-            f"{tokens('first question')} tok"
-        ),
+        f"1 user · {tokens('first question')} tokens · first question",  # folded: once
         f"[[m:{nonce} 3 assistant]] | {answer} tok",
         "first answer",
         "its second line",

@@ -49,13 +49,17 @@ end
 
 -- Token counts are drawn as each header line is (ephemeral marks): opening a
 -- 20,000-line buffer sets none, and edits never leave one on the wrong line.
+-- A closed fold shows the count in its fold text: drawn there only, so it is
+-- neither shown twice nor drawn over a long first line.
 api.nvim_set_decoration_provider(ns_tokens, {
   on_win = function(_, _, buf)
     return state(buf) ~= nil
   end,
-  on_line = function(_, _, buf, row)
+  on_line = function(_, win, buf, row)
     local text = M.token_text(buf, row)
-    if text then
+    if text and api.nvim_win_call(win, function()
+      return vim.fn.foldclosed(row + 1)
+    end) == -1 then
       api.nvim_buf_set_extmark(buf, ns_tokens, row, 0, { ephemeral = true,
         virt_text = { { text, 'NodecodeTokens' } }, virt_text_pos = 'right_align' })
     end
@@ -160,7 +164,7 @@ function M.foldtext()
   local chunks = { { head, 'NodecodeHeader' } }
   local n = st and id and st.tokens[tonumber(id)]
   if n then
-    chunks[#chunks + 1] = { (' · %d tokens'):format(n), 'NodecodeTokens' }
+    chunks[#chunks + 1] = { (' · %d token%s'):format(n, n == 1 and '' or 's'), 'NodecodeTokens' }
   end
   for i = 2, #lines do
     local text = vim.trim(lines[i])
