@@ -100,21 +100,31 @@ def test_headers_show_token_counts_and_the_cached_prefix_is_marked(nvim, two_tur
 
     shown = screen(nvim, 12)
     nonce = nvim.current.buffer[0].split()[-1].rstrip("]")
-    answer, asked = tokens(ROUNDS[0]["text"]), tokens("second question")
+    answer = tokens(ROUNDS[0]["text"])
+    report = nvim.exec_lua("return require('nodecode.rpc').status()")
+    last, cache = report["last_request"], report["cache"]
     # The last request read everything up to the second ask: the mark sits
-    # above the header of the reply that came after it.
-    assert [re.sub(r" {2,}", " | ", line) for line in shown[:10]] == [
-        nvim.current.buffer[0],
-        f"1 user · {tokens('first question')} tokens · first question",  # folded: once
-        f"[[m:{nonce} 3 assistant]] | {answer} tok",
-        "first answer",
-        "its second line",
-        f"[[m:{nonce} 4 user]] | {tokens('second question')} tok",
-        "second question",
-        f"──── cached through 4 · {tokens('first question') + answer + asked} tokens ────",
-        f"[[m:{nonce} 6 assistant]] | {tokens('second answer')} tok",
-        "second answer",
-    ]
+    # above the header of the reply that came after it, with the figures of
+    # :NodecodeStatus (the prompt through 4, what the last request read).
+    cached = (
+        f"──── cached through 4 · {cache['tokens']} tokens · the last request read "
+        f"{last['cache_read']} of {last['prompt']} ────"
+    )
+    assert (
+        [re.sub(r" {2,}", " | ", line) for line in shown[:10]]
+        == [
+            nvim.current.buffer[0],
+            f"1 user · {tokens('first question')} tokens · first question",  # folded: once
+            f"[[m:{nonce} 3 assistant]] | {answer} tok",
+            "first answer",
+            "its second line",
+            f"[[m:{nonce} 4 user]] | {tokens('second question')} tok",
+            "second question",
+            cached[:72].rstrip(),
+            f"[[m:{nonce} 6 assistant]] | {tokens('second answer')} tok",
+            "second answer",
+        ]
+    )
 
 
 def test_invalid_write_leaves_the_file_untouched_and_puts_diagnostics_on_the_lines(nvim, two_turns):

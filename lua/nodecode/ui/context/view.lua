@@ -66,27 +66,73 @@ api.nvim_set_decoration_provider(ns_tokens, {
   end,
 })
 
+---@param n integer
+---@return string
+local function tokens_word(n)
+  return ('%d token%s'):format(n, n == 1 and '' or 's')
+end
+
+--- Where the prefix the next request can read from cache ends: the last block
+--- the host found cached, at or before `cache.through`, above the first row
+--- changed since (nil: none of the blocks, at most the system prompt).
+---@param buf integer
+---@param st nodecode.ContextState
+---@return integer? k index into st.blocks
+function M.cached_block(buf, st)
+  local c, n, mark = st.cache or {}, api.nvim_buf_line_count(buf), nil
+  if c.through == nil then
+    return nil
+  end
+  for k, b in ipairs(st.blocks) do
+    local nxt = st.blocks[k + 1]
+    local last_row = nxt and nxt.line - 2 or n - 1
+    if st.changed_from and last_row >= st.changed_from then
+      break
+    end
+    if st.cached[b.id] or b.id == c.through then
+      mark = k
+    end
+    if b.id == c.through then
+      break
+    end
+  end
+  return mark
+end
+
+--- The text of the cached-prefix line (the figures :NodecodeStatus shows).
+---@param st nodecode.ContextState
+---@param k? integer the block it follows (nil: the system prompt and tools)
+---@return string
+function M.cached_text(st, k)
+  local c = st.cache or {}
+  local what
+  if k then
+    local id = st.blocks[k].id
+    what = ('cached through %d · %s'):format(id, tokens_word(st.prefix[id] or c.tokens or 0))
+  else
+    what = 'cached through the system prompt and tools · ' .. tokens_word(c.fixed or 0)
+  end
+  local last = c.last
+  if last then
+    what = what .. (' · the last request read %d of %d'):format(last.read or 0, last.prompt or 0)
+  end
+  return ('──── %s ────'):format(what)
+end
+
 --- The cached-prefix line: a virtual line where the cached prefix ends.
 ---@param buf integer
 ---@param st nodecode.ContextState
 function M.decorate(buf, st)
   api.nvim_buf_clear_namespace(buf, ns, 0, -1)
-  local total, mark = 0, nil
-  for k, b in ipairs(st.blocks) do
-    total = total + (st.tokens[b.id] or 0)
-    if b.id == st.cached_through then
-      mark = { k = k, total = total }
-      break
-    end
-  end
-  if not mark then
+  local c = st.cache or {}
+  local k = M.cached_block(buf, st)
+  if not k and not c.system then
     return
   end
-  local text = ('──── cached through %d · %d tokens ────'):format(st.cached_through, mark.total)
-  local nxt = st.blocks[mark.k + 1]
+  local nxt = st.blocks[(k or 0) + 1]
   local row = nxt and nxt.line - 1 or api.nvim_buf_line_count(buf) - 1
   api.nvim_buf_set_extmark(buf, ns, row, 0, {
-    virt_lines = { { { text, 'NodecodeCached' } } },
+    virt_lines = { { { M.cached_text(st, k), 'NodecodeCached' } } },
     virt_lines_above = nxt ~= nil,
   })
 end

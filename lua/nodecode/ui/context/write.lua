@@ -108,10 +108,16 @@ function M.write(buf, target)
     return ok and message().info('wrote a copy to %s', target)
       or message().error('%s', tostring(err))
   end
+  local pinned = rpc().info().id
+  if st.session ~= pinned then
+    return refuse(buf, { { 1, ('this buffer is the context of session %s, but this Neovim works in '
+      .. 'session %s now: yank your changes, then :NodecodeContext opens its context'):format(
+        st.session, pinned) } })
+  end
   local disk = disk_first_line(name)
   if disk and disk ~= st.first then
     return refuse(buf, { { 1, ('a newer export is on disk (%s): this buffer edits %s. '
-      .. 'Reopen with :NodecodeContext (yank your changes first)'):format(disk, st.first) } })
+      .. ':e! loads it, dropping your unsaved changes (yank them first)'):format(disk, st.first) } })
   end
   local ok, r = pcall(rpc().validate, text)
   if not ok then
@@ -126,6 +132,9 @@ function M.write(buf, target)
   end
   bo.modified = false
   vim.diagnostic.reset(ns_diag(), buf)
+  if type(r.summary) == 'table' and r.summary.cache then
+    st.cache, st.changed_from = require('nodecode.ui.context').cache_of(r.summary.cache), nil
+  end
   require('nodecode.ui.context.view').refresh(buf)
   message().info('%s', M.describe(r.summary or {}))
 end
