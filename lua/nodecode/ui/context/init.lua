@@ -255,6 +255,14 @@ local function disk_first_line(path)
   return line
 end
 
+--- `export 3` for the line 1 of an export (the line itself when it is none).
+---@param first string
+---@return string
+function M.export_name(first)
+  local n = first:match('^%[%[export %S+ (%d+) %w+%]%]$')
+  return n and ('export ' .. n) or first
+end
+
 --- What to tell the person about a modified context buffer before a new
 --- export: each way out it names works from where they are.
 ---@param st nodecode.ContextState
@@ -263,7 +271,7 @@ function M.unsaved_words(st)
   local disk = disk_first_line(st.path)
   if disk and disk ~= st.first then
     return ('the context buffer edits %s but %s is on disk: :e! loads it, dropping your '
-      .. 'unsaved changes (yank them first)'):format(st.first, disk)
+      .. 'unsaved changes (yank them first)'):format(M.export_name(st.first), M.export_name(disk))
   end
   return 'the context buffer has unsaved changes: :w saves them as an edit, :e! drops them'
 end

@@ -116,8 +116,9 @@ function M.write(buf, target)
   end
   local disk = disk_first_line(name)
   if disk and disk ~= st.first then
-    return refuse(buf, { { 1, ('a newer export is on disk (%s): this buffer edits %s. '
-      .. ':e! loads it, dropping your unsaved changes (yank them first)'):format(disk, st.first) } })
+    local name = require('nodecode.ui.context').export_name
+    return refuse(buf, { { 1, ('a newer export is on disk (%s; this buffer edits %s): '
+      .. ':e! loads it, dropping your unsaved changes (yank them first)'):format(name(disk), name(st.first)) } })
   end
   local ok, r = pcall(rpc().validate, text)
   if not ok then
