@@ -270,8 +270,8 @@ end
 function M.unsaved_words(st)
   local disk = disk_first_line(st.path)
   if disk and disk ~= st.first then
-    return ('the context buffer edits %s but %s is on disk: :e! loads it, dropping your '
-      .. 'unsaved changes (yank them first)'):format(M.export_name(st.first), M.export_name(disk))
+    return ('the context buffer edits %s but %s is on disk: :e! loads it (yank your '
+      .. 'unsaved changes first)'):format(M.export_name(st.first), M.export_name(disk))
   end
   return 'the context buffer has unsaved changes: :w saves them as an edit, :e! drops them'
 end
