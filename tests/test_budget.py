@@ -566,3 +566,12 @@ def test_the_one_pass_total_equals_counting_the_arranged_request(meter, messages
     expected = meter.count(list(messages)).total
     assert meter.total(list(messages)) == expected
     assert meter.total(list(messages), cached=False) == expected
+
+
+def test_status_words_agree_with_their_numbers(session):
+    s = session(window=None)
+    s.app.store.append(s.sid, "user", role="user", text="hi")
+    from nodecode import status
+
+    text = status.render(status.report(s.app.workspace, s.app.config, s.sid))
+    assert " · 1 message · " in text, text

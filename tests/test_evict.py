@@ -398,3 +398,9 @@ def test_a_cell_line_in_a_stub():
     assert evictions.cell_line('\n(shell "ls")\n') == ';; (shell "ls")'
     assert evictions.cell_line("x" * 150) == ";; " + "x" * 100
     assert evictions.note_lines("one\ntwo\nthree\n") == "note: one\n  two\n  three"
+
+
+def test_stub_words_agree_with_their_numbers():
+    text = evictions.stub_text((3, 9), 0, 1, [], [])
+    assert text.startswith("[history evicted: seq 3–9 · 0 turns · 1 round · recall: ")
+    assert " · 1 turn · 2 rounds · " in evictions.stub_text((3, 9), 1, 2, [], [])

@@ -155,6 +155,7 @@ end
 
 -- The context buffer, recall and sessions (python/nodecode/host.py has the contracts).
 M.context = remote('NodecodeContext') ---@type fun(): table export + blocks
+M.describe = remote('NodecodeDescribe') ---@type fun(first: string): table what context() says, of that export
 M.validate = remote('NodecodeValidate') ---@type fun(text: string): table {ok, errors, summary}
 M.removed = remote('NodecodeRemoved') ---@type fun(): table[]
 M.recall = remote('NodecodeRecall') ---@type fun(query?: string, everywhere: boolean): table[]

@@ -20,6 +20,7 @@ return {
   { type = 'function', name = 'NodecodeBudget', sync = true, opts = vim.empty_dict() },
   { type = 'function', name = 'NodecodeContext', sync = true, opts = vim.empty_dict() },
   { type = 'function', name = 'NodecodeContinue', sync = true, opts = vim.empty_dict() },
+  { type = 'function', name = 'NodecodeDescribe', sync = true, opts = vim.empty_dict() },
   { type = 'function', name = 'NodecodeEvict', sync = true, opts = vim.empty_dict() },
   { type = 'function', name = 'NodecodeFork', sync = true, opts = vim.empty_dict() },
   { type = 'function', name = 'NodecodeRecall', sync = true, opts = vim.empty_dict() },

@@ -300,18 +300,42 @@ class Host:
 
     def context(self, ctx: Any) -> dict[str, Any]:
         """Export the context (a new context.txt) and describe it for the buffer:
-        {path, first, nonce, export, blocks: [{id, role, tokens, line}], cached_through}."""
+        {path, session, first, nonce, export, blocks: [{id, role, tokens, line,
+        prefix, cached}], cache: {through, system, tokens, last}}."""
         from nodecode.context import view
 
         app, sid = self._pinned(ctx)
-        return view.open_export(app.workspace, sid, app.encoding_name(), app.cache_scope())
+        return view.open_export(
+            app.workspace, sid, app.encoding_name(), app.cache_scope(), app.config_or_none()
+        )
 
-    def validate(self, ctx: Any, text: str) -> dict[str, Any]:
-        """A dry run of taking ``text`` as the saved context.txt: {ok, errors, summary}."""
-        from nodecode.context import take
+    def describe(self, ctx: Any, first: str) -> dict[str, Any]:
+        """What ``context`` says, for the export whose line 1 is ``first`` (the
+        buffer reloaded context.txt from disk): no new export."""
+        from nodecode.context import view
 
         app, sid = self._pinned(ctx)
-        return take.validate(app.workspace, sid, str(text))
+        return view.describe(
+            app.workspace,
+            sid,
+            str(first),
+            app.encoding_name(),
+            app.cache_scope(),
+            app.config_or_none(),
+        )
+
+    def validate(self, ctx: Any, text: str) -> dict[str, Any]:
+        """A dry run of taking ``text`` as the saved context.txt: {ok, errors,
+        summary} (summary.cache: what the next request can then read from cache)."""
+        from nodecode.context import take, view
+
+        app, sid = self._pinned(ctx)
+        result, order = take.check_file(app.workspace, sid, str(text))
+        if order is not None:
+            cache = view.cache_view(app.store, sid, app.cache_scope(), app.config_or_none(), order)
+            del cache["prefix"], cache["cached"]
+            result["summary"]["cache"] = cache
+        return result
 
     def removed(self, ctx: Any) -> list[dict[str, Any]]:
         """Messages a restore can bring back: [{id, role, turn, first_line}]."""

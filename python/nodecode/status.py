@@ -17,6 +17,7 @@ from nodecode.context import view
 from nodecode.context.cache_state import Scope
 from nodecode.context.model import state
 from nodecode.providers.types import Usage
+from nodecode.words import plural
 from nodecode.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -78,9 +79,17 @@ def report(ws: Workspace, config: Config, sid: str, scope: Scope | None = None) 
         "per_turn": per_turn,
         "messages": len(arranged),
         "last_request": _last_request(store, sid, meter.ptype),
-        "cached_through": view.cached_through(store, scope, state(store, sid).messages),
+        **_cache(ws, sid, scope, config),
         "pending": [_pending(e) for e in takes.pending_edits(store, sid)],
     }
+
+
+def _cache(ws: Workspace, sid: str, scope: Scope | None, config: Config) -> dict[str, Any]:
+    """Where the next request can read from cache, pending edits counted: the
+    same figures the context buffer's mark shows (``view.cache_view``)."""
+    cache = view.cache_view(ws.store, sid, scope, config, takes.next_order(ws, sid))
+    del cache["prefix"], cache["cached"]
+    return {"cached_through": cache["through"], "cache": cache}
 
 
 def _last_request(store: Any, sid: str, ptype: str) -> dict[str, Any] | None:
@@ -134,7 +143,7 @@ def render(r: dict[str, Any]) -> str:
         lines.append(f"reply reserve: {r['reply']} · budget: {r['budget']}")
     pct = f" ({r['percent']}% of the budget)" if r["percent"] is not None else ""
     lines.append(
-        f"fill: {r['fill']} tokens{pct} · {r['messages']} messages · "
+        f"fill: {plural(r['fill'], 'token')}{pct} · {plural(r['messages'], 'message')} · "
         f"calibration ×{r['calibration']:.3f}"
     )
     lines.append("  " + " · ".join(f"{k} {v}" for k, v in r["parts"].items()))
@@ -152,18 +161,22 @@ def render(r: dict[str, Any]) -> str:
             f"{last['prompt']} prompt tokens from cache · wrote {last['cache_write']} · "
             f"breakpoints {_points(last)}"
         )
-    through = r.get("cached_through")
-    lines.append(
-        f"next request: cached through message {through}"
-        if through is not None
-        else "next request: nothing cached yet"
-    )
+    lines.append("next request: " + cache_words(r.get("cache") or {}))
     pending = r["pending"]
     lines.append(
         "pending edits: "
         + ("; ".join(f"seq {p['seq']} {p['what']}" for p in pending) if pending else "none")
     )
     return "\n".join(lines)
+
+
+def cache_words(cache: dict[str, Any]) -> str:
+    """``cached through message 4 · 744 tokens`` (the context buffer's mark says the same)."""
+    if cache.get("through") is not None:
+        return f"cached through message {cache['through']} · {plural(cache['tokens'], 'token')}"
+    if cache.get("system"):
+        return f"cached through the system prompt and tools · {plural(cache['tokens'], 'token')}"
+    return "nothing cached yet"
 
 
 def budget_lines(plan: budgets.Budget) -> list[str]:

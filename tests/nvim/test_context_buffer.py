@@ -100,24 +100,31 @@ def test_headers_show_token_counts_and_the_cached_prefix_is_marked(nvim, two_tur
 
     shown = screen(nvim, 12)
     nonce = nvim.current.buffer[0].split()[-1].rstrip("]")
-    answer, asked = tokens(ROUNDS[0]["text"]), tokens("second question")
+    answer = tokens(ROUNDS[0]["text"])
+    report = nvim.exec_lua("return require('nodecode.rpc').status()")
+    last, cache = report["last_request"], report["cache"]
     # The last request read everything up to the second ask: the mark sits
-    # above the header of the reply that came after it.
-    assert [re.sub(r" {2,}", " | ", line) for line in shown[:10]] == [
-        nvim.current.buffer[0],
-        (
-            f"1 user · {tokens('first question')} tokens · first question | "
-            f"{tokens('first question')} tok"
-        ),
-        f"[[m:{nonce} 3 assistant]] | {answer} tok",
-        "first answer",
-        "its second line",
-        f"[[m:{nonce} 4 user]] | {tokens('second question')} tok",
-        "second question",
-        f"──── cached through 4 · {tokens('first question') + answer + asked} tokens ────",
-        f"[[m:{nonce} 6 assistant]] | {tokens('second answer')} tok",
-        "second answer",
-    ]
+    # above the header of the reply that came after it, with the figures of
+    # :NodecodeStatus (the prompt through 4, what the last request read).
+    cached = (
+        f"──── cached through 4 · {cache['tokens']} tokens · the last request read "
+        f"{last['cache_read']} of {last['prompt']} ────"
+    )
+    assert (
+        [re.sub(r" {2,}", " | ", line) for line in shown[:10]]
+        == [
+            nvim.current.buffer[0],
+            f"1 user · {tokens('first question')} tokens · first question",  # folded: once
+            f"[[m:{nonce} 3 assistant]] | {answer} tok",
+            "first answer",
+            "its second line",
+            f"[[m:{nonce} 4 user]] | {tokens('second question')} tok",
+            "second question",
+            cached[:72].rstrip(),
+            f"[[m:{nonce} 6 assistant]] | {tokens('second answer')} tok",
+            "second answer",
+        ]
+    )
 
 
 def test_invalid_write_leaves_the_file_untouched_and_puts_diagnostics_on_the_lines(nvim, two_turns):
@@ -127,10 +134,11 @@ def test_invalid_write_leaves_the_file_untouched_and_puts_diagnostics_on_the_lin
     buf[3] = buf[3].replace("assistant", "user")  # line 4: a role changed
     buf[5] = buf[5] + "]]"  # line 6: body text, fine
     buf.append("stray text before any header", 1)  # line 2
+    notified(nvim)
 
-    with pytest.raises(pynvim.NvimError, match="not written"):
-        nvim.command("write")
+    nvim.command("write")
 
+    wait_for(lambda: any("not written, 2 problems" in n for n in notes(nvim)))
     assert path.read_bytes() == before
     diags = nvim.exec_lua("return vim.diagnostic.get(0)")
     assert sorted((d["lnum"] + 1, d["severity"]) for d in diags) == [(2, 1), (5, 1)]
@@ -145,10 +153,11 @@ def test_write_is_refused_when_a_newer_export_is_on_disk(nvim, two_turns, home, 
     take.export(app.workspace, app.current_session())
     app.close()
     newer = path.read_bytes()
+    notified(nvim)
 
-    with pytest.raises(pynvim.NvimError, match="a newer export is on disk"):
-        nvim.command("write")
+    nvim.command("write")
 
+    wait_for(lambda: any("a newer export is on disk" in n for n in notes(nvim)))
     assert path.read_bytes() == newer
     assert [d["lnum"] for d in nvim.exec_lua("return vim.diagnostic.get(0)")] == [0]
 

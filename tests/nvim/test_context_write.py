@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import configure, wait_for
-from .ui_helpers import make_session, notes, notified
+from .ui_helpers import make_session, messages_of, notes, notified
 
 READ = {"text": "reading", "calls": [{"code": ';; read a\n(read-file "a.txt")'}]}
 
@@ -65,3 +65,65 @@ def test_write_and_receipt_name_the_pair_a_delete_or_restore_takes_along(nvim, a
     receipt = [n for n in notes(nvim) if "[[receipt " in n][-1]
     assert "restored 2 (4 5)" in receipt, receipt
     assert "pairs: restoring 5 brought back its call 4" in receipt, receipt
+
+
+def test_a_refused_write_is_one_message_and_wq_does_not_quit(nvim, a_read):
+    nvim.command("NodecodeContext")
+    path = Path(nvim.current.buffer.name)
+    before = path.read_bytes()
+    n = nonce(nvim)
+    at = nvim.current.buffer[:].index(f"[[m:{n} 3 assistant]]")
+    nvim.current.buffer[at] = f"[[m:{n} 3 user]]"  # a role changed: refused
+    nvim.command("let v:errmsg = ''")
+    nvim.command("redir => g:shown")  # what the screen shows, autocommand headers too
+
+    nvim.input(":w<CR>")
+
+    wait_for(lambda: "not written" in nvim.vvars["errmsg"])
+    nvim.command("redir END")
+    assert nvim.vars["shown"].strip().splitlines() == [
+        f"nodecode: not written, 1 problem; line {at + 1}: role of message 3 changed: "
+        "expected assistant (found user)"
+    ]
+    assert path.read_bytes() == before and nvim.eval("&modified") == 1
+    nvim.input(":wq<CR>")
+    wait_for(lambda: messages_of(nvim).count("not written") == 2)
+    assert nvim.eval("&modified") == 1 and nvim.current.buffer.name == str(path)
+
+
+def test_a_restore_picked_from_the_chat_leaves_the_cursor_in_the_context_buffer(
+    nvim, a_read, home, workspace
+):
+    from nodecode.app import App
+    from nodecode.context import take
+
+    app = App.open(home=home, cwd=workspace)
+    sid = app.current_session()
+    path = take.export(app.workspace, sid)
+    n = path.read_text().split("\n", 1)[0].split()[-1].rstrip("]")
+    path.write_text(path.read_text().replace(f"[[m:{n} 1 user]]\nfirst question\n", ""))
+    take.take(app.workspace, sid, take.head_turn(app.store, sid))  # the ask is removed
+    app.close()
+    notified(nvim)
+    nvim.command("NodecodeContext")
+    context = nvim.current.buffer.number
+    nvim.command("Nodecode")  # the chat, with its input
+    chat_win = nvim.exec_lua("return vim.fn.bufwinid('nodecode://chat')")
+    nvim.api.set_current_win(chat_win)
+    nvim.command("stopinsert")
+    nvim.command("NodecodeRecall first question")
+    wait_for(
+        lambda: nvim.exec_lua(
+            "local st = require('nodecode.ui.float_picker').current "
+            "return st and #vim.api.nvim_buf_get_lines(st.lbuf, 0, -1, false) == 1 "
+            "and vim.api.nvim_buf_get_lines(st.lbuf, 0, 1, false)[1]:find('user') ~= nil"
+        )
+    )
+
+    nvim.input("<C-r>")
+
+    said(nvim, "message 1 goes back")
+    assert nvim.current.buffer.number == context
+    assert nvim.api.get_mode()["mode"] == "n"
+    nvim.command("write")
+    assert "restore 1 (1)" in said(nvim, "saved: ")

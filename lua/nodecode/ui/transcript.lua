@@ -236,7 +236,6 @@ end
 ---@param kind string
 ---@param text string
 function T:quote(kind, text)
-  self:close_call()
   self:paragraph()
   local lines = vim.split(vim.trim(text), '\n', { plain = true })
   self:write('> ' .. kind .. ': ' .. table.concat(lines, '\n> ') .. '\n')

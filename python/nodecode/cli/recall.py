@@ -40,7 +40,12 @@ def cmd_recall_search(app: App, args: argparse.Namespace) -> int:
 
 
 COMMANDS = (
-    Command("recall-log", "this session's log, oldest first (SPEC §5)", cmd_recall_log, _log_args),
+    Command(
+        "recall-log",
+        "this session's log, oldest first (--match, --before, --limit)",
+        cmd_recall_log,
+        _log_args,
+    ),
     Command(
         "recall-entry",
         "the one event at seq N, whole",

@@ -184,6 +184,18 @@ def record_end(store: Store, scope: Scope, arranged: Sequence[Message], now: flo
     save(store, scope, ledger, now)
 
 
+def live_positions(
+    store: Store, scope: Scope, arranged: Sequence[Message], now: float
+) -> list[int]:
+    """The prefix positions (0: the system prompt, i: ``arranged[i - 1]``) that the
+    ledger holds a live entry for: where the next request can read from cache.
+    An edit changes every prefix hash after it, so no position past it is live."""
+    prefix = prefix_keys(scope, arranged)
+    ledger = load(store, scope, now)
+    at = now + cache_plan.MARGIN
+    return [i for i, key in enumerate(prefix) if all(m.live(key, at) for m in ledger.models)]
+
+
 def cached_through(
     store: Store, scope: Scope, arranged: Sequence[Message], now: float
 ) -> int | None:

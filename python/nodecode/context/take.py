@@ -407,10 +407,15 @@ def _write_receipts(ws: Workspace, sid: str, report: TakeReport) -> None:
 
 def validate(ws: Workspace, sid: str, text: str) -> dict[str, Any]:
     """A dry run of taking ``text`` as an edit of the latest export (for :w)."""
+    return check_file(ws, sid, text)[0]
+
+
+def check_file(ws: Workspace, sid: str, text: str) -> tuple[dict[str, Any], list[Message] | None]:
+    """``validate``'s answer, and the context the take would make (None when refused)."""
     store = ws.store
     exp = latest_export(store, sid)
     if exp is None:
-        return {"ok": False, "errors": [[1, "no export yet: run (context) first"]]}
+        return {"ok": False, "errors": [[1, "no export yet: run (context) first"]]}, None
     st = state(store, sid)
     stale = exp.payload["base"] < take_count(store, sid)
     export_text = (store.blob(exp.payload["blob"]) or b"").decode("utf-8", "surrogatepass")
@@ -419,8 +424,8 @@ def validate(ws: Workspace, sid: str, text: str) -> dict[str, Any]:
     if stale:
         errors.insert(0, [1, STALE])
     if errors:
-        return {"ok": False, "errors": errors, "summary": {}}
-    _, done = dry_run(st.messages, edit, st)
+        return {"ok": False, "errors": errors, "summary": {}}, None
+    order, done = dry_run(st.messages, edit, st)
     return {
         "ok": True,
         "errors": [],
@@ -431,7 +436,24 @@ def validate(ws: Workspace, sid: str, text: str) -> dict[str, Any]:
             "restored": done.restored,
             "pairs": [p.said(ahead=True) for p in done.pairs],
         },
-    }
+    }, order
+
+
+def next_order(ws: Workspace, sid: str) -> list[Message]:
+    """The context the next request will read if its take goes as the pending
+    edits say (each applied in a dry run: nothing is logged). Read-only: a
+    saved, unrecorded context.txt counts only once something records it."""
+    store = ws.store
+    st = state(store, sid)
+    order = list(st.messages)
+    current = take_count(store, sid)
+    for e in pending_edits(store, sid):
+        if e.payload.get("base", -1) < current:
+            continue
+        edit = read_edit(store, sid, e, order, st)
+        if edit.error() is None:
+            order, _ = dry_run(order, edit, st)
+    return order
 
 
 def dry_run(order: list[Message], edit: Edit, st: State) -> tuple[list[Message], Applied]:

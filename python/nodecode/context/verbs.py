@@ -11,6 +11,7 @@ from nodecode.context import take as takes
 from nodecode.context.edits import Applied, apply, read_form_edit
 from nodecode.context.model import Message, state
 from nodecode.errors import CellError
+from nodecode.words import plural
 
 
 def _span(item: Any) -> int | list[int]:
@@ -77,7 +78,7 @@ def preview(order: list[Message], edit: Any, st: Any) -> str:
     after, done = apply(order, edit, st, lambda text: Message(next(counter), "note", text))
     parts = [
         f"Pending until your next request: the context goes from {len(order)} to "
-        f"{len(after)} messages"
+        f"{plural(len(after), 'message')}"
     ]
     if done.deleted:
         parts.append(f"dropping {len(done.deleted)} ({_ids(done.deleted)})")

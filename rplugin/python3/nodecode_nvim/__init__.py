@@ -112,6 +112,11 @@ class NodecodePlugin:
     def context(self, args: list) -> dict:
         return self.host.context(_arg(args, 0, {}))
 
+    @pynvim.function("NodecodeDescribe", sync=True)
+    @never_raise
+    def describe(self, args: list) -> dict:
+        return self.host.describe(_arg(args, 0, {}), str(_arg(args, 1, "")))
+
     @pynvim.function("NodecodeValidate", sync=True)
     @never_raise
     def validate(self, args: list) -> dict:

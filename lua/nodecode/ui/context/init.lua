@@ -1,8 +1,10 @@
 -- The context buffer: context.txt opened as a real file buffer (filetype
 -- nodecode-context). One manual fold per block (closed, the newest few open)
 -- with the fold text `ID ROLE · N tokens · first line`, token counts as
--- virtual text on headers, a virtual line where the last request's cached
--- prefix ends. `:w` validates through the core, shows problems as
+-- virtual text on headers, a virtual line where the prefix the next request
+-- can read from cache ends (moving up as soon as a line above it changes).
+-- Reloading the file from disk (`:e!`, autoread) re-attaches the buffer to the
+-- export the file now holds. `:w` validates through the core, shows problems as
 -- diagnostics and writes the file byte for byte: the saved file is the edit,
 -- which the core takes (or refuses) at the next request. This module opens,
 -- follows and restores; view.lua draws (folds, marks), write.lua writes.
@@ -25,7 +27,10 @@ M.ns_diag = api.nvim_create_namespace('nodecode_context_diag')
 ---@field nonce string
 ---@field blocks nodecode.Block[] as the buffer stands (rescanned after edits)
 ---@field tokens table<integer, integer> tokens of each exported block, by id
----@field cached_through? integer
+---@field prefix table<integer, integer> prompt tokens through each block, by id
+---@field cached table<integer, boolean> blocks whose prefix the next request can read from cache
+---@field cache table {through?, system, fixed, tokens?, last?} (host.py: context)
+---@field changed_from? integer 0-based first row changed since the export (or the last :w)
 ---@field header string Lua pattern of this export's headers, capturing the ID
 
 ---@type table<integer, nodecode.ContextState>
@@ -82,10 +87,51 @@ local function on_change(buf)
   t:stop()
   t:start(200, 0, vim.schedule_wrap(function()
     local st = states[buf]
-    if st and api.nvim_buf_is_loaded(buf) and #view().scan(buf, st) ~= #st.blocks then
+    if not (st and api.nvim_buf_is_loaded(buf)) then
+      return
+    end
+    local blocks = view().scan(buf, st)
+    if #blocks ~= #st.blocks then
       view().refresh(buf)
+    else
+      st.blocks = blocks
+      view().decorate(buf, st)
     end
   end))
+end
+
+---@type table<integer, boolean> buffers being reloaded by follow() (already attached)
+local following = {}
+
+--- The file was read again from disk (`:e!`, autoread): attach to the export it
+--- holds now, so `:w`, folds, counts and diagnostics are that export's.
+---@param buf integer
+function M.reloaded(buf)
+  if following[buf] or not states[buf] then
+    return
+  end
+  local first = api.nvim_buf_get_lines(buf, 0, 1, false)[1] or ''
+  local ok, data = pcall(rpc().describe, first)
+  if not ok then
+    vim.diagnostic.reset(M.ns_diag, buf)
+    return message().warn('%s', message().reason(data))
+  end
+  M.attach(buf, data)
+end
+
+--- Track the first changed row: the cached-prefix mark stops above it.
+---@param buf integer
+local function track_changes(buf)
+  api.nvim_buf_attach(buf, false, {
+    on_lines = function(_, b, _, first)
+      local st = states[b]
+      if not st then
+        return true -- detach: no longer a context buffer
+      end
+      st.changed_from = math.min(st.changed_from or first, first)
+      on_change(b)
+    end,
+  })
 end
 
 ---@param buf integer
@@ -93,6 +139,9 @@ local function autocmds(buf)
   local group = api.nvim_create_augroup('nodecode_context_' .. buf, { clear = true })
   api.nvim_create_autocmd('BufWriteCmd', { group = group, buffer = buf, callback = function(ev)
     require('nodecode.ui.context.write').write(ev.buf, ev.match)
+  end })
+  api.nvim_create_autocmd('BufReadPost', { group = group, buffer = buf, callback = function(ev)
+    M.reloaded(ev.buf)
   end })
   api.nvim_create_autocmd('BufWinEnter', { group = group, buffer = buf, callback = function(ev)
     local st = states[ev.buf]
@@ -118,28 +167,38 @@ end
 ---@param buf integer
 ---@param data table what rpc.context() returned
 function M.attach(buf, data)
-  local tokens = {}
+  local tokens, prefix, cached = {}, {}, {}
   for _, b in ipairs(data.blocks) do
-    tokens[b.id] = b.tokens
+    tokens[b.id], prefix[b.id], cached[b.id] = b.tokens, nonil(b.prefix), b.cached == true
   end
   require('nodecode.ui.highlights').setup()
   local fresh = states[buf] == nil
   states[buf] = { path = data.path, session = data.session, first = data.first,
-    nonce = data.nonce, blocks = data.blocks, tokens = tokens,
-    cached_through = nonil(data.cached_through),
-    header = '^%[%[m:' .. data.nonce .. ' (%d+) %l+%]%]$' }
+    nonce = data.nonce, blocks = data.blocks, tokens = tokens, prefix = prefix, cached = cached,
+    cache = M.cache_of(data.cache), header = '^%[%[m:' .. data.nonce .. ' (%d+) %l+%]%]$' }
   if vim.bo[buf].filetype ~= 'nodecode-context' then
     vim.bo[buf].filetype = 'nodecode-context'
   end
   vim.diagnostic.reset(M.ns_diag, buf)
   if fresh then
     autocmds(buf)
+    track_changes(buf)
     require('nodecode.keymaps').attach(buf, 'context')
   end
   view().decorate(buf, states[buf])
   for _, win in ipairs(vim.fn.win_findbuf(buf)) do
     view().fold(win, buf, states[buf])
   end
+end
+
+--- A host `cache` table with vim.NIL turned into nil.
+---@param c any
+---@return table
+function M.cache_of(c)
+  c = type(c) == 'table' and c or {}
+  local last = nonil(c.last)
+  return { through = nonil(c.through), system = c.system == true, fixed = nonil(c.fixed),
+    tokens = nonil(c.tokens), last = type(last) == 'table' and last or nil }
 end
 
 --- The window to open the buffer in, per context.position.
@@ -170,9 +229,11 @@ local function load(data, win)
   end
   if buf > 0 and api.nvim_buf_is_loaded(buf) then
     api.nvim_win_set_buf(win, buf)
-    api.nvim_buf_call(buf, function()
+    following[buf] = true -- attached by the caller
+    pcall(api.nvim_buf_call, buf, function()
       vim.cmd('silent edit!')
     end)
+    following[buf] = nil
   else
     api.nvim_win_call(win, function()
       vim.cmd('silent edit ' .. vim.fn.fnameescape(data.path))
@@ -182,13 +243,47 @@ local function load(data, win)
   return buf
 end
 
+---@param path string
+---@return string?
+local function disk_first_line(path)
+  local f = io.open(path, 'rb')
+  if not f then
+    return nil
+  end
+  local line = f:read('*l')
+  f:close()
+  return line
+end
+
+--- `export 3` for the line 1 of an export (the line itself when it is none).
+---@param first string
+---@return string
+function M.export_name(first)
+  local n = first:match('^%[%[export %S+ (%d+) %w+%]%]$')
+  return n and ('export ' .. n) or first
+end
+
+--- What to tell the person about a modified context buffer before a new
+--- export: each way out it names works from where they are.
+---@param st nodecode.ContextState
+---@return string
+function M.unsaved_words(st)
+  local disk = disk_first_line(st.path)
+  if disk and disk ~= st.first then
+    return ('the context buffer edits %s but %s is on disk: :e! loads it (yank your '
+      .. 'unsaved changes first)'):format(M.export_name(st.first), M.export_name(disk))
+  end
+  return 'the context buffer has unsaved changes: :w saves them as an edit, :e! drops them'
+end
+
 --- :NodecodeContext — export, then open context.txt with folds and marks.
 ---@return integer buf
 function M.open()
-  for buf in pairs(states) do
-    if api.nvim_buf_is_loaded(buf) and vim.bo[buf].modified then
+  local pinned = rpc().info().id
+  for buf, st in pairs(states) do
+    if api.nvim_buf_is_loaded(buf) and vim.bo[buf].modified and st.session == pinned then
       vim.cmd('drop ' .. vim.fn.fnameescape(api.nvim_buf_get_name(buf)))
-      message().warn('the context buffer has unsaved changes: write them (:w) or drop them (:e!) before a new export')
+      message().warn('%s', M.unsaved_words(st))
       return buf
     end
   end
@@ -199,34 +294,78 @@ function M.open()
   return buf
 end
 
---- Re-export into every loaded, unmodified context buffer of the session
---- (after a turn, an undo, an eviction…); modified ones are left alone.
+--- Reload `buf` (context.txt) from disk as export `data`, each window's view kept.
+---@param buf integer
+---@param data table
+local function reload_as(buf, data)
+  local views = {}
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    views[win] = api.nvim_win_call(win, vim.fn.winsaveview)
+  end
+  following[buf] = true
+  local ok, err = pcall(api.nvim_buf_call, buf, function()
+    vim.cmd('silent edit!')
+  end)
+  following[buf] = nil
+  if not ok then
+    error(err, 0)
+  end
+  M.attach(buf, data)
+  for win, saved in pairs(views) do
+    api.nvim_win_call(win, function()
+      vim.fn.winrestview(saved)
+    end)
+  end
+end
+
+--- The context buffer `old` belongs to another session than the pinned one (a
+--- fork, a session switch): its windows show the pinned session's context
+--- instead, or, with unsaved edits, the person is told whose they are.
+---@param old integer
+---@param pinned string
+function M.switch(old, pinned)
+  local st = states[old]
+  if vim.bo[old].modified then
+    return message().warn('the context buffer holds unsaved edits of session %s, but this Neovim '
+      .. 'works in session %s now, where they cannot be saved: yank them, then :NodecodeContext '
+      .. 'opens the context of %s', st.session, pinned, pinned)
+  end
+  local wins = vim.fn.win_findbuf(old)
+  if #wins == 0 then
+    return api.nvim_buf_delete(old, {}) -- hidden: the next :NodecodeContext opens the new one
+  end
+  local data = rpc().context()
+  local buf = load(data, wins[1])
+  for _, win in ipairs(wins) do
+    api.nvim_win_set_buf(win, buf)
+  end
+  M.attach(buf, data)
+  if api.nvim_buf_is_valid(old) and old ~= buf then
+    api.nvim_buf_delete(old, {})
+  end
+  message().info('the context buffer follows session %s now', pinned)
+end
+
+--- Re-export into the loaded, unmodified context buffer of the pinned session
+--- (after a turn, an undo, an eviction…); a modified one is left alone. One of
+--- another session follows the pinned one (M.switch).
 function M.follow()
-  local buf = M.find()
-  if not buf then
+  if not M.find() then
     return
+  end
+  local pinned = rpc().info().id
+  local buf = M.find(pinned)
+  if not buf then
+    return M.switch(assert(M.find()), pinned)
   end
   if vim.bo[buf].modified then
     return message().warn('the context changed; the context buffer has unsaved changes, so it stays on its export')
   end
   local data = rpc().context()
   if data.path ~= states[buf].path then
-    return -- another session is pinned now: this buffer is not its context
+    return -- (cannot happen: the pinned session's context has one path)
   end
-  local wins = vim.fn.win_findbuf(buf)
-  local views = {}
-  for _, win in ipairs(wins) do
-    views[win] = api.nvim_win_call(win, vim.fn.winsaveview)
-  end
-  api.nvim_buf_call(buf, function()
-    vim.cmd('silent edit!')
-  end)
-  M.attach(buf, data)
-  for win, view in pairs(views) do
-    api.nvim_win_call(win, function()
-      vim.fn.winrestview(view)
-    end)
-  end
+  reload_as(buf, data)
 end
 
 --- Host events: a receipt is shown; a finished turn is followed.
@@ -284,6 +423,16 @@ function M.restore(id, role)
     return message().info('open the context buffer (:NodecodeContext) first, then restore message %d', id)
   end
   local lnum = M.insert_header(buf, id, role)
+  -- `:w` is what comes next: it must reach this buffer, not the chat the
+  -- picker was opened from.
+  local win = vim.fn.win_findbuf(buf)[1]
+  if not win then
+    win = target_window()
+    api.nvim_win_set_buf(win, buf)
+    api.nvim_win_set_cursor(win, { lnum, 0 })
+  end
+  api.nvim_set_current_win(win)
+  vim.cmd('stopinsert')
   message().info('message %d goes back into the context at line %d: :w to save the edit', id, lnum)
 end
 

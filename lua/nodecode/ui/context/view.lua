@@ -49,40 +49,90 @@ end
 
 -- Token counts are drawn as each header line is (ephemeral marks): opening a
 -- 20,000-line buffer sets none, and edits never leave one on the wrong line.
+-- A closed fold shows the count in its fold text: drawn there only, so it is
+-- neither shown twice nor drawn over a long first line.
 api.nvim_set_decoration_provider(ns_tokens, {
   on_win = function(_, _, buf)
     return state(buf) ~= nil
   end,
-  on_line = function(_, _, buf, row)
+  on_line = function(_, win, buf, row)
     local text = M.token_text(buf, row)
-    if text then
+    if text and api.nvim_win_call(win, function()
+      return vim.fn.foldclosed(row + 1)
+    end) == -1 then
       api.nvim_buf_set_extmark(buf, ns_tokens, row, 0, { ephemeral = true,
         virt_text = { { text, 'NodecodeTokens' } }, virt_text_pos = 'right_align' })
     end
   end,
 })
 
+---@param n integer
+---@return string
+local function tokens_word(n)
+  return ('%d token%s'):format(n, n == 1 and '' or 's')
+end
+
+--- Where the prefix the next request can read from cache ends: the last block
+--- the host found cached, at or before `cache.through`, above the first row
+--- changed since (nil: none of the blocks, at most the system prompt).
+---@param buf integer
+---@param st nodecode.ContextState
+---@return integer? k index into st.blocks
+function M.cached_block(buf, st)
+  local c, n, mark = st.cache or {}, api.nvim_buf_line_count(buf), nil
+  if c.through == nil then
+    return nil
+  end
+  for k, b in ipairs(st.blocks) do
+    local nxt = st.blocks[k + 1]
+    local last_row = nxt and nxt.line - 2 or n - 1
+    if st.changed_from and last_row >= st.changed_from then
+      break
+    end
+    if st.cached[b.id] or b.id == c.through then
+      mark = k
+    end
+    if b.id == c.through then
+      break
+    end
+  end
+  return mark
+end
+
+--- The text of the cached-prefix line (the figures :NodecodeStatus shows).
+---@param st nodecode.ContextState
+---@param k? integer the block it follows (nil: the system prompt and tools)
+---@return string
+function M.cached_text(st, k)
+  local c = st.cache or {}
+  local what
+  if k then
+    local id = st.blocks[k].id
+    what = ('cached through %d · %s'):format(id, tokens_word(st.prefix[id] or c.tokens or 0))
+  else
+    what = 'cached through the system prompt and tools · ' .. tokens_word(c.fixed or 0)
+  end
+  local last = c.last
+  if last then
+    what = what .. (' · the last request read %d of %d'):format(last.read or 0, last.prompt or 0)
+  end
+  return ('──── %s ────'):format(what)
+end
+
 --- The cached-prefix line: a virtual line where the cached prefix ends.
 ---@param buf integer
 ---@param st nodecode.ContextState
 function M.decorate(buf, st)
   api.nvim_buf_clear_namespace(buf, ns, 0, -1)
-  local total, mark = 0, nil
-  for k, b in ipairs(st.blocks) do
-    total = total + (st.tokens[b.id] or 0)
-    if b.id == st.cached_through then
-      mark = { k = k, total = total }
-      break
-    end
-  end
-  if not mark then
+  local c = st.cache or {}
+  local k = M.cached_block(buf, st)
+  if not k and not c.system then
     return
   end
-  local text = ('──── cached through %d · %d tokens ────'):format(st.cached_through, mark.total)
-  local nxt = st.blocks[mark.k + 1]
+  local nxt = st.blocks[(k or 0) + 1]
   local row = nxt and nxt.line - 1 or api.nvim_buf_line_count(buf) - 1
   api.nvim_buf_set_extmark(buf, ns, row, 0, {
-    virt_lines = { { { text, 'NodecodeCached' } } },
+    virt_lines = { { { M.cached_text(st, k), 'NodecodeCached' } } },
     virt_lines_above = nxt ~= nil,
   })
 end
@@ -160,7 +210,7 @@ function M.foldtext()
   local chunks = { { head, 'NodecodeHeader' } }
   local n = st and id and st.tokens[tonumber(id)]
   if n then
-    chunks[#chunks + 1] = { (' · %d tokens'):format(n), 'NodecodeTokens' }
+    chunks[#chunks + 1] = { (' · %d token%s'):format(n, n == 1 and '' or 's'), 'NodecodeTokens' }
   end
   for i = 2, #lines do
     local text = vim.trim(lines[i])

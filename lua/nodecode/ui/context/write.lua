@@ -43,8 +43,10 @@ local function write_bytes(path, text)
   return ok ~= nil, werr
 end
 
---- Refuse the write: every problem a diagnostic, one error message (which
---- also aborts :wq and :x).
+--- Refuse the write: every problem a diagnostic, one error message. The
+--- message is scheduled, so it is not an error inside BufWriteCmd (which Vim
+--- would head with "Error detected while processing"); 'modified' stays set,
+--- which is what keeps :wq and :x from quitting.
 ---@param buf integer
 ---@param problems { [1]: integer, [2]: string }[]
 local function refuse(buf, problems)
@@ -56,8 +58,8 @@ local function refuse(buf, problems)
   end
   vim.diagnostic.set(ns_diag(), buf, diags)
   local first = problems[1]
-  vim.notify(('nodecode: not written, %d problem%s; line %d: %s'):format(#problems,
-    #problems == 1 and '' or 's', first[1], first[2]), vim.log.levels.ERROR, { title = 'nodecode' })
+  message().error('not written, %d problem%s; line %d: %s', #problems,
+    #problems == 1 and '' or 's', first[1], first[2])
 end
 
 ---@param ids any
@@ -104,12 +106,19 @@ function M.write(buf, target)
   if target ~= '' and vim.fn.fnamemodify(target, ':p') ~= name then
     local ok, err = write_bytes(target, text) -- a copy elsewhere is no edit
     return ok and message().info('wrote a copy to %s', target)
-      or vim.notify('nodecode: ' .. tostring(err), vim.log.levels.ERROR)
+      or message().error('%s', tostring(err))
+  end
+  local pinned = rpc().info().id
+  if st.session ~= pinned then
+    return refuse(buf, { { 1, ('this buffer is the context of session %s, but this Neovim works in '
+      .. 'session %s now: yank your changes, then :NodecodeContext opens its context'):format(
+        st.session, pinned) } })
   end
   local disk = disk_first_line(name)
   if disk and disk ~= st.first then
-    return refuse(buf, { { 1, ('a newer export is on disk (%s): this buffer edits %s. '
-      .. 'Reopen with :NodecodeContext (yank your changes first)'):format(disk, st.first) } })
+    local name = require('nodecode.ui.context').export_name
+    return refuse(buf, { { 1, ('a newer export is on disk (%s; this buffer edits %s): '
+      .. ':e! loads it, dropping your unsaved changes (yank them first)'):format(name(disk), name(st.first)) } })
   end
   local ok, r = pcall(rpc().validate, text)
   if not ok then
@@ -120,10 +129,13 @@ function M.write(buf, target)
   end
   local wrote, err = write_bytes(name, text)
   if not wrote then
-    return vim.notify('nodecode: write failed: ' .. tostring(err), vim.log.levels.ERROR)
+    return message().error('write failed: %s', tostring(err))
   end
   bo.modified = false
   vim.diagnostic.reset(ns_diag(), buf)
+  if type(r.summary) == 'table' and r.summary.cache then
+    st.cache, st.changed_from = require('nodecode.ui.context').cache_of(r.summary.cache), nil
+  end
   require('nodecode.ui.context.view').refresh(buf)
   message().info('%s', M.describe(r.summary or {}))
 end
