@@ -300,6 +300,45 @@ def test_an_edit_half_an_hour_after_the_last_reply_reads_the_unchanged_prefix(
     assert measured.usage["cache_read"] >= 0.95 * unchanged, (measured.usage, unchanged)
 
 
+@pytest.mark.parametrize("reading", READINGS)
+def test_a_round_just_after_a_big_result_is_kept_half_an_hour(tmp_path, loopback, reading):
+    # The big result ends its request as a 5-minute entry (the next round reads it
+    # seconds later), and a 5-minute entry is never made a 1-hour one: what comes
+    # just after it must carry the 1-hour entries, or deleting that round half an
+    # hour later loses the big result.
+    clock = Clock(start=0.0)
+    srv = loopback([], clock=clock, cache_rules=CacheRules(refresh=reading))
+    s = Session(tmp_path, srv, clock)
+    (s.ws / "big.py").write_text(_source(9, 150))  # ~2,500 tokens: over 4% of the context
+    (s.ws / "tiny.py").write_text("VALUE = 1\n")
+    for k in range(4):
+        clock.advance(120 if k else 0)
+        s.turn([k, k + 1])
+    srv.add_rounds(
+        [
+            {"text": "The big one.", "calls": [{"code": '(read-file "big.py")'}]},
+            {"text": "And the value.", "calls": [{"code": '(read-file "tiny.py")'}]},
+            {"text": "Done: " + "the value is one. " * 20},
+        ]
+    )
+    clock.advance(120)
+    assert (
+        Agent(s.app, s.sid).ask("Look at big.py, then tiny.py.", Paced(clock, srv)).status == "done"
+    )
+    previous = srv.model_requests[-1].body
+
+    clock.advance(1800)
+    call = [m for m in s.messages() if m.role == "call"][-1]
+    result = next(m for m in s.messages() if m.role == "tool" and m.call_id == call.id)
+    s.edit_file(remove={call.id, result.id})
+    cb = s.turn([])
+
+    assert any("taken at seq" in n for n in cb.notices), cb.notices
+    measured = srv.model_requests[-1]
+    unchanged = _unchanged(previous, measured.body)
+    assert measured.usage["cache_read"] >= 0.95 * unchanged, (measured.usage, unchanged)
+
+
 def test_status_shows_what_the_last_request_read_and_wrote_and_where_the_cache_ends(
     tmp_path, loopback, workspace
 ):
