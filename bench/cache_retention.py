@@ -41,6 +41,9 @@ minutes, 0.75 × the tokens the request before it added (the cheapest way any
 placement carries them across: a 1-hour write). A session here is a grown
 session and its one edited request; the worst over every case.
 
+Every case is a line of the per-case table, printed as it is measured (on
+stderr with --json) and written to bench/.cache/cache_retention.txt.
+
     python bench/cache_retention.py [--json] [--seeds N] [--turns 12,24]
 """
 
