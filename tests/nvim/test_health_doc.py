@@ -103,3 +103,16 @@ def test_the_build_writes_the_tags_helptags_writes(nvim, tmp_path):
 
     assert (ours / "tags").read_text() == (theirs / "tags").read_text()
     assert "after-example\tedges.txt" in (ours / "tags").read_text()
+
+
+def test_checkhealth_names_the_picker_in_use(nvim, home, loopback):
+    configure(home, loopback([]))
+    nvim.exec_lua("require('nodecode').setup({ picker = { backend = 'fzf-lua' } })")
+
+    nvim.command("checkhealth nodecode")
+
+    report = "\n".join(nvim.current.buffer[:])
+    assert (
+        'WARNING picker.backend is "fzf-lua" but fzf-lua and the fzf program is not installed'
+        in report
+    )
