@@ -33,3 +33,4 @@ require('nodecode.rpc').register(
 )
 
 require('nodecode.commands').register()
+require('nodecode.ui.highlights').setup()
