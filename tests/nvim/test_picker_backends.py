@@ -94,9 +94,8 @@ BACKENDS = [
 def missing(b: Backend) -> str | None:
     """Why backend `b` cannot run here (None: it can)."""
     if DEPS is None:
-        return "set NODECODE_TEST_DEPS to a directory holding checkouts named " + " and ".join(
-            b.checkouts
-        )
+        named = "a checkout named" if len(b.checkouts) == 1 else "checkouts named"
+        return f"set NODECODE_TEST_DEPS to a directory holding {named} {' and '.join(b.checkouts)}"
     absent = [c for c in b.checkouts if not (DEPS / c / "lua").is_dir()]
     if absent:
         return f"NODECODE_TEST_DEPS ({DEPS}) has no checkout named {', '.join(absent)}"
