@@ -26,13 +26,11 @@ call remote#host#Register('nodecode', '*', function('NodecodeHostFactory'))
 ]])
 
 -- Registering defines the remote functions as stubs that start the host on
--- first use. It throws if this path is already registered (plugin sourced
--- twice) or the host already runs: both mean there is nothing left to do.
-pcall(
-  vim.fn['remote#host#RegisterPlugin'],
-  'nodecode',
+-- first use (again after a :Lazy reload, whose deactivate stopped the host).
+require('nodecode.rpc').register(
   vim.fn.resolve(root .. '/rplugin/python3/nodecode_nvim'),
   require('nodecode.specs')
 )
 
 require('nodecode.commands').register()
+require('nodecode.ui.highlights').setup()

@@ -175,14 +175,15 @@ end
 
 --- :NodecodeSessions [ID]: resume ID, or pick one (or a new one).
 ---@param arg string
-function M.sessions(arg)
+---@param opts? table the picker backend's own options
+function M.sessions(arg, opts)
   arg = vim.trim(arg or '')
   if arg ~= '' then
     return M.use_session(arg)
   end
   require('nodecode.ui.picker').sessions(rpc().sessions(), function(item)
     M.use_session(item.id)
-  end)
+  end, opts)
 end
 
 --- Run `fn`, turning its error into one message (for picker and tree callbacks).

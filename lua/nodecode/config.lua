@@ -10,7 +10,7 @@ local M = {}
 ---@field approve 'confirm'|'select'|fun(kind: string, detail: string, done: fun(yes: boolean))
 ---@field chat { position: string, size: integer, input_height: integer }
 ---@field context { position: string, open_newest: integer }
----@field picker { backend: 'auto'|'telescope'|'builtin' }
+---@field picker { backend: 'auto'|'telescope'|'fzf-lua'|'snacks'|'mini.pick'|'builtin'|'select' }
 ---@field keymaps table<string, string|false|table<string, string|false>>
 
 ---@type nodecode.Config
@@ -41,8 +41,11 @@ M.defaults = {
     open_newest = 3,
   },
   picker = {
-    -- 'auto': telescope when installed, else the built-in floating picker;
-    -- 'telescope' or 'builtin' to choose.
+    -- 'auto': the first installed of telescope, fzf-lua, snacks (its picker
+    -- enabled) and mini.pick (set up), else the built-in floating picker.
+    -- Or one by name: 'telescope', 'fzf-lua', 'snacks', 'mini.pick', 'builtin';
+    -- 'select': vim.ui.select for the simple choices (sessions, restore), the
+    -- built-in picker for recall.
     backend = 'auto',
   },
   -- Buffer-local keys; false disables one. Every action also has a
@@ -62,12 +65,14 @@ M.defaults = {
     context = '<localleader>c', -- :NodecodeContext (in the context buffer: re-export)
     chat = '<localleader>n', -- :Nodecode (the chat and its input area)
     restore = '<localleader>m', -- context buffer: pick a removed message, insert its header
-    -- The recall picker (prompt, insert and normal mode):
+    -- The pickers (prompt, insert and normal mode), in every backend; the
+    -- defaults are keys none of telescope, fzf-lua, snacks and mini.pick uses:
     picker = {
-      open = '<CR>', -- the whole entry in a scratch buffer
-      insert = '<C-y>', -- (recall-entry N) at the cursor of the window you came from
-      restore = '<C-r>', -- the message back into the context buffer
-      toggle = '<C-t>', -- this session's log <-> every session (full-text search)
+      open = '<CR>', -- recall: the whole entry in a scratch buffer (others: choose)
+      insert = '<M-y>', -- (recall-entry N) at the cursor of the window you came from
+      restore = '<M-u>', -- the message back into the context buffer
+      toggle = '<M-e>', -- this session's log <-> every session (full-text search)
+      -- The built-in picker only (the others keep their own):
       next = '<C-n>',
       prev = '<C-p>',
       close = '<Esc>',
@@ -88,7 +93,9 @@ M.defaults = {
 local OPTIONAL = { python = true, home = true }
 local POSITIONS = { right = true, left = true, below = true, tab = true, current = true }
 local CONTEXT_POSITIONS = { current = true, split = true, vsplit = true, tab = true }
-local BACKENDS = { auto = true, telescope = true, builtin = true }
+local BACKENDS = {
+  auto = true, telescope = true, ['fzf-lua'] = true, snacks = true, ['mini.pick'] = true, builtin = true, select = true,
+}
 
 ---@type nodecode.Config
 local current = vim.deepcopy(M.defaults)

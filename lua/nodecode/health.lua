@@ -158,10 +158,17 @@ local function check_git()
 end
 
 local function check_pickers()
-  if pcall(require, 'telescope') then
-    vim.health.ok('telescope installed: pickers use it (:Telescope nodecode recall)')
+  local picker = require('nodecode.ui.picker')
+  local installed = vim.tbl_filter(function(name)
+    return picker.BACKENDS[name].installed(false)
+  end, picker.ORDER)
+  local want = require('nodecode.config').get().picker.backend
+  local found = #installed > 0 and table.concat(installed, ', ') or 'none of ' .. table.concat(picker.ORDER, ', ')
+  if picker.BACKENDS[want] and not picker.BACKENDS[want].installed(true) then
+    vim.health.warn(('picker.backend is %q but %s is not installed: pickers use the built-in one')
+      :format(want, picker.BACKENDS[want].what), { 'install it, or set picker.backend to auto' })
   else
-    vim.health.info('telescope not installed: pickers use the built-in floating picker')
+    vim.health.ok(('pickers use %s (picker.backend = %q; installed: %s)'):format(picker.backend(), want, found))
   end
 end
 

@@ -18,4 +18,11 @@ function M.status()
   return require('nodecode.ui.status').line()
 end
 
+--- Undo what loading nodecode did, for a plugin manager's reload (lazy.nvim
+--- calls it on :Lazy reload nodecode): the host and its turns stop, its
+--- autocommands go; the next load (plugin/nodecode.lua, setup) starts clean.
+function M.deactivate()
+  require('nodecode.teardown').run()
+end
+
 return M

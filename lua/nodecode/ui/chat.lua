@@ -77,8 +77,7 @@ local function chat_buf()
   if state.buf and vim.api.nvim_buf_is_valid(state.buf) then
     return state.buf
   end
-  local buf = vim.api.nvim_create_buf(false, true)
-  vim.api.nvim_buf_set_name(buf, NAME)
+  local buf = require('nodecode.ui.buffers').named(NAME)
   vim.bo[buf].filetype = 'nodecode-chat'
   vim.bo[buf].undolevels = -1
   pcall(vim.treesitter.language.register, 'markdown', 'nodecode-chat')

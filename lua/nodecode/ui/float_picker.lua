@@ -72,6 +72,8 @@ function M.open(source, keys)
   st.pwin = api.nvim_open_win(st.pbuf, true, vim.tbl_extend('force', common,
     { row = row, col = col, width = lw, height = 1, title = title_of(source) }))
   vim.wo[st.lwin].cursorline, vim.wo[st.lwin].wrap = true, false
+  vim.wo[st.lwin].winhighlight = 'CursorLine:NodecodeMatch'
+  require('nodecode.ui.highlights').setup()
   vim.wo[st.vwin].wrap = true
   vim.bo[st.pbuf].filetype = 'nodecode-prompt'
 

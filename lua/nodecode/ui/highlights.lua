@@ -1,8 +1,11 @@
--- nodecode's highlight groups, each a default link a colorscheme can override.
+-- nodecode's highlight groups, each a default link to a standard group that
+-- a colorscheme can override (:help nodecode-highlights lists them). Defined
+-- when the plugin loads, and again after every :colorscheme.
 
 local M = {}
 
-local LINKS = {
+---@type table<string, string>
+M.LINKS = {
   NodecodeExport = 'Comment', -- context.txt line 1
   NodecodeHeader = 'Title', -- [[m:NONCE ID ROLE]] headers and fold text
   NodecodeNote = 'Special', -- [[note]] lines
@@ -10,13 +13,13 @@ local LINKS = {
   NodecodeCached = 'DiagnosticHint', -- the line where the cached prefix ends
   NodecodeHead = 'DiagnosticOk', -- the head in the tree
   NodecodeUndone = 'Comment', -- turns off the head's path
-  NodecodeMatch = 'Search', -- picker: the selected row
+  NodecodeMatch = 'Search', -- the built-in picker: the selected row
 }
 
 local done = false
 
 local function apply()
-  for group, link in pairs(LINKS) do
+  for group, link in pairs(M.LINKS) do
     vim.api.nvim_set_hl(0, group, { link = link, default = true })
   end
 end

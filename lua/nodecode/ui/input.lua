@@ -27,8 +27,7 @@ local function input_buf()
   if buf and vim.api.nvim_buf_is_valid(buf) then
     return buf
   end
-  buf = vim.api.nvim_create_buf(false, true)
-  vim.api.nvim_buf_set_name(buf, NAME)
+  buf = require('nodecode.ui.buffers').named(NAME)
   vim.bo[buf].filetype = 'nodecode-input'
   local keys = require('nodecode.config').get().keymaps
   if keys.send then

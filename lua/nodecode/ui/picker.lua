@@ -1,8 +1,9 @@
--- Pickers behind one source shape (ui/float_picker.lua documents it):
--- telescope when installed (picker.backend = 'auto' or 'telescope'), else the
--- built-in floating picker. Three sources: recall (the log, or every session,
--- with open / insert (recall-entry N) / restore), removed messages (the
--- context buffer's restore) and sessions.
+-- Pickers behind one source shape (ui/float_picker.lua documents it). The
+-- backend is picker.backend, or with 'auto' the first installed of M.ORDER,
+-- else the built-in floating picker; 'select' sends the simple choices
+-- (a fixed list with one action) to vim.ui.select. Three sources: recall (the
+-- log, or every session, with open / insert (recall-entry N) / restore),
+-- removed messages (the context buffer's restore) and sessions.
 
 local M = {}
 
@@ -16,23 +17,104 @@ local function keys()
   return require('nodecode.config').get().keymaps.picker
 end
 
---- 'telescope' or 'builtin', per picker.backend and what is installed.
----@return 'telescope'|'builtin'
+---@class nodecode.PickerBackend
+---@field module string the module whose pick(source, opts) shows a source
+---@field what string what to install
+---@field installed fun(asked: boolean): boolean asked: named by picker.backend
+
+---@type table<string, nodecode.PickerBackend>
+M.BACKENDS = {
+  telescope = {
+    module = 'nodecode.ui.telescope_picker',
+    what = 'telescope.nvim',
+    installed = function()
+      return (pcall(require, 'telescope.pickers'))
+    end,
+  },
+  ['fzf-lua'] = {
+    module = 'nodecode.ui.fzf_picker',
+    what = 'fzf-lua and the fzf program',
+    installed = function()
+      return pcall(require, 'fzf-lua') and vim.fn.executable('fzf') == 1
+    end,
+  },
+  snacks = {
+    module = 'nodecode.ui.snacks_picker',
+    what = 'snacks.nvim',
+    -- snacks.nvim is often installed for its other parts: 'auto' takes its
+    -- picker only when the person enabled it (setup{ picker = { enabled = true } }).
+    installed = function(asked)
+      local ok, snacks = pcall(require, 'snacks')
+      return ok and (asked or (snacks.config.picker or {}).enabled == true)
+    end,
+  },
+  ['mini.pick'] = {
+    module = 'nodecode.ui.mini_picker',
+    what = "mini.pick (with require('mini.pick').setup() called)",
+    installed = function()
+      return pcall(require, 'mini.pick') and _G.MiniPick ~= nil and _G.MiniPick.config ~= nil
+    end,
+  },
+}
+
+--- The order 'auto' tries the backends in (documented in :help nodecode-picker).
+M.ORDER = { 'telescope', 'fzf-lua', 'snacks', 'mini.pick' }
+
+local warned = {} ---@type table<string, boolean>
+
+--- The backend that shows pickers now: a name of M.BACKENDS, 'builtin' or 'select'.
+---@return string
 function M.backend()
   local want = require('nodecode.config').get().picker.backend
-  if want ~= 'builtin' and pcall(require, 'telescope.pickers') then
-    return 'telescope'
+  if want == 'builtin' or want == 'select' then
+    return want
+  end
+  if want ~= 'auto' then
+    if M.BACKENDS[want].installed(true) then
+      return want
+    end
+    if not warned[want] then
+      warned[want] = true
+      require('nodecode.message').warn('picker.backend is %q but %s is not installed: using the built-in picker',
+        want, M.BACKENDS[want].what)
+    end
+    return 'builtin'
+  end
+  for _, name in ipairs(M.ORDER) do
+    if M.BACKENDS[name].installed(false) then
+      return name
+    end
   end
   return 'builtin'
 end
 
+--- A fixed list with one action: vim.ui.select can show it.
+---@param source nodecode.PickerSource
+local function simple(source)
+  return type(source.items) == 'table' and #source.actions == 1 and not source.toggle
+end
+
+---@param source nodecode.PickerSource
+local function ui_select(source)
+  local title = type(source.title) == 'function' and source.title() or source.title
+  vim.ui.select(source.items, { prompt = title, format_item = source.text, kind = 'nodecode' }, function(item)
+    if item then
+      source.actions[1].fn(item)
+    end
+  end)
+end
+
 --- Show `source` in the configured picker.
 ---@param source nodecode.PickerSource
-function M.pick(source)
-  if M.backend() == 'telescope' then
-    return require('nodecode.ui.telescope_picker').pick(source)
+---@param opts? table the backend's own options (telescope: from :Telescope nodecode …)
+function M.pick(source, opts)
+  local name = M.backend()
+  if name == 'select' and simple(source) then
+    return ui_select(source)
+  elseif name == 'select' or name == 'builtin' then
+    return require('nodecode.ui.float_picker').open(source, keys())
   end
-  return require('nodecode.ui.float_picker').open(source, keys())
+  return require(M.BACKENDS[name].module).pick(source, opts)
 end
 
 ---@param text string
@@ -66,7 +148,9 @@ end
 --- that window's buffer cannot be edited, like the chat).
 ---@param win integer
 ---@param text string
-function M.insert_at(win, text)
+---@param pos? integer[] (1,0)-based cursor to insert at: the window's when
+---  the picker opened (closing a picker from insert mode moves the cursor)
+function M.insert_at(win, text, pos)
   if not api.nvim_win_is_valid(win) then
     win = api.nvim_get_current_win()
   end
@@ -76,6 +160,9 @@ function M.insert_at(win, text)
     return require('nodecode.ui.input').open(chat.open(), text, true)
   end
   api.nvim_set_current_win(win)
+  if pos then
+    pcall(api.nvim_win_set_cursor, win, pos)
+  end
   local row, col = unpack(api.nvim_win_get_cursor(win))
   api.nvim_buf_set_text(buf, row - 1, col, row - 1, col, { text })
   api.nvim_win_set_cursor(win, { row, col + #text })
@@ -100,9 +187,11 @@ end
 
 --- :NodecodeRecall [text] — this session's log (or, toggled, every session).
 ---@param query? string
+---@param opts? table the backend's own options
 ---@return table? state of the built-in picker
-function M.recall(query)
+function M.recall(query, opts)
   local from = api.nvim_get_current_win()
+  local cursor = api.nvim_win_get_cursor(from)
   local mode = { everywhere = false }
   local guard = require('nodecode.actions').guard
   local k = keys()
@@ -123,14 +212,14 @@ function M.recall(query)
     actions = {
       { name = 'open', key = k.open, fn = guard(open_entry) },
       { name = 'insert', key = k.insert, fn = guard(function(it)
-        M.insert_at(from, ('(recall-entry %d)'):format(it.seq))
+        M.insert_at(from, ('(recall-entry %d)'):format(it.seq), cursor)
       end) },
       { name = 'restore', key = k.restore, fn = guard(restore) },
     },
     toggle = { key = k.toggle, fn = function()
       mode.everywhere = not mode.everywhere
     end },
-  })
+  }, opts)
 end
 
 -- Removed messages and sessions -------------------------------------------
@@ -155,7 +244,8 @@ end
 --- Pick a session to work in, or a new one.
 ---@param rows table[] rpc.sessions()
 ---@param on_choice fun(item: table) item.id is nil for a new session
-function M.sessions(rows, on_choice)
+---@param opts? table the backend's own options
+function M.sessions(rows, on_choice, opts)
   local items = { { id = nil, new = true } }
   vim.list_extend(items, rows)
   return M.pick({
@@ -180,7 +270,7 @@ function M.sessions(rows, on_choice)
       }
     end,
     actions = { { name = 'use', key = keys().open, fn = require('nodecode.actions').guard(on_choice) } },
-  })
+  }, opts)
 end
 
 return M

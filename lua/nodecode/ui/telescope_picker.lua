@@ -1,8 +1,15 @@
 -- The telescope backend of ui/picker.lua: one nodecode.PickerSource shown
 -- with telescope (dynamic sources re-asked per keystroke, the toggle key
--- refreshing the finder, each action on its own key in both modes).
+-- refreshing the finder, each action on its own key in both modes). Options
+-- come from telescope's setup{ extensions = { nodecode = … } }, then from the
+-- call (`:Telescope nodecode recall theme=dropdown`): layouts, themes and
+-- telescope's own defaults apply as to any picker.
 
 local M = {}
+
+--- extensions.nodecode of telescope's setup (the extension's setup stores it).
+---@type table
+M.config = {}
 
 ---@param source nodecode.PickerSource
 ---@return string
@@ -23,13 +30,43 @@ local function finder(source)
   return finders.new_table({ results = source.items, entry_maker = entry })
 end
 
+--- The picker options: the extension's config under the call's, a theme
+--- named in either applied (telescope applies a `theme=` of the command itself).
+---@param opts? table
+---@return table
+function M.options(opts)
+  local merged = vim.tbl_deep_extend('force', vim.deepcopy(M.config), opts or {})
+  local theme = merged.theme
+  if type(theme) == 'string' and theme ~= '' then
+    local themes = require('telescope.themes')
+    local make = themes[theme] or themes['get_' .. theme]
+    if not make then
+      error(('nodecode: telescope has no theme %q'):format(theme), 0)
+    end
+    merged.theme = nil
+    merged = make(merged)
+  end
+  return merged
+end
+
+---@param source nodecode.PickerSource
+local function previewer(source)
+  return require('telescope.previewers').new_buffer_previewer({
+    title = 'entry',
+    define_preview = function(self, entry)
+      local ok, lines = pcall(source.preview, entry.value)
+      vim.api.nvim_buf_set_lines(self.state.bufnr, 0, -1, false, ok and lines or { tostring(lines) })
+    end,
+  })
+end
+
 --- Show `source` in telescope.
 ---@param source nodecode.PickerSource
 ---@param opts? table telescope picker options
 function M.pick(source, opts)
-  opts = opts or {}
+  pcall(require('telescope').load_extension, 'nodecode') -- its setup brings extensions.nodecode
+  opts = M.options(opts)
   local pickers = require('telescope.pickers')
-  local previewers = require('telescope.previewers')
   local sorters = require('telescope.sorters')
   local conf = require('telescope.config').values
   local actions = require('telescope.actions')
@@ -40,13 +77,7 @@ function M.pick(source, opts)
     default_text = source.query,
     finder = finder(source),
     sorter = dynamic and sorters.highlighter_only(opts) or conf.generic_sorter(opts),
-    previewer = source.preview and previewers.new_buffer_previewer({
-      title = 'entry',
-      define_preview = function(self, entry)
-        local ok, lines = pcall(source.preview, entry.value)
-        vim.api.nvim_buf_set_lines(self.state.bufnr, 0, -1, false, ok and lines or { tostring(lines) })
-      end,
-    }) or nil,
+    previewer = source.preview and previewer(source) or nil,
     attach_mappings = function(prompt_bufnr, map)
       local function run(a)
         return function()
@@ -60,12 +91,13 @@ function M.pick(source, opts)
         end
       end
       actions.select_default:replace(run(source.actions[1]))
-      for _, a in ipairs(source.actions) do
-        if type(a.key) == 'string' and a.key ~= '' then
-          map({ 'i', 'n' }, a.key, run(a))
+      for i, a in ipairs(source.actions) do
+        -- The first action is telescope's own select (<CR>); the rest get their keys.
+        if i > 1 and type(a.key) == 'string' and a.key ~= '' then
+          map({ 'i', 'n' }, a.key, run(a), { desc = 'nodecode: ' .. a.name })
         end
       end
-      if source.toggle and type(source.toggle.key) == 'string' then
+      if source.toggle and type(source.toggle.key) == 'string' and source.toggle.key ~= '' then
         map({ 'i', 'n' }, source.toggle.key, function()
           source.toggle.fn()
           local picker = state.get_current_picker(prompt_bufnr)
@@ -73,7 +105,7 @@ function M.pick(source, opts)
           pcall(function()
             picker.prompt_border:change_title(title_of(source))
           end)
-        end)
+        end, { desc = 'nodecode: toggle' })
       end
       return true
     end,

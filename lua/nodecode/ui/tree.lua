@@ -232,8 +232,7 @@ function M.open()
   require('nodecode.ui.highlights').setup()
   local buf = tree_buf()
   if not buf then
-    buf = api.nvim_create_buf(false, true)
-    api.nvim_buf_set_name(buf, NAME)
+    buf = require('nodecode.ui.buffers').named(NAME)
     vim.bo[buf].filetype = 'nodecode-tree'
     vim.bo[buf].bufhidden = 'hide'
     keymaps(buf)

@@ -1,0 +1,344 @@
+"""Every picker backend with real checkouts (NODECODE_TEST_DEPS): telescope,
+snacks.picker, fzf-lua and mini.pick each show the recall source's results,
+filter them as the person types, preview the entry, and run each action
+(open, insert (recall-entry N), restore, the every-session toggle) on the
+keys of keymaps.picker, none of which shadows a key the picker has."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pynvim
+import pytest
+
+from .conftest import wait_for
+from .test_picker import sessions  # noqa: F401  (the fixture)
+
+DEPS = Path(os.environ["NODECODE_TEST_DEPS"]) if os.environ.get("NODECODE_TEST_DEPS") else None
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str  # picker.backend
+    checkouts: tuple[str, ...]  # folders of NODECODE_TEST_DEPS, named as their repositories
+    setup: str  # Lua run once they are on the runtimepath
+    rows: str  # Lua returning the rows shown now
+    preview: str  # Lua returning the preview's lines
+    needs: str | None = None  # a program it runs
+
+
+BACKENDS = [
+    Backend(
+        "telescope",
+        ("plenary.nvim", "telescope.nvim"),
+        "vim.cmd('runtime! plugin/telescope.lua'); require('telescope').setup({})",
+        """local p = require('telescope.actions.state').get_current_picker(vim.api.nvim_get_current_buf())
+           local out = {}
+           if p and p.manager then
+             for i = 1, p.manager:num_results() do out[i] = p.manager:get_entry(i).display end
+           end
+           return out""",
+        """local p = require('telescope.actions.state').get_current_picker(vim.api.nvim_get_current_buf())
+           local b = p and p.previewer and p.previewer.state and p.previewer.state.bufnr
+           return b and vim.api.nvim_buf_is_valid(b) and vim.api.nvim_buf_get_lines(b, 0, -1, false) or {}""",
+    ),
+    Backend(
+        "snacks",
+        ("snacks.nvim",),
+        "require('snacks').setup({ picker = { enabled = true } })",
+        """local p = Snacks.picker.get()[1]
+           if not p then return {} end
+           local out = {}
+           for _, it in ipairs(p:items()) do out[#out + 1] = it.text end
+           return out""",
+        """local p = Snacks.picker.get()[1]
+           local b = p and p.preview and p.preview.win and p.preview.win.buf
+           return b and vim.api.nvim_buf_is_valid(b) and vim.api.nvim_buf_get_lines(b, 0, -1, false) or {}""",
+    ),
+    Backend(
+        "fzf-lua",
+        ("fzf-lua",),
+        "require('fzf-lua').setup({})",
+        """local w = require('fzf-lua.win').__SELF()
+           if not (w and w.fzf_bufnr and vim.api.nvim_buf_is_valid(w.fzf_bufnr)) then return {} end
+           local out = {}
+           for _, l in ipairs(vim.api.nvim_buf_get_lines(w.fzf_bufnr, 0, -1, false)) do
+             local row = vim.trim(l):gsub('^[>▌] ?', '')
+             if row:find('%[') == 1 then out[#out + 1] = row end
+           end
+           return out""",
+        """local w = require('fzf-lua.win').__SELF()
+           local win = w and w.preview_winid
+           if not (win and vim.api.nvim_win_is_valid(win)) then return {} end
+           return vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(win), 0, -1, false)""",
+        needs="fzf",
+    ),
+    Backend(
+        "mini.pick",
+        ("mini.nvim",),
+        "require('mini.pick').setup({})",
+        """if not MiniPick.is_picker_active() then return {} end
+           local out = {}
+           for _, it in ipairs(MiniPick.get_picker_matches().all or {}) do out[#out + 1] = it.text end
+           return out""",
+        """local st = MiniPick.get_picker_state()
+           local b = st and st.buffers.preview
+           return b and vim.api.nvim_buf_is_valid(b) and vim.api.nvim_buf_get_lines(b, 0, -1, false) or {}""",
+    ),
+]
+
+
+def missing(b: Backend) -> str | None:
+    """Why backend `b` cannot run here (None: it can)."""
+    if DEPS is None:
+        named = "a checkout named" if len(b.checkouts) == 1 else "checkouts named"
+        return f"set NODECODE_TEST_DEPS to a directory holding {named} {' and '.join(b.checkouts)}"
+    absent = [c for c in b.checkouts if not (DEPS / c / "lua").is_dir()]
+    if absent:
+        return f"NODECODE_TEST_DEPS ({DEPS}) has no checkout named {', '.join(absent)}"
+    if b.needs and not shutil.which(b.needs):
+        return f"{b.name} needs the {b.needs} program on PATH"
+    return None
+
+
+PARAMS = [
+    pytest.param(b, id=b.name, marks=pytest.mark.skipif(bool(missing(b)), reason=missing(b) or ""))
+    for b in BACKENDS
+]
+
+
+def load(nv: pynvim.Nvim, b: Backend) -> None:
+    assert DEPS is not None
+    nv.exec_lua("vim.o.columns, vim.o.lines = 200, 50")  # room for every preview
+    for c in b.checkouts:
+        nv.exec_lua("vim.opt.rtp:append(...)", str(DEPS / c))
+    nv.exec_lua(b.setup)
+    nv.exec_lua("require('nodecode').setup({ picker = { backend = ... } })", b.name)
+    assert nv.exec_lua("return require('nodecode.ui.picker').backend()") == b.name
+
+
+def open_recall(nv: pynvim.Nvim, b: Backend, query: str = "") -> None:
+    # mini.pick's loop blocks until it stops: start every picker without waiting.
+    nv.command(f"NodecodeRecall {query}".rstrip(), async_=True)
+
+
+def rows(nv: pynvim.Nvim, b: Backend) -> list[str]:
+    return nv.exec_lua(b.rows)
+
+
+def wait_rows(nv: pynvim.Nvim, b: Backend, pred) -> list[str]:
+    def shown():
+        r = rows(nv, b)
+        return r if r and pred(r) else None
+
+    return wait_for(shown)
+
+
+def keys(nv: pynvim.Nvim) -> dict:
+    return nv.exec_lua("return require('nodecode.config').get().keymaps.picker")
+
+
+@pytest.mark.parametrize("b", PARAMS)
+def test_results_filter_and_preview(nvim, sessions, b):  # noqa: F811
+    load(nvim, b)
+    open_recall(nvim, b)
+    first = wait_rows(nvim, b, lambda r: len(r) >= 4)
+    assert not any("parser" in r for r in first)
+
+    nvim.input("pass now")
+    shown = wait_rows(nvim, b, lambda r: len(r) == 1)
+    assert "· assistant] tests pass now" in shown[0]
+
+    if b.name == "mini.pick":
+        nvim.input("<Tab>")  # mini.pick shows the preview on its own key
+    assert wait_for(lambda: nvim.exec_lua(b.preview)[1:2] == ["tests pass now"])
+
+
+@pytest.mark.parametrize("b", PARAMS)
+def test_open_action(nvim, sessions, b):  # noqa: F811
+    load(nvim, b)
+    open_recall(nvim, b, "did they")
+    wait_rows(nvim, b, lambda r: len(r) == 1)
+
+    nvim.input("<CR>")
+
+    wait_for(lambda: nvim.current.buffer.name.startswith("nodecode://entry/"))
+    assert nvim.current.buffer[1:] == ["did they pass"]
+
+
+@pytest.mark.parametrize("b", PARAMS)
+def test_insert_action(nvim, sessions, b):  # noqa: F811
+    load(nvim, b)
+    nvim.current.buffer[:] = ["see: "]
+    nvim.command("normal! $")
+    open_recall(nvim, b, "run the tests")
+    row = wait_rows(nvim, b, lambda r: len(r) == 1)[0]
+    seq = int(row.split("seq ")[1].split(" ")[0])
+
+    nvim.input(keys(nvim)["insert"])
+
+    wait_for(lambda: "recall-entry" in nvim.current.buffer[0])
+    assert nvim.current.buffer[:] == [f"see:(recall-entry {seq}) "]
+
+
+@pytest.mark.parametrize("b", PARAMS)
+def test_toggle_searches_every_session(nvim, sessions, b):  # noqa: F811
+    older, _ = sessions
+    load(nvim, b)
+    open_recall(nvim, b, "parser")
+    nvim.exec_lua("vim.wait(50)")
+
+    nvim.input(keys(nvim)["toggle"])
+
+    shown = wait_rows(nvim, b, lambda r: len(r) >= 2)
+    assert all(r.startswith(f"[{older} · seq ") for r in shown), shown
+
+
+@pytest.mark.parametrize("b", PARAMS)
+def test_restore_action(nvim, sessions, home, workspace, b):  # noqa: F811
+    from .test_picker import drop_first_block
+
+    user_seq = drop_first_block(home, workspace)
+    load(nvim, b)
+    nvim.command("NodecodeContext")
+    nonce = nvim.current.buffer[0].split()[-1].rstrip("]")
+    open_recall(nvim, b, "how do I run")
+    wait_rows(nvim, b, lambda r: len(r) == 1)
+
+    nvim.input(keys(nvim)["restore"])
+
+    wait_for(lambda: nvim.current.buffer[1] == f"[[m:{nonce} {user_seq} user]]")
+
+
+# The keys each picker has by default (fzf-lua: its fzf keys and fzf's own).
+STANDARD_KEYS = {
+    "telescope": """local m = require('telescope.mappings').default_mappings
+        local out = {}
+        for _, mode in ipairs({ 'i', 'n' }) do for k in pairs(m[mode]) do out[#out + 1] = k end end
+        return out""",
+    "snacks": """local out = {}
+        for _, w in ipairs({ 'input', 'list' }) do
+          for k in pairs(Snacks.picker.config.get({}).win[w].keys) do out[#out + 1] = k end
+        end
+        return out""",
+    "mini.pick": """local out = {}
+        for _, k in pairs(MiniPick.config.mappings) do out[#out + 1] = type(k) == 'table' and k.char or k end
+        return out""",
+    "fzf-lua": """local d = require('fzf-lua.defaults').defaults
+        local out = {}
+        for k in pairs(d.keymap.builtin) do out[#out + 1] = k end
+        for k in pairs(d.keymap.fzf) do out[#out + 1] = k end
+        return out""",
+}
+# fzf's own default bindings (man fzf, AVAILABLE ACTIONS).
+FZF_OWN = [
+    "ctrl-c",
+    "ctrl-g",
+    "ctrl-q",
+    "esc",
+    "enter",
+    "ctrl-b",
+    "left",
+    "ctrl-h",
+    "bspace",
+    "alt-bs",
+    "alt-b",
+    "shift-left",
+    "ctrl-a",
+    "home",
+    "ctrl-l",
+    "del",
+    "ctrl-d",
+    "ctrl-j",
+    "ctrl-n",
+    "down",
+    "ctrl-e",
+    "end",
+    "ctrl-f",
+    "right",
+    "alt-f",
+    "shift-right",
+    "alt-d",
+    "pgdn",
+    "pgup",
+    "shift-down",
+    "shift-up",
+    "ctrl-u",
+    "ctrl-w",
+    "ctrl-k",
+    "ctrl-p",
+    "up",
+    "ctrl-y",
+    "tab",
+    "btab",
+]
+
+
+@pytest.mark.parametrize("b", PARAMS)
+def test_nodecodes_keys_shadow_none_of_the_pickers_own(nvim, b):
+    load(nvim, b)
+    ours = {k: v for k, v in keys(nvim).items() if k in ("insert", "restore", "toggle")}
+    standard = nvim.exec_lua(STANDARD_KEYS[b.name])
+    if b.name == "fzf-lua":
+        ours = {
+            k: nvim.exec_lua("return require('nodecode.ui.fzf_picker').fzf_key(...)", v)
+            for k, v in ours.items()
+        }
+        standard = [*standard, *FZF_OWN]
+        clash = [k for k in ours.values() if k in standard]
+    else:
+        norm = "return vim.fn.keytrans(vim.keycode(...))"
+        ours_n = {nvim.exec_lua(norm, v) for v in ours.values()}
+        theirs = [nvim.exec_lua(norm, k) for k in standard if k]
+        clash = [k for k in ours_n for t in theirs if t.startswith(k) or k.startswith(t)]
+    assert not clash, (b.name, clash)
+
+
+TELESCOPE = BACKENDS[0]
+SNACKS = BACKENDS[1]
+
+
+def current_telescope(nv: pynvim.Nvim) -> dict:
+    return nv.exec_lua("""
+        local p = require('telescope.actions.state').get_current_picker(vim.api.nvim_get_current_buf())
+        return p and { layout = p.layout_strategy, title = p.prompt_title } or vim.NIL""")
+
+
+@pytest.mark.parametrize("b", [PARAMS[0]])
+def test_telescope_honours_its_themes_and_the_extension_config(nvim, sessions, b):  # noqa: F811
+    load(nvim, b)
+    nvim.command("Telescope nodecode recall theme=dropdown")
+    assert wait_for(lambda: current_telescope(nvim))["layout"] == "center"
+    nvim.input("<Esc><Esc>")
+    wait_for(lambda: current_telescope(nvim) is None)
+
+    nvim.exec_lua(
+        "require('telescope').setup({ extensions = { nodecode = { layout_strategy = 'vertical' } } })"
+    )
+    nvim.command("NodecodeRecall")
+
+    assert wait_for(lambda: current_telescope(nvim))["layout"] == "vertical"
+
+
+@pytest.mark.skipif(
+    bool(missing(TELESCOPE) or missing(SNACKS)),
+    reason=missing(TELESCOPE) or missing(SNACKS) or "",
+)
+def test_auto_takes_the_first_installed_in_the_documented_order(nvim):
+    load(nvim, SNACKS)
+    nvim.exec_lua("require('nodecode').setup({})")
+    assert nvim.exec_lua("return require('nodecode.ui.picker').backend()") == "snacks"
+
+    load(nvim, TELESCOPE)
+    nvim.exec_lua("require('nodecode').setup({})")
+
+    assert nvim.exec_lua("return require('nodecode.ui.picker').ORDER") == [
+        "telescope",
+        "fzf-lua",
+        "snacks",
+        "mini.pick",
+    ]
+    assert nvim.exec_lua("return require('nodecode.ui.picker').backend()") == "telescope"
