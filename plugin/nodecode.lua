@@ -34,3 +34,10 @@ require('nodecode.rpc').register(
 
 require('nodecode.commands').register()
 require('nodecode.ui.highlights').setup()
+
+-- Context buffers an earlier load left open (a :Lazy reload) become ours again.
+for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+  if vim.bo[buf].filetype == 'nodecode-context' then
+    require('nodecode.ui.context').adopt(buf)
+  end
+end

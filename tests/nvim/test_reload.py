@@ -97,3 +97,30 @@ def test_reload_during_a_turn_stops_it(nvim, home, workspace, loopback):
     wait_for(lambda: nvim.exec_lua("return require('nodecode.ui.chat').job()") is None)
     turns = json.loads(run_cli("tree", "--json", home=home, cwd=workspace).stdout)
     assert [t["status"] for t in turns] == ["stopped", "done"]
+
+
+def test_a_context_buffer_open_across_a_reload_still_writes_through_nodecode(
+    nvim, home, workspace, loopback
+):
+    from .test_context_write import said
+    from .ui_helpers import make_session, notified
+
+    srv = loopback([{"text": "first answer"}, {"text": "second answer"}])
+    configure(home, srv)
+    make_session(home, workspace, ["first question"])
+    notified(nvim)
+    nvim.command("NodecodeContext")
+    buf = nvim.current.buffer
+    at = next(i for i, line in enumerate(buf) if line == "first question")
+    buf[at] = "the question, rewritten before the reload"  # not written yet
+
+    nvim.exec_lua(RELOAD)
+    nvim.command("write")
+
+    assert "rewrite 1" in said(nvim, "saved: ")  # nodecode's :w, not a plain write
+    assert nvim.eval("&modified") == 0
+    nvim.command("Nodecode next")
+    wait_for(lambda: len(srv.model_requests) == 2)
+    sent = json.dumps(srv.model_requests[1].body)
+    assert "the question, rewritten before the reload" in sent
+    assert "first question" not in sent

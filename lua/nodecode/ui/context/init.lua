@@ -163,6 +163,37 @@ local function autocmds(buf)
   end })
 end
 
+--- A context buffer left by an earlier load of the plugin (`:Lazy reload`):
+--- attached again at its first use (entering it, or `:w`, which starts the
+--- host then), unsaved changes included, so `:w` is nodecode's write again.
+---@param buf integer
+function M.adopt(buf)
+  local group = api.nvim_create_augroup('nodecode_context_' .. buf, { clear = true })
+  local function reattach()
+    if states[buf] then
+      return true
+    end
+    local first = api.nvim_buf_get_lines(buf, 0, 1, false)[1] or ''
+    local ok, data = pcall(rpc().describe, first)
+    if not ok then
+      message().warn('%s', message().reason(data))
+      return false
+    end
+    M.attach(buf, data) -- replaces this group with the buffer's own
+    if vim.bo[buf].modified then
+      states[buf].blocks = view().scan(buf, states[buf])
+      on_change(buf)
+    end
+    return true
+  end
+  api.nvim_create_autocmd('BufWriteCmd', { group = group, buffer = buf, callback = function(ev)
+    if reattach() then
+      require('nodecode.ui.context.write').write(ev.buf, ev.match)
+    end
+  end })
+  api.nvim_create_autocmd('BufEnter', { group = group, buffer = buf, callback = reattach })
+end
+
 --- Make `buf` (context.txt, loaded) the context buffer of export `data`.
 ---@param buf integer
 ---@param data table what rpc.context() returned
