@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from nodecode.errors import NodecodeError, Stopped, UserError
 
 FLUSH_INTERVAL = 0.025  # seconds between streamed-text updates sent to Neovim
+BUSY = "a turn is running — :NodecodeStop to stop it"
 
 
 class Port(Protocol):
@@ -219,11 +220,8 @@ class Host:
         app = self._app(place)
         session = self._session(app, place)
         with self._lock:
-            busy = [j for j in self._jobs.values() if j.running and j.session == session]
-            if busy:
-                raise UserError(
-                    f"session {session} is busy with job {busy[0].id} (:NodecodeStop stops it)"
-                )
+            if any(j.running and j.session == session for j in self._jobs.values()):
+                raise UserError(BUSY)
             job = Job(id=next(self._job_ids), app=app, session=session)
             job.batcher = _Batcher(functools.partial(self._emit, job.id), self._flush_interval)
             job.thread = threading.Thread(
@@ -345,9 +343,8 @@ class Host:
 
         place = Place.from_lua(ctx)
         app = self._app(place)
-        running = [j for j in self._jobs.values() if j.running]
-        if running:
-            raise UserError(f"job {running[0].id} is running: stop it first (:NodecodeStop)")
+        if any(j.running for j in self._jobs.values()):
+            raise UserError(BUSY)
         if sid:
             sessions.set_current(app.store, str(sid))
         else:
@@ -362,13 +359,13 @@ class Host:
         """Undo the head turn: {op, from, to, lines, ask} (ask: for the input area)."""
         from nodecode import checkpoints
 
-        app, sid = self._pinned(ctx)
+        app, sid = self._idle(ctx)
         return _moved(checkpoints.undo(app.workspace, sid, force=bool(force)), ":NodecodeUndo!")
 
     def redo(self, ctx: Any, force: bool = False) -> dict[str, Any]:
         from nodecode import checkpoints
 
-        app, sid = self._pinned(ctx)
+        app, sid = self._idle(ctx)
         return _moved(checkpoints.redo(app.workspace, sid, force=bool(force)), ":NodecodeRedo!")
 
     def tree(self, ctx: Any) -> list[dict[str, Any]]:
@@ -382,13 +379,13 @@ class Host:
     def continue_(self, ctx: Any, turn: int) -> dict[str, Any]:
         from nodecode import checkpoints
 
-        app, sid = self._pinned(ctx)
+        app, sid = self._idle(ctx)
         return checkpoints.continue_(app.workspace, sid, int(turn)).as_dict()
 
     def rewind(self, ctx: Any, turn: int, force: bool = False) -> dict[str, Any]:
         from nodecode import checkpoints
 
-        app, sid = self._pinned(ctx)
+        app, sid = self._idle(ctx)
         moved = checkpoints.rewind(app.workspace, sid, int(turn), force=bool(force))
         return _moved(moved, "a forced rewind to it in the tree")
 
@@ -397,7 +394,7 @@ class Host:
         from nodecode import checkpoints
 
         place = Place.from_lua(ctx)
-        app, sid = self._pinned(ctx)
+        app, sid = self._idle(ctx)
         child = checkpoints.fork(app.store, sid, int(turn) if turn is not None else None)
         with self._lock:
             self._pins[(place.home, place.store)] = child
@@ -432,10 +429,10 @@ class Host:
 
     def evict(self, ctx: Any, arg: Any = None) -> dict[str, Any]:
         """:NodecodeEvict / :NodecodeCompact [PERCENT | through TURN]: {receipt}.
-        Refused (session busy) while a turn runs in this session."""
+        Refused while a turn runs in this session."""
         from nodecode import evict as evictions
 
-        app, sid = self._pinned(ctx)
+        app, sid = self._idle(ctx)
         percent, through = evictions.parse_words(str(arg) if arg not in (None, "") else None)
         receipt = evictions.manual(app.workspace, app.config, sid, percent=percent, through=through)
         return {"receipt": receipt}
@@ -456,6 +453,14 @@ class Host:
         place = Place.from_lua(ctx)
         app = self._app(place)
         return app, self._session(app, place)
+
+    def _idle(self, ctx: Any) -> tuple[Any, str]:
+        """``_pinned``, refused while a turn of this Neovim runs in that session
+        (the lease would say so too, but as another process's)."""
+        app, sid = self._pinned(ctx)
+        if any(j.running and j.session == sid for j in self._jobs.values()):
+            raise UserError(BUSY)
+        return app, sid
 
     def _session(self, app: Any, place: Place) -> str:
         """The session pinned by this Neovim for (home, store); resolved once."""

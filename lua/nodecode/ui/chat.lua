@@ -148,7 +148,7 @@ end
 ---@param text string
 function M.ask(text)
   if state.job then
-    error(('nodecode: job %d is still running (:NodecodeStop stops it)'):format(state.job), 0)
+    error('nodecode: a turn is running — :NodecodeStop to stop it', 0)
   end
   local from = vim.api.nvim_get_current_win()
   local _, opened = chat_win()
