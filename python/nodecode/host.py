@@ -256,14 +256,15 @@ class Host:
         return pending.yes
 
     def messages(self, ctx: Any) -> list[dict[str, Any]]:
-        """The pinned session's history (head path) for the chat buffer."""
-        from nodecode.context import view
+        """The pinned session's transcript for the chat buffer: what happened, from
+        the log, with markers ({seq, role, text}; see ``nodecode.transcript``)."""
+        from nodecode import transcript
 
         place = Place.from_lua(ctx)
         app = self._app(place)
-        rows = view.path_messages(app.store, self._session(app, place))
+        rows = transcript.rows(app.store, self._session(app, place))
         return [
-            {"seq": int(m["seq"]), "role": str(m["role"]), "text": str(m.get("text") or "")}
+            {"seq": int(m["seq"] or 0), "role": str(m["role"]), "text": str(m.get("text") or "")}
             for m in rows
         ]
 

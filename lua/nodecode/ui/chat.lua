@@ -95,6 +95,15 @@ local function chat_buf()
       setup_win(vim.api.nvim_get_current_win())
     end,
   })
+  -- Our own writes move a following window's cursor to the end too, so only
+  -- the person leaves a cursor above it: that window stops following.
+  vim.api.nvim_create_autocmd('CursorMoved', {
+    buffer = buf,
+    callback = function()
+      local win = vim.api.nvim_get_current_win()
+      vim.w[win].nodecode_away = vim.api.nvim_win_get_cursor(win)[1] < vim.api.nvim_buf_line_count(buf)
+    end,
+  })
   local ok, history = pcall(require('nodecode.rpc').messages)
   if ok then
     state.view:history(history)
@@ -188,6 +197,12 @@ function M.reload()
     return
   end
   local buf = state.buf
+  local away = {} -- windows the person moved away in keep their view
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    if vim.w[win].nodecode_away then
+      away[win] = vim.api.nvim_win_call(win, vim.fn.winsaveview)
+    end
+  end
   vim.bo[buf].modifiable = true
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, {})
   vim.api.nvim_buf_clear_namespace(buf, vim.api.nvim_create_namespace('nodecode_transcript'), 0, -1)
@@ -199,6 +214,11 @@ function M.reload()
   state.view:history(history)
   for _, win in ipairs(vim.fn.win_findbuf(buf)) do
     setup_win(win)
+    if away[win] then
+      vim.api.nvim_win_call(win, function()
+        vim.fn.winrestview(away[win])
+      end)
+    end
   end
 end
 
