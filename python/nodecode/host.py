@@ -10,7 +10,8 @@ buffer update per ``flush_interval``, not one per token.
 Events emitted (each a dict with ``job`` and ``kind``):
   text {text} · call {seq, code} · result {seq, text, error} · retry {message}
   · discard {text} (the text an attempt streamed before it failed: not logged)
-  · notice {text} · approve {id, approval, detail} · done {status, turn, text, error}
+  · notice {text, about, level, say} (``say``: the one line the person is told, see
+  ``nodecode.notices``) · approve {id, approval, detail} · done {status, turn, text, error}
 """
 
 from __future__ import annotations
@@ -160,7 +161,9 @@ class _Relay:
         self._out.event({"kind": "discard", "text": text})
 
     def on_notice(self, text: str) -> None:
-        self._out.event({"kind": "notice", "text": text})
+        from nodecode.notices import notification
+
+        self._out.event({"kind": "notice", "text": text, **notification(text)})
 
     def approve(self, kind: str, detail: str) -> bool:
         return self._host._approve(self._job, kind, detail)
@@ -298,9 +301,12 @@ class Host:
     def validate(self, ctx: Any, text: str) -> dict[str, Any]:
         """A dry run of taking ``text`` as the saved context.txt: {ok, errors, summary}."""
         from nodecode.context import take
+        from nodecode.notices import for_person
 
         app, sid = self._pinned(ctx)
-        return take.validate(app.workspace, sid, str(text))
+        result = take.validate(app.workspace, sid, str(text))
+        result["errors"] = [[line, for_person(str(why))] for line, why in result["errors"]]
+        return result
 
     def removed(self, ctx: Any) -> list[dict[str, Any]]:
         """Messages a restore can bring back: [{id, role, turn, first_line}]."""

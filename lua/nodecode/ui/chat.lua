@@ -57,6 +57,27 @@ local function approve(ev)
   end)
 end
 
+-- Notices ---------------------------------------------------------------
+
+--- A notice of the agent's: the whole text in the chat (as the agent read it;
+--- an eviction as a marker), one line for the person as a notification.
+---@param view nodecode.Transcript
+---@param ev { text: string, about?: string, level?: string, say?: string }
+local function notice(view, ev)
+  local evicted = ev.about == 'evicted' and ev.text:match('\n(evicted at seq [^\n]*)')
+  if evicted then
+    view:mark(evicted)
+  elseif ev.about == 'taken' or ev.about == 'refused' then
+    view:quote('receipt', ev.text)
+  else
+    view:quote('notice', ev.text)
+  end
+  if type(ev.say) == 'string' then
+    local tell = ev.level == 'warn' and message().warn or message().info
+    tell('%s', ev.say)
+  end
+end
+
 -- Buffer and window -----------------------------------------------------
 
 --- Window options and folds for a window that starts showing the chat.
@@ -246,7 +267,7 @@ function M.on_event(ev)
     -- The chat only grows: say that the text above it does not count.
     view:quote('dropped', 'the attempt above was discarded')
   elseif kind == 'notice' then
-    view:quote('notice', ev.text)
+    notice(view, ev)
   elseif kind == 'approve' then
     approve(ev)
   elseif kind == 'done' then
