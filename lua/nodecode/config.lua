@@ -68,6 +68,7 @@ M.defaults = {
       insert = '<C-y>', -- (recall-entry N) at the cursor of the window you came from
       restore = '<C-r>', -- the message back into the context buffer
       toggle = '<C-t>', -- this session's log <-> every session (full-text search)
+      kinds = '<C-k>', -- show (or hide again) the export and request rows of the log
       next = '<C-n>',
       prev = '<C-p>',
       close = '<Esc>',

@@ -157,7 +157,7 @@ end
 M.context = remote('NodecodeContext') ---@type fun(): table export + blocks
 M.validate = remote('NodecodeValidate') ---@type fun(text: string): table {ok, errors, summary}
 M.removed = remote('NodecodeRemoved') ---@type fun(): table[]
-M.recall = remote('NodecodeRecall') ---@type fun(query?: string, everywhere: boolean): table[]
+M.recall = remote('NodecodeRecall') ---@type fun(query?: string, everywhere: boolean, every_kind?: boolean): table[]
 M.recall_entry = remote('NodecodeRecallEntry') ---@type fun(seq: integer, session?: string): string
 M.turn_messages = remote('NodecodeTurnMessages') ---@type fun(turn: integer): table[]
 M.sessions = remote('NodecodeSessions') ---@type fun(): table[]

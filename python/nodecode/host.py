@@ -315,12 +315,21 @@ class Host:
         app, sid = self._pinned(ctx)
         return view.removed(app.store, sid)
 
-    def recall(self, ctx: Any, query: str | None, everywhere: bool) -> list[dict[str, Any]]:
-        """Picker rows: this session's log matching ``query``, or (everywhere) a search."""
+    def recall(
+        self, ctx: Any, query: str | None, everywhere: bool, every_kind: bool = False
+    ) -> list[dict[str, Any]]:
+        """Picker rows: this session's log matching ``query`` (exports and requests
+        only with ``every_kind``), or (everywhere) a search."""
         from nodecode.recall import recall_items
 
         app, sid = self._pinned(ctx)
-        return recall_items(app.store, sid, query=query or None, everywhere=bool(everywhere))
+        return recall_items(
+            app.store,
+            sid,
+            query=query or None,
+            everywhere=bool(everywhere),
+            every_kind=bool(every_kind),
+        )
 
     def recall_entry(self, ctx: Any, seq: int, session: str | None = None) -> str:
         """``(recall-entry N)`` of this session, or of ``session`` (a search hit's)."""
