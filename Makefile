@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench
+.PHONY: install test demo demo-clean bench
 
 install: $(STAMP)
 
@@ -23,8 +23,12 @@ test: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/pytest
 
+# The demo keeps .demo/ (its session comes back next time); demo-clean removes it.
 demo: install
 	$(PY) -m nodecode.demo
+
+demo-clean:
+	@if [ -x $(PY) ]; then $(PY) -m nodecode.demo --clean; else rm -rf .demo; fi
 
 # Every benchmark of SPEC section 11, reduced sizes, one table (BENCH_FULL=1: defaults).
 bench: install
