@@ -4,6 +4,7 @@ after a restart; new output scrolls into view unless the person moved away."""
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pynvim
@@ -148,3 +149,58 @@ def test_a_long_tool_result_folds_without_leaving_a_blank_window(nvim, home, wor
     assert chat_win(nvim, "foldclosed(line('w0'))") in (-1, 1)  # no fold cut at the top
     assert chat_win(nvim, "line('w0')") == 1  # everything fits once folded: no blank window
     assert chat_win(nvim, "line('w$')") == last
+
+
+def rows_below_the_end(nv: pynvim.Nvim) -> int:
+    """Screen rows of the chat's window left blank under the buffer's last line."""
+    return nv.exec_lua("""
+        local win = vim.fn.bufwinid('nodecode://chat')
+        return vim.api.nvim_win_call(win, function()
+          local used = vim.api.nvim_win_text_height(win, {
+            start_row = vim.fn.line('w0') - 1, end_row = vim.fn.line('$') - 1 }).all
+          return vim.fn.line('w0') > 1 and vim.api.nvim_win_get_height(win) - used or 0
+        end)
+    """)
+
+
+def test_a_redrawn_chat_keeps_its_end_at_the_bottom_of_the_window(nvim, home, workspace, loopback):
+    (workspace / "big.txt").write_text("".join(f"row {i}\n" for i in range(100)))
+    rounds = []
+    for n in range(6):
+        call = {"code": f';; read it again ({n})\n(read-file "big.txt")'}
+        rounds += [{"text": f"Reading, take {n}.", "calls": [call]}, {"text": f"Read it {n}."}]
+    configure(home, loopback(rounds))
+    make_session(home, workspace, [f"read big.txt, take {n}" for n in range(6)])
+    nvim.ui_attach(100, 30)
+    open_chat(nvim)
+    nvim.command("wincmd p")
+    assert rows_below_the_end(nvim) == 0
+
+    nvim.command("NodecodeUndo")  # the chat is redrawn, the input area opens under it
+
+    assert chat_win(nvim, "line('w$')") == len(buffer_lines(nvim, "nodecode://chat"))
+    assert rows_below_the_end(nvim) == 0
+
+
+def test_the_redrawn_chat_reads_as_the_live_one_did(nvim, home, workspace, loopback):
+    (workspace / "a.txt").write_text("hello from a.txt\n")
+    srv = loopback(
+        [
+            {"text": "Let me read it.", "calls": [{"code": ';; read it\n(read-file "a.txt")'}]},
+            {"text": "It says hello."},
+            {"text": "You are welcome."},
+        ]
+    )
+    model = {"id": "loopback-model", "context_window": 1300, "max_tokens": 400}
+    provider = {"type": "anthropic", "base_url": srv.url, "api_key_env": None, "models": [model]}
+    configure(home, srv, providers={"loopback": provider})
+    open_chat(nvim)
+    for ask in ("what does a.txt say?", "thanks"):
+        nvim.command(f"Nodecode {ask}")
+        wait_for(lambda: idle(nvim))
+    live = chat(nvim)
+    assert "_evicted at seq " in live and "[context at " in live  # warned, then evicted
+
+    nvim.exec_lua("require('nodecode.ui.chat').reload()")
+
+    assert re.sub(r"^> (\w+) #\d+:", r"> \1:", chat(nvim), flags=re.M) == live

@@ -90,6 +90,9 @@ local function setup_win(win)
   wo.foldmethod, wo.foldenable, wo.foldlevel = 'manual', true, 0
   wo.foldtext = "v:lua.require'nodecode.ui.transcript'.foldtext()"
   wo.fillchars = 'fold: ,eob: '
+  if vim.w[win].nodecode_away ~= true then -- refolding moved text from under the view
+    state.view:show_end({ win })
+  end
 end
 
 --- The chat buffer, created (with the session's history) when missing.

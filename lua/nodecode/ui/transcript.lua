@@ -273,6 +273,7 @@ end
 function T:history(messages)
   for _, m in ipairs(messages) do
     if m.role == 'mark' then
+      self:reply_header() -- as the live chat has it: the header came with the ask
       self:mark(m.text)
     elseif m.role == 'user' then
       self:ask(m.text)
