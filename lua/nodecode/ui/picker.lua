@@ -142,11 +142,11 @@ function M.recall(query, opts)
       if mode.everywhere then
         return 'recall: every session (words)'
       end
+      local key = type(k.kinds) == 'string' and k.kinds ~= '' and k.kinds or nil
       if mode.every_kind then
-        return 'recall: this session, every kind (text)'
+        return 'recall: this session, every kind (text)' .. (key and (' · ' .. key .. ' hides exports and requests') or '')
       end
-      local shows = type(k.kinds) == 'string' and k.kinds ~= '' and (' · ' .. k.kinds .. ' exports, requests') or ''
-      return 'recall: this session (text)' .. shows
+      return 'recall: this session (text)' .. (key and (' · ' .. key .. ' shows exports and requests') or '')
     end,
     query = last,
     items = function(q)
