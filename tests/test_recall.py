@@ -337,6 +337,7 @@ def test_picker_rows_are_nearest_first(store):
         "session": sid,
         "seq": 3,
         "turn": 3,
+        "kind": "user",
         "role": "user",
         "line": "[seq 3 · turn 3 · user · undone] third ask",
         "undone": True,

@@ -72,6 +72,7 @@ M.defaults = {
       insert = '<M-y>', -- (recall-entry N) at the cursor of the window you came from
       restore = '<M-u>', -- the message back into the context buffer
       toggle = '<M-e>', -- this session's log <-> every session (full-text search)
+      kinds = '<M-o>', -- recall: show (or hide again) the export and request rows of the log
       -- The built-in picker only (the others keep their own):
       next = '<C-n>',
       prev = '<C-p>',

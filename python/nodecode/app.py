@@ -45,6 +45,8 @@ class App:
         self.store: Store = open_store(home, store_name)
         self._key: tuple[str | None, str | None] | None = None
         self._key_lock = threading.Lock()
+        self._config: tuple[tuple[int, ...] | None, Config] | None = None
+        self._config_lock = threading.Lock()
         self.workspace = Workspace(
             self.store, store_name, self.home, cwd, environ, redact=self._redact_written
         )
@@ -75,9 +77,37 @@ class App:
             provider.close()
         self.store.close()
 
-    @cached_property
+    @property
     def config(self) -> Config:
-        return load_config(self.home, self.environ)
+        """config.jsonc as it is now: read again whenever the file's mtime, size or
+        inode changed, so a long-lived host (Neovim's) never shows a stale source."""
+        stamp = self._config_stamp()
+        changed = False
+        with self._config_lock:
+            if self._config is None or self._config[0] != stamp:
+                config = load_config(self.home, self.environ)  # a broken file raises, each time
+                changed = self._config is not None
+                self._config = (stamp, config)
+            config = self._config[1]
+        if changed:
+            self._config_changed(config)
+        return config
+
+    def _config_stamp(self) -> tuple[int, ...] | None:
+        try:
+            st = (self.home / "config.jsonc").stat()
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def _config_changed(self, config: Config) -> None:
+        """A new config may name another key: it is resolved again at its next use,
+        and the keys it names are redacted too (those known before stay redacted)."""
+        with self._key_lock:
+            self._key = None
+        known = self.__dict__.get("_known_keys")
+        if known is not None:
+            self._add_config_keys(known, config)
 
     def config_or_none(self) -> Config | None:
         """The config, or None when it is broken (views that still work without it)."""
@@ -94,15 +124,18 @@ class App:
     @cached_property
     def _known_keys(self) -> Redactor:
         """A redactor of the keys in variables and files, and the command's once it ran."""
-        names = set(DEFAULT_KEY_ENVS)
+        redactor = Redactor.from_env(DEFAULT_KEY_ENVS, self.environ)
         config = self.config_or_none()  # a broken config must not stop redaction of the defaults
         if config is not None:
-            names.update(config.key_envs)
-        redactor = Redactor.from_env(sorted(names), self.environ)
-        if config is not None:
-            for name, value in keys.file_keys(config, self.home).items():
-                redactor.add(name, value)
+            self._add_config_keys(redactor, config)
         return redactor
+
+    def _add_config_keys(self, redactor: Redactor, config: Config) -> None:
+        """Blank the keys ``config`` names: its variables' values and its files' keys."""
+        for name in config.key_envs:
+            redactor.add(name, self.environ.get(name))
+        for name, value in keys.file_keys(config, self.home).items():
+            redactor.add(name, value)
 
     @property
     def redactor(self) -> Redactor:
@@ -167,6 +200,7 @@ class App:
         cfg = self.config.require_provider(self.environ)
         key = (
             cfg.type,
+            cfg.id,
             cfg.base_url,
             self._api_key(),
             self.config.max_retries,
@@ -176,11 +210,12 @@ class App:
         if getattr(self, "_provider_key", None) != key:
             self._provider = make_provider(
                 cfg.type,
+                name=cfg.id,
                 base_url=cfg.base_url,
-                api_key=key[2],
-                max_retries=key[3],
-                backoff_base=key[4],
-                timeout=key[5],
+                api_key=key[3],
+                max_retries=key[4],
+                backoff_base=key[5],
+                timeout=key[6],
             )
             self._provider_key = key
         return self._provider

@@ -11,7 +11,8 @@ Events emitted (each a dict with ``job`` and ``kind``):
   text {text} · thinking {text} (the model's reasoning as it streams)
   · call {seq, code} · result {seq, text, error} · retry {message}
   · discard {text} (the text an attempt streamed before it failed: not logged)
-  · notice {text} · approve {id, approval, detail} · done {status, turn, text, error}
+  · notice {text, about, level, say} (``say``: the one line the person is told, see
+  ``nodecode.notices``) · approve {id, approval, detail} · done {status, turn, text, error}
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from nodecode.errors import NodecodeError, Stopped, UserError
 
 FLUSH_INTERVAL = 0.025  # seconds between streamed-text updates sent to Neovim
 SHOW_BLOB = ":NodecodeBlob"  # how Neovim shows a file version a forced move kept
+BUSY = "a turn is running — :NodecodeStop to stop it"
 
 
 class Port(Protocol):
@@ -169,7 +171,9 @@ class _Relay:
         self._out.event({"kind": "discard", "text": text})
 
     def on_notice(self, text: str) -> None:
-        self._out.event({"kind": "notice", "text": text})
+        from nodecode.notices import notification
+
+        self._out.event({"kind": "notice", "text": text, **notification(text)})
 
     def approve(self, kind: str, detail: str) -> bool:
         return self._host._approve(self._job, kind, detail)
@@ -229,11 +233,8 @@ class Host:
         app = self._app(place)
         session = self._session(app, place)
         with self._lock:
-            busy = [j for j in self._jobs.values() if j.running and j.session == session]
-            if busy:
-                raise UserError(
-                    f"session {session} is busy with job {busy[0].id} (:NodecodeStop stops it)"
-                )
+            if any(j.running and j.session == session for j in self._jobs.values()):
+                raise UserError(BUSY)
             job = Job(id=next(self._job_ids), app=app, session=session)
             job.batcher = _Batcher(functools.partial(self._emit, job.id), self._flush_interval)
             job.thread = threading.Thread(
@@ -268,14 +269,15 @@ class Host:
         return pending.yes
 
     def messages(self, ctx: Any) -> list[dict[str, Any]]:
-        """The pinned session's history (head path) for the chat buffer."""
-        from nodecode.context import view
+        """The pinned session's transcript for the chat buffer: what happened, from
+        the log, with markers ({seq, role, text}; see ``nodecode.transcript``)."""
+        from nodecode import transcript
 
         place = Place.from_lua(ctx)
         app = self._app(place)
-        rows = view.path_messages(app.store, self._session(app, place))
+        rows = transcript.rows(app.store, self._session(app, place))
         return [
-            {"seq": int(m["seq"]), "role": str(m["role"]), "text": str(m.get("text") or "")}
+            {"seq": int(m["seq"] or 0), "role": str(m["role"]), "text": str(m.get("text") or "")}
             for m in rows
         ]
 
@@ -328,6 +330,7 @@ class Host:
         """A dry run of taking ``text`` as the saved context.txt: {ok, errors,
         summary} (summary.cache: what the next request can then read from cache)."""
         from nodecode.context import take, view
+        from nodecode.notices import for_person
 
         app, sid = self._pinned(ctx)
         result, order = take.check_file(app.workspace, sid, str(text))
@@ -335,6 +338,7 @@ class Host:
             cache = view.cache_view(app.store, sid, app.cache_scope(), app.config_or_none(), order)
             del cache["prefix"], cache["cached"]
             result["summary"]["cache"] = cache
+        result["errors"] = [[line, for_person(str(why))] for line, why in result["errors"]]
         return result
 
     def removed(self, ctx: Any) -> list[dict[str, Any]]:
@@ -344,12 +348,21 @@ class Host:
         app, sid = self._pinned(ctx)
         return view.removed(app.store, sid)
 
-    def recall(self, ctx: Any, query: str | None, everywhere: bool) -> list[dict[str, Any]]:
-        """Picker rows: this session's log matching ``query``, or (everywhere) a search."""
+    def recall(
+        self, ctx: Any, query: str | None, everywhere: bool, every_kind: bool = False
+    ) -> list[dict[str, Any]]:
+        """Picker rows: this session's log matching ``query`` (exports and requests
+        only with ``every_kind``), or (everywhere) a search."""
         from nodecode.recall import recall_items
 
         app, sid = self._pinned(ctx)
-        return recall_items(app.store, sid, query=query or None, everywhere=bool(everywhere))
+        return recall_items(
+            app.store,
+            sid,
+            query=query or None,
+            everywhere=bool(everywhere),
+            every_kind=bool(every_kind),
+        )
 
     def recall_entry(self, ctx: Any, seq: int, session: str | None = None) -> str:
         """``(recall-entry N)`` of this session, or of ``session`` (a search hit's)."""
@@ -379,9 +392,8 @@ class Host:
 
         place = Place.from_lua(ctx)
         app = self._app(place)
-        running = [j for j in self._jobs.values() if j.running]
-        if running:
-            raise UserError(f"job {running[0].id} is running: stop it first (:NodecodeStop)")
+        if any(j.running for j in self._jobs.values()):
+            raise UserError(BUSY)
         if sid:
             sessions.set_current(app.store, str(sid))
         else:
@@ -396,14 +408,14 @@ class Host:
         """Undo the head turn: {op, from, to, lines, ask} (ask: for the input area)."""
         from nodecode import checkpoints
 
-        app, sid = self._pinned(ctx)
+        app, sid = self._idle(ctx)
         moved = checkpoints.undo(app.workspace, sid, force=bool(force), show_blob=SHOW_BLOB)
         return _moved(moved, ":NodecodeUndo!")
 
     def redo(self, ctx: Any, force: bool = False) -> dict[str, Any]:
         from nodecode import checkpoints
 
-        app, sid = self._pinned(ctx)
+        app, sid = self._idle(ctx)
         moved = checkpoints.redo(app.workspace, sid, force=bool(force), show_blob=SHOW_BLOB)
         return _moved(moved, ":NodecodeRedo!")
 
@@ -418,13 +430,13 @@ class Host:
     def continue_(self, ctx: Any, turn: int) -> dict[str, Any]:
         from nodecode import checkpoints
 
-        app, sid = self._pinned(ctx)
+        app, sid = self._idle(ctx)
         return checkpoints.continue_(app.workspace, sid, int(turn)).as_dict()
 
     def rewind(self, ctx: Any, turn: int, force: bool = False) -> dict[str, Any]:
         from nodecode import checkpoints
 
-        app, sid = self._pinned(ctx)
+        app, sid = self._idle(ctx)
         moved = checkpoints.rewind(
             app.workspace, sid, int(turn), force=bool(force), show_blob=SHOW_BLOB
         )
@@ -443,7 +455,7 @@ class Host:
         from nodecode import checkpoints
 
         place = Place.from_lua(ctx)
-        app, sid = self._pinned(ctx)
+        app, sid = self._idle(ctx)
         child = checkpoints.fork(app.store, sid, int(turn) if turn is not None else None)
         with self._lock:
             self._pins[(place.home, place.store)] = child
@@ -478,10 +490,10 @@ class Host:
 
     def evict(self, ctx: Any, arg: Any = None) -> dict[str, Any]:
         """:NodecodeEvict / :NodecodeCompact [PERCENT | through TURN]: {receipt}.
-        Refused (session busy) while a turn runs in this session."""
+        Refused while a turn runs in this session."""
         from nodecode import evict as evictions
 
-        app, sid = self._pinned(ctx)
+        app, sid = self._idle(ctx)
         percent, through = evictions.parse_words(str(arg) if arg not in (None, "") else None)
         receipt = evictions.manual(app.workspace, app.config, sid, percent=percent, through=through)
         return {"receipt": receipt}
@@ -502,6 +514,14 @@ class Host:
         place = Place.from_lua(ctx)
         app = self._app(place)
         return app, self._session(app, place)
+
+    def _idle(self, ctx: Any) -> tuple[Any, str]:
+        """``_pinned``, refused while a turn of this Neovim runs in that session
+        (the lease would say so too, but as another process's)."""
+        app, sid = self._pinned(ctx)
+        if any(j.running and j.session == sid for j in self._jobs.values()):
+            raise UserError(BUSY)
+        return app, sid
 
     def _session(self, app: Any, place: Place) -> str:
         """The session pinned by this Neovim for (home, store); resolved once."""

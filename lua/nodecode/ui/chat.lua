@@ -57,6 +57,27 @@ local function approve(ev)
   end)
 end
 
+-- Notices ---------------------------------------------------------------
+
+--- A notice of the agent's: the whole text in the chat (as the agent read it;
+--- an eviction as a marker), one line for the person as a notification.
+---@param view nodecode.Transcript
+---@param ev { text: string, about?: string, level?: string, say?: string }
+local function notice(view, ev)
+  local evicted = ev.about == 'evicted' and ev.text:match('\n(evicted at seq [^\n]*)')
+  if evicted then
+    view:mark(evicted)
+  elseif ev.about == 'taken' or ev.about == 'refused' then
+    view:quote('receipt', ev.text)
+  else
+    view:quote('notice', ev.text)
+  end
+  if type(ev.say) == 'string' then
+    local tell = ev.level == 'warn' and message().warn or message().info
+    tell('%s', ev.say)
+  end
+end
+
 -- Buffer and window -----------------------------------------------------
 
 --- Window options and folds for a window that starts showing the chat.
@@ -69,6 +90,9 @@ local function setup_win(win)
   wo.foldmethod, wo.foldenable, wo.foldlevel = 'manual', true, 0
   wo.foldtext = "v:lua.require'nodecode.ui.transcript'.foldtext()"
   wo.fillchars = 'fold: ,eob: '
+  if vim.w[win].nodecode_away ~= true then -- refolding moved text from under the view
+    state.view:show_end({ win })
+  end
 end
 
 --- The chat buffer, created (with the session's history) when missing.
@@ -92,6 +116,15 @@ local function chat_buf()
     buffer = buf,
     callback = function()
       setup_win(vim.api.nvim_get_current_win())
+    end,
+  })
+  -- Our own writes move a following window's cursor to the end too, so only
+  -- the person leaves a cursor above it: that window stops following.
+  vim.api.nvim_create_autocmd('CursorMoved', {
+    buffer = buf,
+    callback = function()
+      local win = vim.api.nvim_get_current_win()
+      vim.w[win].nodecode_away = vim.api.nvim_win_get_cursor(win)[1] < vim.api.nvim_buf_line_count(buf)
     end,
   })
   local ok, history = pcall(require('nodecode.rpc').messages)
@@ -147,7 +180,7 @@ end
 ---@param text string
 function M.ask(text)
   if state.job then
-    error(('nodecode: job %d is still running (:NodecodeStop stops it)'):format(state.job), 0)
+    error('nodecode: a turn is running — :NodecodeStop to stop it', 0)
   end
   local from = vim.api.nvim_get_current_win()
   local _, opened = chat_win()
@@ -187,6 +220,12 @@ function M.reload()
     return
   end
   local buf = state.buf
+  local away = {} -- windows the person moved away in keep their view
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    if vim.w[win].nodecode_away then
+      away[win] = vim.api.nvim_win_call(win, vim.fn.winsaveview)
+    end
+  end
   vim.bo[buf].modifiable = true
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, {})
   vim.api.nvim_buf_clear_namespace(buf, vim.api.nvim_create_namespace('nodecode_transcript'), 0, -1)
@@ -198,6 +237,11 @@ function M.reload()
   state.view:history(history)
   for _, win in ipairs(vim.fn.win_findbuf(buf)) do
     setup_win(win)
+    if away[win] then
+      vim.api.nvim_win_call(win, function()
+        vim.fn.winrestview(away[win])
+      end)
+    end
   end
 end
 
@@ -227,7 +271,7 @@ function M.on_event(ev)
     -- The chat only grows: say that the text above it does not count.
     view:quote('dropped', 'the attempt above was discarded')
   elseif kind == 'notice' then
-    view:quote('notice', ev.text)
+    notice(view, ev)
   elseif kind == 'approve' then
     approve(ev)
   elseif kind == 'done' then

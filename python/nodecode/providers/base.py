@@ -130,7 +130,7 @@ class StreamParser:
 class Provider:
     """One model endpoint: ``stream(body)`` POSTs a complete wire body and returns a Reply."""
 
-    name = "provider"
+    name = "provider"  # the wire format's; errors say the configured id when given one
     default_base_url = ""  # used when the config names no base_url
 
     def __init__(
@@ -142,7 +142,10 @@ class Provider:
         max_retries: int = 3,
         backoff_base: float = 0.5,
         transport: httpx.BaseTransport | None = None,
+        name: str | None = None,
     ) -> None:
+        if name:
+            self.name = name  # the provider's id in config.jsonc: what errors begin with
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         self.max_retries = max_retries
         self.backoff_base = backoff_base

@@ -130,7 +130,9 @@ class NodecodePlugin:
     @pynvim.function("NodecodeRecall", sync=True)
     @never_raise
     def recall(self, args: list) -> list:
-        return self.host.recall(_arg(args, 0, {}), _arg(args, 1), bool(_arg(args, 2, False)))
+        return self.host.recall(
+            _arg(args, 0, {}), _arg(args, 1), bool(_arg(args, 2, False)), bool(_arg(args, 3, False))
+        )
 
     @pynvim.function("NodecodeRecallEntry", sync=True)
     @never_raise
