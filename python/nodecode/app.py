@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nodecode import keys, shadow
 from nodecode import session as sessions
@@ -78,6 +78,16 @@ class App:
     @cached_property
     def config(self) -> Config:
         return load_config(self.home, self.environ)
+
+    def use_model(self, provider_id: str, model: str) -> Config:
+        """Work with ``provider_id``/``model`` from now on, in this App only
+        (config.jsonc is not changed); its key is resolved again at the next use."""
+        chosen = self.config.choosing(provider_id, model)
+        chosen.require_provider(self.environ)
+        with self._key_lock:
+            self.config = chosen  # the cached property's value is replaced
+            self._key = None
+        return chosen
 
     def config_or_none(self) -> Config | None:
         """The config, or None when it is broken (views that still work without it)."""
@@ -202,12 +212,14 @@ class App:
         sid: str,
         *,
         approve: Callable[[str, str], bool],
+        review: Callable[[Any], bool] | None = None,
         turn: int | None = None,
         track_shell: bool = False,
         cancel: threading.Event | None = None,
     ) -> CellEnv:
         """The environment cells of this session run in; ``track_shell`` records
         shell changes in the shadow store (a turn's calls do, the person's evals not);
+        ``review`` sees a write's diff and a command's directory (``CellEnv.review``);
         ``cancel`` stops a running command when set."""
         config = self.config_or_none()
         timeout = config.shell_timeout if config is not None else DEFAULT_SHELL_TIMEOUT
@@ -221,6 +233,7 @@ class App:
             workspace=self.cwd,
             context_dir=self.context_dir(sid),
             approve=approve,
+            review=review,
             redact=self.redactor.apply,
             shell_timeout=timeout,
             env_remove=removed,
