@@ -11,6 +11,7 @@ local LINKS = {
   NodecodeHead = 'DiagnosticOk', -- the head in the tree
   NodecodeUndone = 'Comment', -- turns off the head's path
   NodecodeMatch = 'Search', -- picker: the selected row
+  NodecodeProgress = 'DiagnosticInfo', -- the chat's spinner, phase and elapsed time
 }
 
 local done = false

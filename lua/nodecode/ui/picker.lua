@@ -41,6 +41,19 @@ local function split(text)
   return vim.split(text or '', '\n', { plain = true })
 end
 
+--- A picker title naming its toggle key and what the key switches to:
+--- `recall: this session (text) · <C-t> every session`.
+---@param title string
+---@param key string|false
+---@param other string
+---@return string
+function M.with_toggle(title, key, other)
+  if type(key) ~= 'string' or key == '' then
+    return title
+  end
+  return ('%s · %s %s'):format(title, key, other)
+end
+
 -- Recall ----------------------------------------------------------------
 
 --- Open the whole entry in a scratch buffer, in a split.
@@ -108,7 +121,8 @@ function M.recall(query)
   local k = keys()
   return M.pick({
     title = function()
-      return mode.everywhere and 'recall: every session (words)' or 'recall: this session (text)'
+      local title = mode.everywhere and 'recall: every session (words)' or 'recall: this session (text)'
+      return M.with_toggle(title, k.toggle, mode.everywhere and 'this session' or 'every session')
     end,
     query = vim.trim(query or ''),
     items = function(q)
@@ -127,7 +141,7 @@ function M.recall(query)
       end) },
       { name = 'restore', key = k.restore, fn = guard(restore) },
     },
-    toggle = { key = k.toggle, fn = function()
+    toggle = { key = k.toggle, desc = 'switch: this session / every session', fn = function()
       mode.everywhere = not mode.everywhere
     end },
   })
