@@ -478,7 +478,7 @@ class Host:
         """Work with ``PROVIDER/MODEL`` from the next request of this Neovim on;
         logged in the pinned session: {provider, model, previous, lines}."""
         from nodecode import budget as budgets
-        from nodecode import models, status
+        from nodecode import models
 
         place = Place.from_lua(ctx)
         app, sid = self._pinned(ctx)
@@ -496,7 +496,12 @@ class Host:
             payload={"provider": pid, "model": model, "previous": previous},
         )
         plan = budgets.of(app.workspace, app.config)
-        lines = [f"model: {pid}/{model} from the next request", *status.budget_lines(plan)[:2]]
+        window = (
+            f"window {plan.window} ({plan.source}) · budget {plan.tokens}"
+            if plan.window is not None
+            else "window unknown"
+        )
+        lines = [f"model: {pid}/{model} from the next request · {window}"]  # one line: no prompt
         return {"provider": pid, "model": model, "previous": previous, "lines": lines}
 
     # --- internals ----------------------------------------------------------

@@ -40,8 +40,13 @@ def test_a_named_model_answers_the_next_request_and_shows_in_status(
     wait_for(lambda: "from the default" in chat(nvim))
     wait_for(lambda: status(nvim).startswith("ctx "))
 
+    notified(nvim)
     nvim.command("NodecodeModel loopback/big")
     wait_for(lambda: "/392k" in status(nvim))
+    assert notes(nvim) == [
+        "nodecode: model: loopback/big from the next request · "
+        "window 400000 (config.jsonc) · budget 392000"
+    ]
     nvim.command("Nodecode second")
     wait_for(lambda: "from big" in chat(nvim))
 
