@@ -9,6 +9,7 @@ import pytest
 from helpers import write_config
 
 from .conftest import chat, wait_for
+from .ui_helpers import idle
 
 CALC = "def add(a, b):\n    return a - b\n"
 EDIT = '(edit-file "calc.py" "a - b" "a + b")'
@@ -96,6 +97,7 @@ def test_always_allows_the_kind_for_the_rest_of_the_session(nvim, home, workspac
     wait_for(lambda: approval_window(nvim))
     nvim.input("A")
     wait_for(lambda: "Both written." in chat(nvim))
+    wait_for(lambda: idle(nvim))
     nvim.command("Nodecode and a third")
     wait_for(lambda: "Third written." in chat(nvim))
 

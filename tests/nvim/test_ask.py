@@ -8,7 +8,7 @@ import pytest
 from helpers import write_config
 
 from .conftest import buffer_lines, chat, last_user_text, wait_for
-from .ui_helpers import notes, notified
+from .ui_helpers import idle, notes, notified
 
 CALC = [
     "import math",
@@ -151,12 +151,14 @@ def test_an_ask_from_any_window_leaves_the_cursor_there_unless_configured(
 
     nvim.command("Nodecode first")
     wait_for(lambda: "one" in chat(nvim))
+    wait_for(lambda: idle(nvim))
     assert nvim.current.window == here and nvim.funcs.bufwinid("nodecode://chat") != -1
 
     nvim.exec_lua("require('nodecode').setup({ chat = { focus_on_ask = true } })")
     nvim.command("Nodecode second")
     assert nvim.current.buffer.name == "nodecode://chat"
     wait_for(lambda: "two" in chat(nvim))
+    wait_for(lambda: idle(nvim))
 
     nvim.command("NodecodeToggle")
     assert nvim.funcs.bufwinid("nodecode://chat") == -1

@@ -7,7 +7,7 @@ import pytest
 from helpers import run_cli, write_config
 
 from .conftest import chat, wait_for
-from .ui_helpers import notes, notified
+from .ui_helpers import idle, notes, notified
 
 MODELS = [
     {"id": "small", "context_window": 50000, "max_tokens": 4000},
@@ -38,6 +38,7 @@ def test_a_named_model_answers_the_next_request_and_shows_in_status(
     configure(home, srv, ptype)
     nvim.command("Nodecode first")
     wait_for(lambda: "from the default" in chat(nvim))
+    wait_for(lambda: idle(nvim))
     wait_for(lambda: status(nvim).startswith("ctx "))
 
     notified(nvim)

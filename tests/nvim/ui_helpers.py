@@ -88,3 +88,8 @@ def screen(nv: pynvim.Nvim, rows: int) -> list[str]:
     """,
         rows,
     )
+
+
+def idle(nv: pynvim.Nvim) -> bool:
+    """The chat's turn is over (its done event handled): the next ask may start."""
+    return nv.exec_lua("return require('nodecode.ui.chat').job() == nil")
