@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nodecode import keys, shadow
 from nodecode import session as sessions
@@ -45,8 +45,12 @@ class App:
         self.store: Store = open_store(home, store_name)
         self._key: tuple[str | None, str | None] | None = None
         self._key_lock = threading.Lock()
-        self._config: tuple[tuple[int, ...] | None, Config] | None = None
+        # ((the file's stamp, the runtime choice), the config they gave)
+        self._config: (
+            tuple[tuple[tuple[int, ...] | None, tuple[str, str] | None], Config] | None
+        ) = None
         self._config_lock = threading.Lock()
+        self._choice: tuple[str, str] | None = None  # use_model's (provider, model)
         self.workspace = Workspace(
             self.store, store_name, self.home, cwd, environ, redact=self._redact_written
         )
@@ -84,10 +88,11 @@ class App:
         stamp = self._config_stamp()
         changed = False
         with self._config_lock:
-            if self._config is None or self._config[0] != stamp:
+            if self._config is None or self._config[0] != (stamp, self._choice):
                 config = load_config(self.home, self.environ)  # a broken file raises, each time
+                config = self._chosen(config)
                 changed = self._config is not None
-                self._config = (stamp, config)
+                self._config = ((stamp, self._choice), config)
             config = self._config[1]
         if changed:
             self._config_changed(config)
@@ -108,6 +113,26 @@ class App:
         known = self.__dict__.get("_known_keys")
         if known is not None:
             self._add_config_keys(known, config)
+
+    def _chosen(self, config: Config) -> Config:
+        """``config`` with the model chosen at runtime, while the file still
+        names its provider (a provider removed from the file ends the choice)."""
+        if self._choice is None:
+            return config
+        if self._choice[0] not in config.providers:
+            self._choice = None
+            return config
+        return config.choosing(*self._choice)
+
+    def use_model(self, provider_id: str, model: str) -> Config:
+        """Work with ``provider_id``/``model`` from now on, in this App only
+        (config.jsonc is not changed, and a change to it keeps the choice); its
+        key is resolved again at the next use."""
+        chosen = self.config.choosing(provider_id, model)
+        chosen.require_provider(self.environ)
+        with self._config_lock:
+            self._choice = (provider_id, model)
+        return self.config
 
     def config_or_none(self) -> Config | None:
         """The config, or None when it is broken (views that still work without it)."""
@@ -237,12 +262,14 @@ class App:
         sid: str,
         *,
         approve: Callable[[str, str], bool],
+        review: Callable[[Any], bool] | None = None,
         turn: int | None = None,
         track_shell: bool = False,
         cancel: threading.Event | None = None,
     ) -> CellEnv:
         """The environment cells of this session run in; ``track_shell`` records
         shell changes in the shadow store (a turn's calls do, the person's evals not);
+        ``review`` sees a write's diff and a command's directory (``CellEnv.review``);
         ``cancel`` stops a running command when set."""
         config = self.config_or_none()
         timeout = config.shell_timeout if config is not None else DEFAULT_SHELL_TIMEOUT
@@ -256,6 +283,7 @@ class App:
             workspace=self.cwd,
             context_dir=self.context_dir(sid),
             approve=approve,
+            review=review,
             redact=self.redactor.apply,
             shell_timeout=timeout,
             env_remove=removed,

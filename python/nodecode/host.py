@@ -11,8 +11,12 @@ Events emitted (each a dict with ``job`` and ``kind``):
   text {text} · thinking {text} (the model's reasoning as it streams)
   · call {seq, code} · result {seq, text, error} · retry {message}
   · discard {text} (the text an attempt streamed before it failed: not logged)
-  · notice {text, about, level, say} (``say``: the one line the person is told, see
-  ``nodecode.notices``) · approve {id, approval, detail} · done {status, turn, text, error}
+  · notice {text, about, level, say, receipt?} (``say``: the one line the person is
+  told, see ``nodecode.notices``; receipt: true for a take's receipt)
+  · approve {id, approval, detail, diff, cwd} · done {status, turn, text, error}
+  · phase {phase} (sending, thinking, streaming, retrying, running, approval)
+  · request {state: started | finished, round, provider, model; when finished:
+    status, seq, usage {input, output, cache_read, cache_write}, error}
 """
 
 from __future__ import annotations
@@ -124,6 +128,8 @@ class _Batcher:
 class _Approval:
     answered: threading.Event = field(default_factory=threading.Event)
     yes: bool = False
+    reason: str = ""  # why the person refused (becomes the call's result)
+    always: bool = False  # allow this kind for the rest of the session
 
 
 @dataclass
@@ -175,8 +181,22 @@ class _Relay:
 
         self._out.event({"kind": "notice", "text": text, **notification(text)})
 
-    def approve(self, kind: str, detail: str) -> bool:
-        return self._host._approve(self._job, kind, detail)
+    def on_receipt(self, text: str) -> None:
+        from nodecode.notices import notification
+
+        self._out.event({"kind": "notice", "text": text, "receipt": True, **notification(text)})
+
+    def on_phase(self, phase: str) -> None:
+        self._out.event({"kind": "phase", "phase": phase})
+
+    def on_request(self, info: dict[str, Any]) -> None:
+        self._out.event({"kind": "request", "state": "started", **info})
+
+    def on_request_done(self, info: dict[str, Any]) -> None:
+        self._out.event({"kind": "request", "state": "finished", **info})
+
+    def review(self, request: Any) -> bool:
+        return self._host._review(self._job, request)
 
 
 @functools.cache
@@ -221,6 +241,8 @@ class Host:
         self._jobs: dict[int, Job] = {}
         self._job_ids = itertools.count(1)
         self._approval_ids = itertools.count(1)
+        self._always: dict[str, set[str]] = {}  # session → kinds the person always allows
+        self._models: dict[tuple[Path, str], tuple[str, str]] = {}  # (home, store) → choice
         self._lock = threading.Lock()
 
     # --- what the rplugin calls (on Neovim's loop thread) -------------------
@@ -256,14 +278,19 @@ class Host:
                 job.cancel.set()
         return stopped
 
-    def answer(self, job_id: int, approval_id: int, yes: bool) -> bool:
-        """Deliver the person's answer to a pending approval prompt."""
+    def answer(self, job_id: int, approval_id: int, yes: bool, extra: Any = None) -> bool:
+        """Deliver the person's answer to a pending approval prompt; ``extra`` may
+        hold ``reason`` (why not: the call's result says it) and ``always`` (allow
+        this kind for the rest of the session in this Neovim)."""
         job = self._jobs.get(int(job_id))
         if job is None:
             raise UserError(f"approval: no job {job_id} in this Neovim")
         pending = job.approvals.get(int(approval_id))
         if pending is None:
             raise UserError(f"approval: job {job_id} has no pending approval {approval_id}")
+        extra = extra if isinstance(extra, dict) else {}
+        pending.reason = str(extra.get("reason") or "")
+        pending.always = bool(extra.get("always"))
         pending.yes = bool(yes)
         pending.answered.set()
         return pending.yes
@@ -498,15 +525,59 @@ class Host:
         receipt = evictions.manual(app.workspace, app.config, sid, percent=percent, through=through)
         return {"receipt": receipt}
 
+    # --- the model: :NodecodeModel ------------------------------------------
+
+    def models(self, ctx: Any) -> list[dict[str, Any]]:
+        """The models to switch to: [{name, provider, model, source, window, current}]."""
+        from nodecode import models
+
+        app = self._app(Place.from_lua(ctx))
+        return models.available(app.workspace, app.config)
+
+    def use_model(self, ctx: Any, name: str) -> dict[str, Any]:
+        """Work with ``PROVIDER/MODEL`` from the next request of this Neovim on;
+        logged in the pinned session: {provider, model, previous, lines}."""
+        from nodecode import budget as budgets
+        from nodecode import models
+
+        place = Place.from_lua(ctx)
+        app, sid = self._pinned(ctx)
+        old = app.config
+        pid, model = models.parse(app.workspace, old, name)
+        previous = f"{old.provider.id}/{old.model}" if old.provider else None
+        app.use_model(pid, model)
+        with self._lock:
+            self._models[(place.home, place.store)] = (pid, model)
+        text = f"model {pid}/{model} from the next request (was {previous}), chosen in Neovim"
+        app.store.append(
+            sid,
+            "model",
+            text=text,
+            payload={"provider": pid, "model": model, "previous": previous},
+        )
+        plan = budgets.of(app.workspace, app.config)
+        window = (
+            f"window {plan.window} ({plan.source}) · budget {plan.tokens}"
+            if plan.window is not None
+            else "window unknown"
+        )
+        lines = [f"model: {pid}/{model} from the next request · {window}"]  # one line: no prompt
+        return {"provider": pid, "model": model, "previous": previous, "lines": lines}
+
     # --- internals ----------------------------------------------------------
 
     def _app(self, place: Place) -> Any:
         with self._lock:
             app = self._apps.get(place)
+            choice = self._models.get((place.home, place.store))
         if app is None:
             app = self._open_app(place)
             with self._lock:
                 app = self._apps.setdefault(place, app)
+        if choice is not None:
+            current = app.config
+            if current.provider is None or (current.provider.id, current.model) != choice:
+                app.use_model(*choice)  # chosen while this Neovim worked in another place
         return app
 
     def _pinned(self, ctx: Any) -> tuple[Any, str]:
@@ -557,19 +628,36 @@ class Host:
             pending.answered.set()
         job.batcher.event({"kind": "done", **done})
 
-    def _approve(self, job: Job, kind: str, detail: str) -> bool:
-        """Called on the worker thread: auto-approve per config, else ask the
-        person through Lua and wait for NodecodeApproval (or a stop)."""
-        if kind in job.app.config.auto_approve:
+    def _review(self, job: Job, request: Any) -> bool:
+        """Called on the worker thread: allowed already (config, or "always" for
+        this session), else ask the person through Lua and wait for
+        NodecodeApproval (or a stop). A refusal with a reason raises Refused."""
+        from nodecode.cells.approval import Refused
+
+        kind = request.kind
+        if kind in job.app.config.auto_approve or kind in self._always.get(job.session, ()):
             return True
         pending = _Approval()
         approval_id = next(self._approval_ids)
         job.approvals[approval_id] = pending
         job.batcher.event(
-            {"kind": "approve", "id": approval_id, "approval": kind, "detail": detail}
+            {
+                "kind": "approve",
+                "id": approval_id,
+                "approval": kind,
+                "detail": request.detail,
+                "diff": request.diff,
+                "cwd": request.cwd,
+            }
         )
         while not pending.answered.wait(0.05):
             if job.cancel.is_set():
                 break
         del job.approvals[approval_id]
-        return pending.yes and not job.cancel.is_set()
+        yes = pending.yes and not job.cancel.is_set()
+        if yes and pending.always:
+            with self._lock:
+                self._always.setdefault(job.session, set()).add(kind)
+        if not yes and pending.reason and not job.cancel.is_set():
+            raise Refused(pending.reason)
+        return yes

@@ -271,8 +271,10 @@ def summary(kind: str, payload: dict[str, Any]) -> str:
     """A compact line for an event with no text: a request's usage, else key=value pairs."""
     usage = payload.get("usage")
     if kind == "request" and isinstance(usage, dict):
+        model = payload.get("model")
+        by = f"{payload.get('provider')}/{model} " if model else ""
         return (
-            f"usage in={usage.get('input')} out={usage.get('output')} "
+            f"{by}usage in={usage.get('input')} out={usage.get('output')} "
             f"cache_read={usage.get('cache_read')}"
         )
     return " ".join(f"{k}={_brief(v)}" for k, v in payload.items())

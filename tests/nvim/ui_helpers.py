@@ -121,3 +121,8 @@ def no_press_enter(nv: pynvim.Nvim) -> Iterator[list[str]]:
         stop.set()
         watcher.join(timeout=5)
     assert not seen, "Neovim stopped at a Press ENTER prompt"
+
+
+def idle(nv: pynvim.Nvim) -> bool:
+    """The chat's turn is over (its done event handled): the next ask may start."""
+    return nv.exec_lua("return require('nodecode.ui.chat').job() == nil")

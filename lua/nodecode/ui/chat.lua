@@ -27,10 +27,11 @@ end
 ---@param kind string write | shell
 ---@param detail string
 ---@param done fun(yes: boolean)
-local function prompt(kind, detail, done)
+---@param ev table the approve event (with diff and cwd)
+local function prompt(kind, detail, done, ev)
   local how = config().approve
   if type(how) == 'function' then
-    return how(kind, detail, done)
+    return how(kind, detail, done, ev)
   end
   local question = ('nodecode wants to %s:\n%s'):format(kind == 'shell' and 'run' or kind, detail)
   if how == 'select' then
@@ -46,6 +47,13 @@ end
 ---@param ev { job: integer, id: integer, approval: string, detail: string }
 local function approve(ev)
   vim.schedule(function()
+    if config().approve == 'diff' then
+      return require('nodecode.ui.approval').open(ev, function(said)
+        if state.view then
+          state.view:quote(ev.approval, said)
+        end
+      end)
+    end
     prompt(ev.approval, ev.detail, function(yes)
       local ok, err = pcall(require('nodecode.rpc').approval, ev.job, ev.id, yes)
       local said = (yes and 'approved' or 'refused')
@@ -53,7 +61,7 @@ local function approve(ev)
       if state.view then
         state.view:quote(ev.approval, said)
       end
-    end)
+    end, ev)
   end)
 end
 
@@ -134,6 +142,7 @@ local function chat_buf()
     state.view:quote('error', message().reason(history))
     message().caught(history)
   end
+  require('nodecode.ui.hints').empty_chat(buf)
   return buf
 end
 
@@ -182,11 +191,8 @@ function M.ask(text)
   if state.job then
     error('nodecode: a turn is running — :NodecodeStop to stop it', 0)
   end
-  local from = vim.api.nvim_get_current_win()
-  local _, opened = chat_win()
-  if opened and SPLITS[config().chat.position] then
-    vim.api.nvim_set_current_win(from) -- stay where the command was typed
-  end
+  text = require('nodecode.ask').expand(text) -- #buffer, #file:PATH
+  M.show_for_ask()
   state.view:ask(text)
   state.view:reply_header()
   local ok, job = pcall(require('nodecode.rpc').ask, text)
@@ -196,6 +202,53 @@ function M.ask(text)
     return
   end
   state.job = job
+end
+
+--- Show the chat for an ask, per chat.open_on_ask and chat.focus_on_ask:
+--- the cursor stays in the window (and tab) the ask came from unless
+--- focus_on_ask. A chat in the 'current' position is not put into that window
+--- (it would take it over) unless focus_on_ask.
+function M.show_for_ask()
+  local c = config().chat
+  local from, tab = vim.api.nvim_get_current_win(), vim.api.nvim_get_current_tabpage()
+  local buf = chat_buf()
+  local shown = vim.tbl_filter(function(w)
+    return vim.api.nvim_win_get_tabpage(w) == tab
+  end, vim.fn.win_findbuf(buf))[1]
+  if not shown and (not c.open_on_ask or (c.position == 'current' and not c.focus_on_ask)) then
+    return
+  end
+  local win = chat_win()
+  if c.focus_on_ask then
+    vim.api.nvim_set_current_win(win)
+  elseif vim.api.nvim_win_is_valid(from) then
+    vim.api.nvim_set_current_tabpage(tab)
+    vim.api.nvim_set_current_win(from)
+  end
+end
+
+--- :NodecodeToggle — hide the chat (and its input area) in this tab, or show it.
+function M.toggle()
+  local tab = vim.api.nvim_get_current_tabpage()
+  local wins = {}
+  for _, w in ipairs(vim.api.nvim_tabpage_list_wins(tab)) do
+    local name = vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(w))
+    if name == NAME or name == 'nodecode://input' then
+      wins[#wins + 1] = w
+    end
+  end
+  if #wins == 0 then
+    return M.open()
+  end
+  for _, w in ipairs(wins) do
+    if #vim.api.nvim_tabpage_list_wins(tab) > 1 then
+      vim.api.nvim_win_close(w, false)
+    else -- the last window: it shows another buffer instead
+      vim.api.nvim_win_call(w, function()
+        vim.cmd(vim.fn.bufnr('#') > 0 and vim.fn.bufnr('#') ~= state.buf and 'buffer #' or 'enew')
+      end)
+    end
+  end
 end
 
 --- Stop the running turn (the chat then says it stopped).
@@ -235,6 +288,7 @@ function M.reload()
     return message().caught(history)
   end
   state.view:history(history)
+  require('nodecode.ui.hints').empty_chat(buf)
   for _, win in ipairs(vim.fn.win_findbuf(buf)) do
     setup_win(win)
     if away[win] then

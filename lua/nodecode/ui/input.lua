@@ -17,12 +17,12 @@ function M.send()
   if text == '' then
     return require('nodecode.message').warn('nothing to send')
   end
+  local ok, err = pcall(require('nodecode.ui.chat').ask, text)
+  if not ok then -- (a bad #file:, a running turn) the input keeps the text
+    return require('nodecode.message').caught(err)
+  end
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, {})
   undone = nil
-  local ok, err = pcall(require('nodecode.ui.chat').ask, text)
-  if not ok then
-    require('nodecode.message').caught(err)
-  end
 end
 
 ---@return integer
@@ -32,6 +32,7 @@ local function input_buf()
   end
   buf = require('nodecode.ui.buffers').named(NAME)
   vim.bo[buf].filetype = 'nodecode-input'
+  vim.bo[buf].omnifunc = "v:lua.require'nodecode.ask'.omnifunc" -- #buffer, #file:PATH
   local keys = require('nodecode.config').get().keymaps
   if keys.send then
     vim.keymap.set('n', keys.send, M.send, { buffer = buf, desc = 'nodecode: send the ask' })

@@ -124,6 +124,19 @@ local function split(text)
   return vim.split(text or '', '\n', { plain = true })
 end
 
+--- A picker title naming its toggle key and what the key switches to:
+--- `recall: this session (text) · <C-t> every session`.
+---@param title string
+---@param key string|false
+---@param other string
+---@return string
+function M.with_toggle(title, key, other)
+  if type(key) ~= 'string' or key == '' then
+    return title
+  end
+  return ('%s · %s %s'):format(title, key, other)
+end
+
 -- Recall ----------------------------------------------------------------
 
 --- Open the whole entry in a scratch buffer, in a split.
@@ -229,14 +242,17 @@ function M.recall(query, opts, start)
   end
   return M.pick({
     title = function()
+      local other = mode.everywhere and 'this session' or 'every session'
       if mode.everywhere then
-        return 'recall: every session (words)'
+        return M.with_toggle('recall: every session (words)', k.toggle, other)
       end
       local key = type(k.kinds) == 'string' and k.kinds ~= '' and k.kinds or nil
       if mode.every_kind then
-        return 'recall: this session, every kind (text)' .. (key and (' · ' .. key .. ' hides exports and requests') or '')
+        return M.with_toggle('recall: this session, every kind (text)', k.toggle, other)
+          .. (key and (' · ' .. key .. ' hides exports and requests') or '')
       end
-      return 'recall: this session (text)' .. (key and (' · ' .. key .. ' shows exports and requests') or '')
+      return M.with_toggle('recall: this session (text)', k.toggle, other)
+        .. (key and (' · ' .. key .. ' shows exports and requests') or '')
     end,
     query = last,
     items = function(q)
@@ -263,9 +279,9 @@ function M.recall(query, opts, start)
         M.insert_at(from, ('(recall-entry %d)'):format(it.seq), cursor)
       end) },
       { name = 'restore', key = k.restore, fn = on_row(restore) },
-      { name = 'kinds', key = k.kinds, fn = guard(other_kinds) },
+      { name = 'kinds', key = k.kinds, desc = 'show or hide export and request rows', fn = guard(other_kinds) },
     },
-    toggle = { key = k.toggle, fn = function()
+    toggle = { key = k.toggle, desc = 'switch: this session / every session', fn = function()
       mode.everywhere = not mode.everywhere
     end },
   }, opts)

@@ -198,7 +198,11 @@ function T:ask(text)
   self:follow_all()
   self:close_call()
   self:paragraph()
+  local row = vim.api.nvim_buf_line_count(self.buf) -- (0-based) the ask's first line
   self:write('## you\n' .. vim.trim(text) .. '\n')
+  for _, b in ipairs(require('nodecode.ask').blocks(vim.trim(text))) do
+    self:add_fold(row + b[1], row + b[2]) -- a selection, #buffer or #file: folded
+  end
   self.need_header = true
   self.after_block = false
 end
