@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench
+.PHONY: install test demo demo-clean bench
 
 install: $(STAMP) doc/tags
 
@@ -34,8 +34,12 @@ test: install $(VENV)/.installed-test
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/pytest
 
+# The demo keeps .demo/ (its session comes back next time); demo-clean removes it.
 demo: install $(VENV)/.installed-demo
 	$(PY) -m nodecode.demo
+
+demo-clean:
+	@if [ -x $(PY) ]; then $(PY) -m nodecode.demo --clean; else rm -rf .demo; fi
 
 # Every benchmark of SPEC section 11, reduced sizes, one table (BENCH_FULL=1: defaults).
 bench: install $(VENV)/.installed-test

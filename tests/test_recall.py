@@ -337,6 +337,7 @@ def test_picker_rows_are_nearest_first(store):
         "session": sid,
         "seq": 3,
         "turn": 3,
+        "kind": "user",
         "role": "user",
         "line": "[seq 3 · turn 3 · user · undone] third ask",
         "undone": True,
@@ -362,7 +363,7 @@ def test_cli_recall_after_a_real_turn(loopback, home, workspace):
     assert log.returncode == 0, log.stderr
     lines = log.stdout.splitlines()
     assert lines[0] == "[seq 1 · turn 1 · user] what is in a.txt?"
-    assert lines[1].startswith("[seq 2 · turn 1 · request] usage in=")
+    assert lines[1].startswith("[seq 2 · turn 1 · request] loopback/loopback-model usage in=")
     assert lines[4].startswith("[seq 5 · turn 1 · tool] hello from a.txt⏎")
     assert "[cut:" in lines[4]
     assert lines[-1] == "[seq 7 · turn 1 · assistant] It says hello."

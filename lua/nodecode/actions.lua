@@ -113,7 +113,8 @@ function M.budget(arg)
   require('nodecode.ui.status').refresh()
 end
 
---- :NodecodeUndo[!]: rewind the last turn; its ask comes back into the input area.
+--- :NodecodeUndo[!]: rewind the last turn; its ask comes back into the input
+--- area, shown under the chat without taking the cursor or starting insert.
 ---@param force boolean
 function M.undo(force)
   local r = rpc().undo(force)
@@ -121,15 +122,22 @@ function M.undo(force)
   M.after_change()
   local ask = type(r) == 'table' and r.ask
   if type(ask) == 'string' and ask ~= '' then
-    local chat = require('nodecode.ui.chat')
-    require('nodecode.ui.input').open(chat.open(), ask)
+    local from = vim.api.nvim_get_current_win()
+    local chat = require('nodecode.ui.chat').open()
+    if vim.api.nvim_win_is_valid(from) then
+      vim.api.nvim_set_current_win(from)
+    end
+    if not require('nodecode.ui.input').put_undone(chat, ask) then
+      message().info('the undone ask stays out of the input area (it holds your text): %s', ask)
+    end
   end
 end
 
---- :NodecodeRedo[!]
+--- :NodecodeRedo[!]: the undone ask leaves the input area (its turn is back).
 ---@param force? boolean
 function M.redo(force)
   say(rpc().redo(force == true), 'redone')
+  require('nodecode.ui.input').clear_undone()
   M.after_change()
 end
 
@@ -156,6 +164,7 @@ end
 ---@param turn? integer
 function M.fork(turn)
   local r = rpc().fork(turn) -- the host pins the child
+  require('nodecode.ui.input').clear_undone()
   local id = type(r) == 'table' and r.id or r
   if type(id) == 'string' then
     message().info('forked: this Neovim now works in session %s', id)
@@ -169,6 +178,7 @@ end
 ---@param id? string
 function M.use_session(id)
   local info = rpc().use_session(id)
+  require('nodecode.ui.input').clear_undone()
   message().info('now in session %s', info.id)
   M.after_change()
 end

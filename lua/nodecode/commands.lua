@@ -9,20 +9,36 @@ local M = {}
 ---@field nargs? string|integer
 ---@field complete? string|fun(arglead: string, cmdline: string, pos: integer): string[]
 ---@field bang? boolean
+---@field range? boolean
 
 ---@type table<string, nodecode.Command>
 M.commands = {
   Nodecode = {
-    desc = 'nodecode: open the chat with an input area, or ask: :Nodecode {text}',
+    desc = 'nodecode: open the chat with an input area, or ask: :[range]Nodecode {text}',
     nargs = '*',
-    complete = 'file', -- an ask often names files
+    range = true, -- the lines go into the ask as a block
+    complete = function(lead) -- an ask often names files, or #buffer / #file:PATH
+      return require('nodecode.ask').complete(lead)
+    end,
     impl = function(o)
-      local chat = require('nodecode.ui.chat')
-      if vim.trim(o.args) == '' then
-        chat.open({ input = true })
-      else
-        chat.ask(o.args)
-      end
+      require('nodecode.ask').command(o)
+    end,
+  },
+  NodecodeModel = {
+    desc = 'nodecode: the model of the next request: pick one, or PROVIDER/MODEL',
+    nargs = '?',
+    complete = function(lead)
+      return require('nodecode.model').complete(lead)
+    end,
+    impl = function(o)
+      require('nodecode.model').command(o.args)
+    end,
+  },
+  NodecodeToggle = {
+    desc = 'nodecode: show or hide the chat in this tab',
+    nargs = 0,
+    impl = function()
+      require('nodecode.ui.chat').toggle()
     end,
   },
   NodecodeStop = {
@@ -197,9 +213,16 @@ function M.register()
   for name, cmd in pairs(M.commands) do
     vim.api.nvim_create_user_command(name, function(o)
       M.run(name, o)
-    end, { desc = cmd.desc, nargs = cmd.nargs, complete = cmd.complete, bang = cmd.bang })
+    end, { desc = cmd.desc, nargs = cmd.nargs, complete = cmd.complete, bang = cmd.bang, range = cmd.range })
   end
   require('nodecode.keymaps').plugs()
+  -- `#buffer` typed in the chat's input area means the file buffer left last.
+  vim.api.nvim_create_autocmd('BufLeave', {
+    group = vim.api.nvim_create_augroup('nodecode_ask', { clear = true }),
+    callback = function(ev)
+      require('nodecode.ask').left(ev.buf)
+    end,
+  })
 end
 
 return M

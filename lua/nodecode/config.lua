@@ -7,8 +7,9 @@ local M = {}
 ---@field python? string
 ---@field home? string
 ---@field store string
----@field approve 'confirm'|'select'|fun(kind: string, detail: string, done: fun(yes: boolean))
----@field chat { position: string, size: integer, input_height: integer }
+---@field approve 'diff'|'confirm'|'select'|fun(kind: string, detail: string, done: fun(yes: boolean), ev: table)
+---@field approval { window: 'float'|'split' }
+---@field chat { position: string, size: integer, input_height: integer, open_on_ask: boolean, focus_on_ask: boolean, progress: boolean }
 ---@field context { position: string, open_newest: integer }
 ---@field picker { backend: 'auto'|'telescope'|'fzf-lua'|'snacks'|'mini.pick'|'builtin'|'select' }
 ---@field keymaps table<string, string|false|table<string, string|false>>
@@ -21,10 +22,16 @@ M.defaults = {
   --   the same home the `nodecode` command line uses.
   -- The store: one SQLite database under home/store/ holding many sessions.
   store = 'default',
-  -- How the agent's writes and shell commands are approved: 'confirm'
-  -- (vim.fn.confirm), 'select' (vim.ui.select), or a function(kind, detail, done)
-  -- that calls done(true) or done(false). config.jsonc's auto_approve skips it.
-  approve = 'confirm',
+  -- How the agent's writes and shell commands are approved: 'diff' (a window
+  -- showing a write's diff or a command and its directory, keys in
+  -- keymaps.approval), 'confirm' (vim.fn.confirm), 'select' (vim.ui.select), or
+  -- a function(kind, detail, done, ev) that calls done(true) or done(false) (ev
+  -- holds diff and cwd). config.jsonc's auto_approve skips it.
+  approve = 'diff',
+  approval = {
+    -- Where approve = 'diff' shows the request: 'float' or 'split'.
+    window = 'float',
+  },
   chat = {
     -- Where :Nodecode opens the chat: 'right', 'left', 'below', 'tab' or 'current'.
     position = 'right',
@@ -32,6 +39,12 @@ M.defaults = {
     size = 0,
     -- Height of the input area that `:Nodecode` (no text) opens under the chat.
     input_height = 6,
+    -- :Nodecode {text} shows the chat when it is not shown in this tab.
+    open_on_ask = true,
+    -- :Nodecode {text} moves the cursor into the chat (else it stays where you typed).
+    focus_on_ask = false,
+    -- While a turn runs, a spinner with its phase and elapsed time ends the chat.
+    progress = true,
   },
   context = {
     -- Where :NodecodeContext opens context.txt: 'current', 'split', 'vsplit' or 'tab'.
@@ -65,6 +78,7 @@ M.defaults = {
     context = '<localleader>c', -- :NodecodeContext (in the context buffer: re-export)
     chat = '<localleader>n', -- :Nodecode (the chat and its input area)
     restore = '<localleader>m', -- context buffer: pick a removed message, insert its header
+    help = '?', -- chat, input area, context buffer: a float listing that buffer's keys
     -- The pickers (prompt, insert and normal mode), in every backend; the
     -- defaults are keys none of telescope, fzf-lua, snacks and mini.pick uses:
     picker = {
@@ -72,10 +86,12 @@ M.defaults = {
       insert = '<M-y>', -- (recall-entry N) at the cursor of the window you came from
       restore = '<M-u>', -- the message back into the context buffer
       toggle = '<M-e>', -- this session's log <-> every session (full-text search)
+      kinds = '<M-o>', -- recall: show (or hide again) the export and request rows of the log
       -- The built-in picker only (the others keep their own):
       next = '<C-n>',
       prev = '<C-p>',
       close = '<Esc>',
+      help = '<C-/>', -- a float listing the picker's keys
     },
     -- The tree buffer (:NodecodeTree), normal mode, on a turn's line:
     tree_buffer = {
@@ -85,6 +101,16 @@ M.defaults = {
       fork = 'f', -- a new session from this turn
       open = '<CR>', -- this turn's messages in a scratch buffer
       close = 'q',
+      help = '?',
+    },
+    -- The approval window (approve = 'diff'), normal mode:
+    approval = {
+      accept = 'a',
+      reject = 'r',
+      reason = 'R', -- reject, saying why: the reason is the call's result
+      always = 'A', -- accept, and every later request of this kind in the session
+      close = 'q', -- reject
+      help = '?',
     },
   },
 }
@@ -96,6 +122,8 @@ local CONTEXT_POSITIONS = { current = true, split = true, vsplit = true, tab = t
 local BACKENDS = {
   auto = true, telescope = true, ['fzf-lua'] = true, snacks = true, ['mini.pick'] = true, builtin = true, select = true,
 }
+local APPROVE = { diff = true, confirm = true, select = true }
+local APPROVAL_WINDOWS = { float = true, split = true }
 
 ---@type nodecode.Config
 local current = vim.deepcopy(M.defaults)
@@ -142,12 +170,18 @@ local function validate(c)
   check('home', c.home, 'string', true)
   check('store', c.store, 'string')
   check('approve', c.approve, { 'string', 'function' })
-  check_one_of('approve', c.approve, { confirm = true, select = true })
+  check_one_of('approve', c.approve, APPROVE)
+  check('approval', c.approval, 'table')
+  check('approval.window', c.approval.window, 'string')
+  check_one_of('approval.window', c.approval.window, APPROVAL_WINDOWS)
   check('chat', c.chat, 'table')
   check('chat.position', c.chat.position, 'string')
   check_one_of('chat.position', c.chat.position, POSITIONS)
   check('chat.size', c.chat.size, 'number')
   check('chat.input_height', c.chat.input_height, 'number')
+  check('chat.open_on_ask', c.chat.open_on_ask, 'boolean')
+  check('chat.focus_on_ask', c.chat.focus_on_ask, 'boolean')
+  check('chat.progress', c.chat.progress, 'boolean')
   check('context', c.context, 'table')
   check('context.position', c.context.position, 'string')
   check_one_of('context.position', c.context.position, CONTEXT_POSITIONS)

@@ -10,12 +10,22 @@ function M.setup(opts)
   require('nodecode.config').apply(opts)
 end
 
---- A short statusline string, fill and budget: `ctx 41k/196k 21%` (empty
---- until the host has run). Cached: refreshed after each turn and change,
---- so calling it from 'statusline' never blocks.
+--- A short statusline string: while a turn runs its progress, the model
+--- chosen with :NodecodeModel, then fill and budget:
+--- `⠋ streaming · 2.1s · anthropic/claude-opus-4-1 · ctx 41k/196k 21%` (just
+--- `ctx 41k/196k 21%` usually; empty until the host has run). Cached:
+--- refreshed after each turn and change, so calling it from 'statusline'
+--- never blocks.
 ---@return string
 function M.status()
-  return require('nodecode.ui.status').line()
+  local parts = {
+    require('nodecode.ui.progress').statusline(),
+    require('nodecode.model').statusline(),
+    require('nodecode.ui.status').line(),
+  }
+  return table.concat(vim.tbl_filter(function(p)
+    return p ~= ''
+  end, parts), ' · ')
 end
 
 --- Undo what loading nodecode did, for a plugin manager's reload (lazy.nvim

@@ -26,6 +26,17 @@ M.actions = {
   evict = { desc = 'evict down to 50% of the budget', fn = run('NodecodeEvict') },
   fork = { desc = 'fork a new session at the head', fn = run('NodecodeFork') },
   sessions = { desc = 'pick or resume a session', fn = run('NodecodeSessions') },
+  model = { desc = 'pick the model of the next request', fn = run('NodecodeModel') },
+  toggle = { desc = 'show or hide the chat', fn = run('NodecodeToggle') },
+  help = {
+    desc = "list this buffer's keys",
+    fn = function()
+      local ok, err = pcall(require('nodecode.ui.hints').open)
+      if not ok then
+        require('nodecode.message').caught(err)
+      end
+    end,
+  },
   restore = {
     desc = 'restore a removed message into the context buffer',
     fn = function()
@@ -44,15 +55,19 @@ M.actions = {
 -- Which actions each kind of buffer maps (stop and send are the chat's and
 -- the input area's own).
 local BUFFER_ACTIONS = {
-  chat = { 'undo', 'redo', 'tree', 'status', 'recall', 'evict', 'fork', 'context' },
-  context = { 'undo', 'redo', 'tree', 'status', 'recall', 'evict', 'fork', 'context', 'chat', 'restore' },
+  chat = { 'undo', 'redo', 'tree', 'status', 'recall', 'evict', 'fork', 'context', 'help' },
+  context = { 'undo', 'redo', 'tree', 'status', 'recall', 'evict', 'fork', 'context', 'chat', 'restore', 'help' },
 }
+M.BUFFER_ACTIONS = BUFFER_ACTIONS -- (ui/hints.lua lists them)
 
 --- Define every <Plug>(nodecode-ACTION) mapping (normal mode).
 function M.plugs()
   for name, a in pairs(M.actions) do
     vim.keymap.set('n', ('<Plug>(nodecode-%s)'):format(name), a.fn, { desc = 'nodecode: ' .. a.desc })
   end
+  vim.keymap.set('x', '<Plug>(nodecode-ask-selection)', function()
+    require('nodecode.ask').selection()
+  end, { desc = 'nodecode: ask about the selected lines (the input area opens with them)' })
 end
 
 --- Map the configured keys of `kind` ('chat' or 'context') in `buf`.

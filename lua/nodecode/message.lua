@@ -1,9 +1,86 @@
 -- The one way nodecode talks to the person: prefixed, titled, and safe to
 -- call from any context (fast events, RPC callbacks): each is scheduled.
+--
+-- Nothing it shows stops Neovim at "Press ENTER": a message that fits the
+-- command line is a plain notification; a longer or multi-line one (a
+-- receipt, :NodecodeBudget) is its first line, cut to fit, plus the whole
+-- text in a small float that does not take the cursor and closes at the next
+-- key. A vim.notify replaced by a plugin (nvim-notify, noice…) gets the
+-- whole text: those show any length without blocking.
 
 local M = {}
 
+local api = vim.api
 local TITLE = 'nodecode'
+local ns = api.nvim_create_namespace('nodecode_message')
+
+---@type integer? the float showing the last long message
+local shown
+
+local function close()
+  vim.on_key(nil, ns)
+  if shown and api.nvim_win_is_valid(shown) then
+    api.nvim_win_close(shown, true)
+  end
+  shown = nil
+end
+
+--- Is vim.notify Neovim's own (which echoes, and so can block)?
+---@return boolean
+local function builtin_notify()
+  local info = debug.getinfo(vim.notify, 'S')
+  return info ~= nil and info.source:find('vim/_editor.lua', 1, true) ~= nil
+end
+
+---@param lines string[]
+---@param level integer
+local function open_float(lines, level)
+  close()
+  local width = 10
+  for _, l in ipairs(lines) do
+    width = math.max(width, vim.fn.strdisplaywidth(l))
+  end
+  width = math.min(width, vim.o.columns - 4)
+  local height = math.min(#lines, math.max(1, math.floor(vim.o.lines / 2)))
+  local buf = api.nvim_create_buf(false, true)
+  api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  vim.bo[buf].bufhidden, vim.bo[buf].modifiable = 'wipe', false
+  shown = api.nvim_open_win(buf, false, {
+    relative = 'editor', anchor = 'SE', row = vim.o.lines - vim.o.cmdheight - 1, col = vim.o.columns,
+    width = width, height = height, style = 'minimal', border = 'rounded', title = ' ' .. TITLE .. ' ',
+    focusable = false, noautocmd = true, zindex = 150,
+  })
+  vim.wo[shown].wrap = true
+  if level >= vim.log.levels.WARN then
+    vim.wo[shown].winhighlight = 'FloatBorder:' .. (level >= vim.log.levels.ERROR and 'ErrorMsg' or 'WarningMsg')
+  end
+  vim.on_key(function() -- the next key the person types closes it (after it ran)
+    vim.schedule(close)
+  end, ns)
+end
+
+--- Show `text` (already prefixed) without ever asking for ENTER.
+---@param text string
+---@param level integer
+function M.show(text, level)
+  if not builtin_notify() then
+    return vim.notify(text, level, { title = TITLE })
+  end
+  local lines = vim.split(text, '\n', { plain = true })
+  local room = math.max(20, vim.v.echospace - 1)
+  if #lines == 1 and vim.fn.strdisplaywidth(text) <= room then
+    return vim.notify(text, level, { title = TITLE })
+  end
+  local first = lines[1]
+  if #lines > 1 or vim.fn.strdisplaywidth(first) > room then
+    first = vim.fn.strcharpart(first, 0, room - 2) .. ' …'
+    while vim.fn.strdisplaywidth(first) > room do -- wide characters
+      first = vim.fn.strcharpart(first, 0, vim.fn.strchars(first) - 3) .. ' …'
+    end
+  end
+  vim.notify(first, level, { title = TITLE })
+  open_float(lines, level)
+end
 
 -- Messages queued and not yet shown: one failure met twice in one command
 -- (the chat's history and the ask both find no host) is shown once, so it
@@ -23,7 +100,7 @@ local function notifier(level)
     pending[key] = true
     vim.schedule(function()
       pending[key] = nil
-      vim.notify(text, level, { title = TITLE })
+      M.show(text, level)
     end)
   end
 end

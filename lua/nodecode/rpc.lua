@@ -165,13 +165,15 @@ function M.stop(job)
   vim.fn.NodecodeStop(job or vim.NIL)
 end
 
---- Answer an approval prompt of a job.
+--- Answer an approval prompt of a job; `extra` may hold `reason` (why not)
+--- and `always` (allow the kind for the rest of the session).
 ---@param job integer
 ---@param id integer
 ---@param yes boolean
+---@param extra? { reason?: string, always?: boolean }
 ---@return boolean
-function M.approval(job, id, yes)
-  return call('NodecodeApproval', job, id, yes)
+function M.approval(job, id, yes, extra)
+  return call('NodecodeApproval', job, id, yes, extra or vim.empty_dict())
 end
 
 --- The pinned session's history: a list of {seq, role, text}.
@@ -204,7 +206,7 @@ M.context = remote('NodecodeContext') ---@type fun(): table export + blocks
 M.describe = remote('NodecodeDescribe') ---@type fun(first: string): table what context() says, of that export
 M.validate = remote('NodecodeValidate') ---@type fun(text: string): table {ok, errors, summary}
 M.removed = remote('NodecodeRemoved') ---@type fun(): table[]
-M.recall = remote('NodecodeRecall') ---@type fun(query?: string, everywhere: boolean): table[]
+M.recall = remote('NodecodeRecall') ---@type fun(query?: string, everywhere: boolean, every_kind?: boolean): table[]
 M.recall_entry = remote('NodecodeRecallEntry') ---@type fun(seq: integer, session?: string): string
 M.turn_messages = remote('NodecodeTurnMessages') ---@type fun(turn: integer): table[]
 M.sessions = remote('NodecodeSessions') ---@type fun(): table[]
@@ -220,11 +222,15 @@ M.continue_ = remote('NodecodeContinue') ---@type fun(turn: integer): any
 M.rewind = remote('NodecodeRewind') ---@type fun(turn: integer, force: boolean): any
 M.fork = remote('NodecodeFork') ---@type fun(turn?: integer): table {id}
 M.blob = remote('NodecodeBlob') ---@type fun(hash: string): string a kept file version
+-- The model (:NodecodeModel).
+M.models = remote('NodecodeModels') ---@type fun(): table[] {name, provider, model, source, window, current}
+M.use_model = remote('NodecodeUseModel') ---@type fun(name: string): table {provider, model, previous, lines}
 
 --- Entry point of the host's events (nodecode.host module docstring lists them).
 ---@param event table
 function M._on_event(event)
-  for _, mod in ipairs({ 'nodecode.ui.chat', 'nodecode.ui.context', 'nodecode.ui.status', 'nodecode.ui.tree' }) do
+  for _, mod in ipairs({ 'nodecode.ui.chat', 'nodecode.ui.context', 'nodecode.ui.status', 'nodecode.ui.tree',
+    'nodecode.ui.progress' }) do
     local ok, err = pcall(require(mod).on_event, event)
     if not ok then
       require('nodecode.message').error('showing %s failed: %s', tostring(event.kind), first_line(err))

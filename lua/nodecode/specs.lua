@@ -15,6 +15,8 @@ return {
   { type = 'function', name = 'NodecodeAsk', sync = true, opts = vim.empty_dict() },
   { type = 'function', name = 'NodecodeInfo', sync = true, opts = vim.empty_dict() },
   { type = 'function', name = 'NodecodeMessages', sync = true, opts = vim.empty_dict() },
+  { type = 'function', name = 'NodecodeModels', sync = true, opts = vim.empty_dict() },
+  { type = 'function', name = 'NodecodeUseModel', sync = true, opts = vim.empty_dict() },
   { type = 'function', name = 'NodecodeStop', sync = false, opts = vim.empty_dict() },
   { type = 'function', name = 'NodecodeBlob', sync = true, opts = vim.empty_dict() },
   { type = 'function', name = 'NodecodeBudget', sync = true, opts = vim.empty_dict() },

@@ -18,6 +18,7 @@ from nodecode import evict as evictions
 from nodecode import shadow
 from nodecode import turns as turn_tree
 from nodecode.app import App
+from nodecode.cells.approval import Approval
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import CellResult, evaluate_call
 from nodecode.config import Thinking
@@ -48,8 +49,28 @@ class TurnCallbacks:
 
     def on_notice(self, text: str) -> None: ...
 
+    def on_receipt(self, text: str) -> None:
+        """A take's receipt (an edit of the context taken or refused at a request)."""
+        self.on_notice(text)
+
+    def on_phase(self, phase: str) -> None:
+        """What the turn waits on now: sending, thinking (the answer began, no text
+        yet), streaming, retrying, running (a cell) or approval."""
+
+    def on_request(self, info: dict[str, Any]) -> None:
+        """A model request starts: {round, provider, model}."""
+
+    def on_request_done(self, info: dict[str, Any]) -> None:
+        """It ended: {round, provider, model, status (done | stopped | failed), seq,
+        usage {input, output, cache_read, cache_write}, error}."""
+
     def approve(self, kind: str, detail: str) -> bool:
         return False
+
+    def review(self, request: Approval) -> bool:
+        """The whole request (a write's diff, a command's directory); may raise
+        ``Refused`` with the person's reason. By default ``approve`` answers."""
+        return self.approve(request.kind, request.detail)
 
 
 @dataclass
@@ -119,6 +140,7 @@ class _Turn:
         self.provider_id = provider_cfg.id
         self.provider = self.app.provider()
         self.number = 0
+        self.requests = 0  # model requests sent in this turn
         self.streamed: list[str] = []  # what the person saw of the current attempt
         self.thinking: Thinking | None = None  # read at the turn's first request, kept to its end
 
@@ -192,14 +214,25 @@ class _Turn:
         self.log("stopped", text="stopped by the person")
         return TurnResult(self.number, "stopped", text)
 
+    def follow_model(self) -> None:
+        """A model chosen while the turn runs (the host's :NodecodeModel) applies
+        from the turn's next request."""
+        if self.app.config is self.config:
+            return
+        self.config = self.app.config
+        provider_cfg = self.config.require_provider(self.app.environ)
+        self.ptype, self.provider_id = provider_cfg.type, provider_cfg.id
+        self.provider = self.app.provider()
+
     def request(self) -> Reply:
+        self.follow_model()
         ws = self.app.workspace
         plan = budgets.of(ws, self.config)
         meter = budgets.Meter(self.store, self.sid, self.config, self.ptype)
         self.meter = meter
         report = takes.take(ws, self.sid, self.number, budget=plan.tokens, count=meter.fill)
         for receipt in report.receipts:
-            self.cb.on_notice(receipt)
+            self.cb.on_receipt(receipt)
         ready = evictions.before_request(ws, self.sid, self.number, meter, plan, report.receipts)
         try:
             return self.send(ready)
@@ -255,6 +288,7 @@ class _Turn:
         self.streamed.clear()
         shown = self.app.redactor.stream()  # a key split across deltas is still blanked
         thought = self.app.redactor.stream()
+        info = self._request_started()
         try:
             reply = self.provider.stream(
                 built.body,
@@ -262,7 +296,11 @@ class _Turn:
                 cancel=self.cancel,
                 on_retry=lambda message: self._retry(shown, message),
                 on_thinking=lambda chunk: self._think(thought.feed(chunk)),
+                on_open=lambda: self.cb.on_phase("thinking"),
             )
+        except Exception as e:
+            self.cb.on_request_done({**info, "status": "failed", "error": self._line(e)})
+            raise
         finally:  # the held-back tail, at the reply's end, a stop or an error
             self._think(thought.flush())
             self._show(shown.flush())
@@ -293,6 +331,7 @@ class _Turn:
             else:
                 cache_state.record_end(self.store, scope, built.arranged, now)
         sent_log.remember(self.store, self.sid, event.seq, built.sent)
+        self._request_finished(info, reply, event.seq)
         return reply
 
     def thinking_setting(self, max_tokens: int) -> Thinking:
@@ -308,8 +347,34 @@ class _Turn:
         if text:
             self.cb.on_thinking(text)
 
+    def _request_started(self) -> dict[str, Any]:
+        """Tell the person a request goes out; the info its end repeats."""
+        self.requests += 1
+        info = {"round": self.requests, "provider": self.provider_id, "model": self.config.model}
+        self.cb.on_request(dict(info))
+        self.cb.on_phase("sending")
+        return info
+
+    def _request_finished(self, info: dict[str, Any], reply: Reply, seq: int) -> None:
+        u = reply.usage
+        usage = {
+            "input": u.input,
+            "output": u.output,
+            "cache_read": u.cache_read,
+            "cache_write": u.cache_write,
+        }
+        status = "stopped" if reply.stopped else "done"
+        self.cb.on_request_done({**info, "status": status, "seq": seq, "usage": usage})
+
+    def _line(self, e: BaseException) -> str:
+        """An exception as one redacted line."""
+        first = (str(e).strip().splitlines() or [""])[0]
+        return self.redact(first or type(e).__name__)
+
     def _show(self, text: str) -> None:
         if text:
+            if not self.streamed:
+                self.cb.on_phase("streaming")
             self.streamed.append(text)
             self.cb.on_text(text)
 
@@ -323,6 +388,7 @@ class _Turn:
         self.cb.on_retry(message)
         if dropped:
             self.cb.on_discard(dropped)
+        self.cb.on_phase("retrying")
 
     def log_reply(self, reply: Reply) -> list[tuple[int, ToolCall]]:
         fmt = "anthropic" if self.ptype == "anthropic" else "openai"
@@ -352,6 +418,7 @@ class _Turn:
             if self.cancel.is_set():
                 return False
             self.cb.on_call(seq, self.redact(call_text(call)))
+            self.cb.on_phase("running")
             env = self.cell_env()
             result = evaluate_call(call.name, call.input, env)
             self.log_result(seq, result, env)
@@ -360,13 +427,28 @@ class _Turn:
     def cell_env(self) -> CellEnv:
         # Shell changes are tracked through the shadow git store (checkpoints).
         return self.app.cell_env(
-            self.sid, approve=self.approve, turn=self.number, track_shell=True, cancel=self.cancel
+            self.sid,
+            approve=self.approve,
+            review=self.review,
+            turn=self.number,
+            track_shell=True,
+            cancel=self.cancel,
         )
 
     def approve(self, kind: str, detail: str) -> bool:
         if kind in self.config.auto_approve:
             return True
         return bool(self.cb.approve(kind, self.redact(detail)))
+
+    def review(self, request: Approval) -> bool:
+        """Auto-approved per config, else the person sees the request (redacted)."""
+        if request.kind in self.config.auto_approve:
+            return True
+        self.cb.on_phase("approval")
+        try:
+            return bool(self.cb.review(request.redacted(self.redact)))
+        finally:
+            self.cb.on_phase("running")
 
     def log_result(self, call_seq: int, result: CellResult, env: CellEnv) -> None:
         output = self.redact(result.output)

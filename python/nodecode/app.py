@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nodecode import keys, shadow
 from nodecode import session as sessions
@@ -45,6 +45,12 @@ class App:
         self.store: Store = open_store(home, store_name)
         self._key: tuple[str | None, str | None] | None = None
         self._key_lock = threading.Lock()
+        # ((the file's stamp, the runtime choice), the config they gave)
+        self._config: (
+            tuple[tuple[tuple[int, ...] | None, tuple[str, str] | None], Config] | None
+        ) = None
+        self._config_lock = threading.Lock()
+        self._choice: tuple[str, str] | None = None  # use_model's (provider, model)
         self.workspace = Workspace(
             self.store, store_name, self.home, cwd, environ, redact=self._redact_written
         )
@@ -75,9 +81,58 @@ class App:
             provider.close()
         self.store.close()
 
-    @cached_property
+    @property
     def config(self) -> Config:
-        return load_config(self.home, self.environ)
+        """config.jsonc as it is now: read again whenever the file's mtime, size or
+        inode changed, so a long-lived host (Neovim's) never shows a stale source."""
+        stamp = self._config_stamp()
+        changed = False
+        with self._config_lock:
+            if self._config is None or self._config[0] != (stamp, self._choice):
+                config = load_config(self.home, self.environ)  # a broken file raises, each time
+                config = self._chosen(config)
+                changed = self._config is not None
+                self._config = ((stamp, self._choice), config)
+            config = self._config[1]
+        if changed:
+            self._config_changed(config)
+        return config
+
+    def _config_stamp(self) -> tuple[int, ...] | None:
+        try:
+            st = (self.home / "config.jsonc").stat()
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def _config_changed(self, config: Config) -> None:
+        """A new config may name another key: it is resolved again at its next use,
+        and the keys it names are redacted too (those known before stay redacted)."""
+        with self._key_lock:
+            self._key = None
+        known = self.__dict__.get("_known_keys")
+        if known is not None:
+            self._add_config_keys(known, config)
+
+    def _chosen(self, config: Config) -> Config:
+        """``config`` with the model chosen at runtime, while the file still
+        names its provider (a provider removed from the file ends the choice)."""
+        if self._choice is None:
+            return config
+        if self._choice[0] not in config.providers:
+            self._choice = None
+            return config
+        return config.choosing(*self._choice)
+
+    def use_model(self, provider_id: str, model: str) -> Config:
+        """Work with ``provider_id``/``model`` from now on, in this App only
+        (config.jsonc is not changed, and a change to it keeps the choice); its
+        key is resolved again at the next use."""
+        chosen = self.config.choosing(provider_id, model)
+        chosen.require_provider(self.environ)
+        with self._config_lock:
+            self._choice = (provider_id, model)
+        return self.config
 
     def config_or_none(self) -> Config | None:
         """The config, or None when it is broken (views that still work without it)."""
@@ -94,15 +149,18 @@ class App:
     @cached_property
     def _known_keys(self) -> Redactor:
         """A redactor of the keys in variables and files, and the command's once it ran."""
-        names = set(DEFAULT_KEY_ENVS)
+        redactor = Redactor.from_env(DEFAULT_KEY_ENVS, self.environ)
         config = self.config_or_none()  # a broken config must not stop redaction of the defaults
         if config is not None:
-            names.update(config.key_envs)
-        redactor = Redactor.from_env(sorted(names), self.environ)
-        if config is not None:
-            for name, value in keys.file_keys(config, self.home).items():
-                redactor.add(name, value)
+            self._add_config_keys(redactor, config)
         return redactor
+
+    def _add_config_keys(self, redactor: Redactor, config: Config) -> None:
+        """Blank the keys ``config`` names: its variables' values and its files' keys."""
+        for name in config.key_envs:
+            redactor.add(name, self.environ.get(name))
+        for name, value in keys.file_keys(config, self.home).items():
+            redactor.add(name, value)
 
     @property
     def redactor(self) -> Redactor:
@@ -167,6 +225,7 @@ class App:
         cfg = self.config.require_provider(self.environ)
         key = (
             cfg.type,
+            cfg.id,
             cfg.base_url,
             self._api_key(),
             self.config.max_retries,
@@ -176,11 +235,12 @@ class App:
         if getattr(self, "_provider_key", None) != key:
             self._provider = make_provider(
                 cfg.type,
+                name=cfg.id,
                 base_url=cfg.base_url,
-                api_key=key[2],
-                max_retries=key[3],
-                backoff_base=key[4],
-                timeout=key[5],
+                api_key=key[3],
+                max_retries=key[4],
+                backoff_base=key[5],
+                timeout=key[6],
             )
             self._provider_key = key
         return self._provider
@@ -202,12 +262,14 @@ class App:
         sid: str,
         *,
         approve: Callable[[str, str], bool],
+        review: Callable[[Any], bool] | None = None,
         turn: int | None = None,
         track_shell: bool = False,
         cancel: threading.Event | None = None,
     ) -> CellEnv:
         """The environment cells of this session run in; ``track_shell`` records
         shell changes in the shadow store (a turn's calls do, the person's evals not);
+        ``review`` sees a write's diff and a command's directory (``CellEnv.review``);
         ``cancel`` stops a running command when set."""
         config = self.config_or_none()
         timeout = config.shell_timeout if config is not None else DEFAULT_SHELL_TIMEOUT
@@ -221,6 +283,7 @@ class App:
             workspace=self.cwd,
             context_dir=self.context_dir(sid),
             approve=approve,
+            review=review,
             redact=self.redactor.apply,
             shell_timeout=timeout,
             env_remove=removed,

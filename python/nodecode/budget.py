@@ -220,6 +220,18 @@ def _lookup(table: dict[str, Any] | None, provider: str | None, model: str | Non
     return Limits(num("context"), num("output"), num("input"))
 
 
+def dev_models(home: Path, dev_key: str | None) -> list[str]:
+    """The model ids models.dev knows for provider ``dev_key`` (the cache, else
+    the snapshot), sorted."""
+    for table in (_cache_table(cache_file(home)), _snapshot_table()):
+        models = (table or {}).get(dev_key or "")
+        if isinstance(models, dict) and isinstance(models.get("models"), dict):
+            models = models["models"]  # the api.json shape
+        if isinstance(models, dict) and models:
+            return sorted(str(m) for m in models)
+    return []
+
+
 @functools.cache
 def _snapshot_table() -> dict[str, Any]:
     try:

@@ -8,6 +8,7 @@ reads it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -156,6 +157,15 @@ class Config:
         if self.provider is None or not self.provider.api_key_env:
             return None
         return environ.get(self.provider.api_key_env) or None
+
+    def choosing(self, provider_id: str, model: str) -> Config:
+        """This config with another of its providers and model (a runtime switch)."""
+        if provider_id not in self.providers:
+            raise ConfigError(
+                f"model: no provider {provider_id!r} in config.jsonc: expected one of "
+                f"{', '.join(sorted(self.providers))}"
+            )
+        return dataclasses.replace(self, provider=self.providers[provider_id], model=model)
 
     def require_provider(self, environ: Mapping[str, str] = os.environ) -> ProviderConfig:
         """The provider, checked ready to use (its key variable set when it names one)."""

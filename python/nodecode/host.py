@@ -11,7 +11,12 @@ Events emitted (each a dict with ``job`` and ``kind``):
   text {text} · thinking {text} (the model's reasoning as it streams)
   · call {seq, code} · result {seq, text, error} · retry {message}
   · discard {text} (the text an attempt streamed before it failed: not logged)
-  · notice {text} · approve {id, approval, detail} · done {status, turn, text, error}
+  · notice {text, about, level, say, receipt?} (``say``: the one line the person is
+  told, see ``nodecode.notices``; receipt: true for a take's receipt)
+  · approve {id, approval, detail, diff, cwd} · done {status, turn, text, error}
+  · phase {phase} (sending, thinking, streaming, retrying, running, approval)
+  · request {state: started | finished, round, provider, model; when finished:
+    status, seq, usage {input, output, cache_read, cache_write}, error}
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from nodecode.errors import NodecodeError, Stopped, UserError
 
 FLUSH_INTERVAL = 0.025  # seconds between streamed-text updates sent to Neovim
 SHOW_BLOB = ":NodecodeBlob"  # how Neovim shows a file version a forced move kept
+BUSY = "a turn is running — :NodecodeStop to stop it"
 
 
 class Port(Protocol):
@@ -122,6 +128,8 @@ class _Batcher:
 class _Approval:
     answered: threading.Event = field(default_factory=threading.Event)
     yes: bool = False
+    reason: str = ""  # why the person refused (becomes the call's result)
+    always: bool = False  # allow this kind for the rest of the session
 
 
 @dataclass
@@ -169,10 +177,26 @@ class _Relay:
         self._out.event({"kind": "discard", "text": text})
 
     def on_notice(self, text: str) -> None:
-        self._out.event({"kind": "notice", "text": text})
+        from nodecode.notices import notification
 
-    def approve(self, kind: str, detail: str) -> bool:
-        return self._host._approve(self._job, kind, detail)
+        self._out.event({"kind": "notice", "text": text, **notification(text)})
+
+    def on_receipt(self, text: str) -> None:
+        from nodecode.notices import notification
+
+        self._out.event({"kind": "notice", "text": text, "receipt": True, **notification(text)})
+
+    def on_phase(self, phase: str) -> None:
+        self._out.event({"kind": "phase", "phase": phase})
+
+    def on_request(self, info: dict[str, Any]) -> None:
+        self._out.event({"kind": "request", "state": "started", **info})
+
+    def on_request_done(self, info: dict[str, Any]) -> None:
+        self._out.event({"kind": "request", "state": "finished", **info})
+
+    def review(self, request: Any) -> bool:
+        return self._host._review(self._job, request)
 
 
 @functools.cache
@@ -217,6 +241,8 @@ class Host:
         self._jobs: dict[int, Job] = {}
         self._job_ids = itertools.count(1)
         self._approval_ids = itertools.count(1)
+        self._always: dict[str, set[str]] = {}  # session → kinds the person always allows
+        self._models: dict[tuple[Path, str], tuple[str, str]] = {}  # (home, store) → choice
         self._lock = threading.Lock()
 
     # --- what the rplugin calls (on Neovim's loop thread) -------------------
@@ -229,11 +255,8 @@ class Host:
         app = self._app(place)
         session = self._session(app, place)
         with self._lock:
-            busy = [j for j in self._jobs.values() if j.running and j.session == session]
-            if busy:
-                raise UserError(
-                    f"session {session} is busy with job {busy[0].id} (:NodecodeStop stops it)"
-                )
+            if any(j.running and j.session == session for j in self._jobs.values()):
+                raise UserError(BUSY)
             job = Job(id=next(self._job_ids), app=app, session=session)
             job.batcher = _Batcher(functools.partial(self._emit, job.id), self._flush_interval)
             job.thread = threading.Thread(
@@ -255,27 +278,33 @@ class Host:
                 job.cancel.set()
         return stopped
 
-    def answer(self, job_id: int, approval_id: int, yes: bool) -> bool:
-        """Deliver the person's answer to a pending approval prompt."""
+    def answer(self, job_id: int, approval_id: int, yes: bool, extra: Any = None) -> bool:
+        """Deliver the person's answer to a pending approval prompt; ``extra`` may
+        hold ``reason`` (why not: the call's result says it) and ``always`` (allow
+        this kind for the rest of the session in this Neovim)."""
         job = self._jobs.get(int(job_id))
         if job is None:
             raise UserError(f"approval: no job {job_id} in this Neovim")
         pending = job.approvals.get(int(approval_id))
         if pending is None:
             raise UserError(f"approval: job {job_id} has no pending approval {approval_id}")
+        extra = extra if isinstance(extra, dict) else {}
+        pending.reason = str(extra.get("reason") or "")
+        pending.always = bool(extra.get("always"))
         pending.yes = bool(yes)
         pending.answered.set()
         return pending.yes
 
     def messages(self, ctx: Any) -> list[dict[str, Any]]:
-        """The pinned session's history (head path) for the chat buffer."""
-        from nodecode.context import view
+        """The pinned session's transcript for the chat buffer: what happened, from
+        the log, with markers ({seq, role, text}; see ``nodecode.transcript``)."""
+        from nodecode import transcript
 
         place = Place.from_lua(ctx)
         app = self._app(place)
-        rows = view.path_messages(app.store, self._session(app, place))
+        rows = transcript.rows(app.store, self._session(app, place))
         return [
-            {"seq": int(m["seq"]), "role": str(m["role"]), "text": str(m.get("text") or "")}
+            {"seq": int(m["seq"] or 0), "role": str(m["role"]), "text": str(m.get("text") or "")}
             for m in rows
         ]
 
@@ -328,6 +357,7 @@ class Host:
         """A dry run of taking ``text`` as the saved context.txt: {ok, errors,
         summary} (summary.cache: what the next request can then read from cache)."""
         from nodecode.context import take, view
+        from nodecode.notices import for_person
 
         app, sid = self._pinned(ctx)
         result, order = take.check_file(app.workspace, sid, str(text))
@@ -335,6 +365,7 @@ class Host:
             cache = view.cache_view(app.store, sid, app.cache_scope(), app.config_or_none(), order)
             del cache["prefix"], cache["cached"]
             result["summary"]["cache"] = cache
+        result["errors"] = [[line, for_person(str(why))] for line, why in result["errors"]]
         return result
 
     def removed(self, ctx: Any) -> list[dict[str, Any]]:
@@ -344,12 +375,21 @@ class Host:
         app, sid = self._pinned(ctx)
         return view.removed(app.store, sid)
 
-    def recall(self, ctx: Any, query: str | None, everywhere: bool) -> list[dict[str, Any]]:
-        """Picker rows: this session's log matching ``query``, or (everywhere) a search."""
+    def recall(
+        self, ctx: Any, query: str | None, everywhere: bool, every_kind: bool = False
+    ) -> list[dict[str, Any]]:
+        """Picker rows: this session's log matching ``query`` (exports and requests
+        only with ``every_kind``), or (everywhere) a search."""
         from nodecode.recall import recall_items
 
         app, sid = self._pinned(ctx)
-        return recall_items(app.store, sid, query=query or None, everywhere=bool(everywhere))
+        return recall_items(
+            app.store,
+            sid,
+            query=query or None,
+            everywhere=bool(everywhere),
+            every_kind=bool(every_kind),
+        )
 
     def recall_entry(self, ctx: Any, seq: int, session: str | None = None) -> str:
         """``(recall-entry N)`` of this session, or of ``session`` (a search hit's)."""
@@ -379,9 +419,8 @@ class Host:
 
         place = Place.from_lua(ctx)
         app = self._app(place)
-        running = [j for j in self._jobs.values() if j.running]
-        if running:
-            raise UserError(f"job {running[0].id} is running: stop it first (:NodecodeStop)")
+        if any(j.running for j in self._jobs.values()):
+            raise UserError(BUSY)
         if sid:
             sessions.set_current(app.store, str(sid))
         else:
@@ -396,14 +435,14 @@ class Host:
         """Undo the head turn: {op, from, to, lines, ask} (ask: for the input area)."""
         from nodecode import checkpoints
 
-        app, sid = self._pinned(ctx)
+        app, sid = self._idle(ctx)
         moved = checkpoints.undo(app.workspace, sid, force=bool(force), show_blob=SHOW_BLOB)
         return _moved(moved, ":NodecodeUndo!")
 
     def redo(self, ctx: Any, force: bool = False) -> dict[str, Any]:
         from nodecode import checkpoints
 
-        app, sid = self._pinned(ctx)
+        app, sid = self._idle(ctx)
         moved = checkpoints.redo(app.workspace, sid, force=bool(force), show_blob=SHOW_BLOB)
         return _moved(moved, ":NodecodeRedo!")
 
@@ -418,13 +457,13 @@ class Host:
     def continue_(self, ctx: Any, turn: int) -> dict[str, Any]:
         from nodecode import checkpoints
 
-        app, sid = self._pinned(ctx)
+        app, sid = self._idle(ctx)
         return checkpoints.continue_(app.workspace, sid, int(turn)).as_dict()
 
     def rewind(self, ctx: Any, turn: int, force: bool = False) -> dict[str, Any]:
         from nodecode import checkpoints
 
-        app, sid = self._pinned(ctx)
+        app, sid = self._idle(ctx)
         moved = checkpoints.rewind(
             app.workspace, sid, int(turn), force=bool(force), show_blob=SHOW_BLOB
         )
@@ -443,7 +482,7 @@ class Host:
         from nodecode import checkpoints
 
         place = Place.from_lua(ctx)
-        app, sid = self._pinned(ctx)
+        app, sid = self._idle(ctx)
         child = checkpoints.fork(app.store, sid, int(turn) if turn is not None else None)
         with self._lock:
             self._pins[(place.home, place.store)] = child
@@ -478,23 +517,67 @@ class Host:
 
     def evict(self, ctx: Any, arg: Any = None) -> dict[str, Any]:
         """:NodecodeEvict / :NodecodeCompact [PERCENT | through TURN]: {receipt}.
-        Refused (session busy) while a turn runs in this session."""
+        Refused while a turn runs in this session."""
         from nodecode import evict as evictions
 
-        app, sid = self._pinned(ctx)
+        app, sid = self._idle(ctx)
         percent, through = evictions.parse_words(str(arg) if arg not in (None, "") else None)
         receipt = evictions.manual(app.workspace, app.config, sid, percent=percent, through=through)
         return {"receipt": receipt}
+
+    # --- the model: :NodecodeModel ------------------------------------------
+
+    def models(self, ctx: Any) -> list[dict[str, Any]]:
+        """The models to switch to: [{name, provider, model, source, window, current}]."""
+        from nodecode import models
+
+        app = self._app(Place.from_lua(ctx))
+        return models.available(app.workspace, app.config)
+
+    def use_model(self, ctx: Any, name: str) -> dict[str, Any]:
+        """Work with ``PROVIDER/MODEL`` from the next request of this Neovim on;
+        logged in the pinned session: {provider, model, previous, lines}."""
+        from nodecode import budget as budgets
+        from nodecode import models
+
+        place = Place.from_lua(ctx)
+        app, sid = self._pinned(ctx)
+        old = app.config
+        pid, model = models.parse(app.workspace, old, name)
+        previous = f"{old.provider.id}/{old.model}" if old.provider else None
+        app.use_model(pid, model)
+        with self._lock:
+            self._models[(place.home, place.store)] = (pid, model)
+        text = f"model {pid}/{model} from the next request (was {previous}), chosen in Neovim"
+        app.store.append(
+            sid,
+            "model",
+            text=text,
+            payload={"provider": pid, "model": model, "previous": previous},
+        )
+        plan = budgets.of(app.workspace, app.config)
+        window = (
+            f"window {plan.window} ({plan.source}) · budget {plan.tokens}"
+            if plan.window is not None
+            else "window unknown"
+        )
+        lines = [f"model: {pid}/{model} from the next request · {window}"]  # one line: no prompt
+        return {"provider": pid, "model": model, "previous": previous, "lines": lines}
 
     # --- internals ----------------------------------------------------------
 
     def _app(self, place: Place) -> Any:
         with self._lock:
             app = self._apps.get(place)
+            choice = self._models.get((place.home, place.store))
         if app is None:
             app = self._open_app(place)
             with self._lock:
                 app = self._apps.setdefault(place, app)
+        if choice is not None:
+            current = app.config
+            if current.provider is None or (current.provider.id, current.model) != choice:
+                app.use_model(*choice)  # chosen while this Neovim worked in another place
         return app
 
     def _pinned(self, ctx: Any) -> tuple[Any, str]:
@@ -502,6 +585,14 @@ class Host:
         place = Place.from_lua(ctx)
         app = self._app(place)
         return app, self._session(app, place)
+
+    def _idle(self, ctx: Any) -> tuple[Any, str]:
+        """``_pinned``, refused while a turn of this Neovim runs in that session
+        (the lease would say so too, but as another process's)."""
+        app, sid = self._pinned(ctx)
+        if any(j.running and j.session == sid for j in self._jobs.values()):
+            raise UserError(BUSY)
+        return app, sid
 
     def _session(self, app: Any, place: Place) -> str:
         """The session pinned by this Neovim for (home, store); resolved once."""
@@ -537,19 +628,36 @@ class Host:
             pending.answered.set()
         job.batcher.event({"kind": "done", **done})
 
-    def _approve(self, job: Job, kind: str, detail: str) -> bool:
-        """Called on the worker thread: auto-approve per config, else ask the
-        person through Lua and wait for NodecodeApproval (or a stop)."""
-        if kind in job.app.config.auto_approve:
+    def _review(self, job: Job, request: Any) -> bool:
+        """Called on the worker thread: allowed already (config, or "always" for
+        this session), else ask the person through Lua and wait for
+        NodecodeApproval (or a stop). A refusal with a reason raises Refused."""
+        from nodecode.cells.approval import Refused
+
+        kind = request.kind
+        if kind in job.app.config.auto_approve or kind in self._always.get(job.session, ()):
             return True
         pending = _Approval()
         approval_id = next(self._approval_ids)
         job.approvals[approval_id] = pending
         job.batcher.event(
-            {"kind": "approve", "id": approval_id, "approval": kind, "detail": detail}
+            {
+                "kind": "approve",
+                "id": approval_id,
+                "approval": kind,
+                "detail": request.detail,
+                "diff": request.diff,
+                "cwd": request.cwd,
+            }
         )
         while not pending.answered.wait(0.05):
             if job.cancel.is_set():
                 break
         del job.approvals[approval_id]
-        return pending.yes and not job.cancel.is_set()
+        yes = pending.yes and not job.cancel.is_set()
+        if yes and pending.always:
+            with self._lock:
+                self._always.setdefault(job.session, set()).add(kind)
+        if not yes and pending.reason and not job.cancel.is_set():
+            raise Refused(pending.reason)
+        return yes

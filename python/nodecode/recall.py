@@ -20,6 +20,9 @@ from nodecode.errors import CellError
 from nodecode.store import Store
 
 CLIP = 200
+# Events the picker leaves out unless asked: each export and each model request
+# is a row, and together they outnumber what was said.
+BOOKKEEPING = ("export", "request")
 DEFAULT_LIMIT = 20
 NO_MATCHES = "(no matches)"
 _NO_BOUND = 2**62
@@ -106,13 +109,18 @@ def log_hits(
     match: str | None = None,
     before: int | None = None,
     limit: int | None = DEFAULT_LIMIT,
+    hide: tuple[str, ...] = (),
 ) -> list[Hit]:
-    """The ``limit`` matching events nearest before seq ``before``, nearest first."""
+    """The ``limit`` matching events nearest before seq ``before``, nearest first;
+    events of the kinds in ``hide`` are left out."""
     _check_limit("recall-log", limit)
     where, params = "", []
     if match is not None:
         where, pattern = like_clause(match)
         params.append(pattern)
+    if hide:
+        where += f" AND kind NOT IN ({','.join('?' * len(hide))})"
+        params.extend(hide)
     rows: list[tuple] = []
     for owner, upto in turn_tree.scopes(store, sid):
         want = _NO_BOUND if limit is None else limit - len(rows)
@@ -263,8 +271,10 @@ def summary(kind: str, payload: dict[str, Any]) -> str:
     """A compact line for an event with no text: a request's usage, else key=value pairs."""
     usage = payload.get("usage")
     if kind == "request" and isinstance(usage, dict):
+        model = payload.get("model")
+        by = f"{payload.get('provider')}/{model} " if model else ""
         return (
-            f"usage in={usage.get('input')} out={usage.get('output')} "
+            f"{by}usage in={usage.get('input')} out={usage.get('output')} "
             f"cache_read={usage.get('cache_read')}"
         )
     return " ".join(f"{k}={_brief(v)}" for k, v in payload.items())
@@ -300,20 +310,29 @@ def _check_limit(name: str, limit: int | None) -> None:
 
 
 def recall_items(
-    store: Store, sid: str, *, query: str | None, everywhere: bool, limit: int = 200
+    store: Store,
+    sid: str,
+    *,
+    query: str | None,
+    everywhere: bool,
+    every_kind: bool = False,
+    limit: int = 200,
 ) -> list[dict[str, Any]]:
-    """Picker rows, nearest first: this log (``query`` as :match) or, everywhere, a search."""
+    """Picker rows, nearest first: this log (``query`` as :match) or, everywhere, a
+    search (messages only); the BOOKKEEPING kinds only with ``every_kind``."""
     if everywhere:
         if not (query or "").strip():
             return []
         hits, named = search_hits(store, query or "", limit=limit), True
     else:
-        hits, named = log_hits(store, sid, match=query or None, limit=limit), False
+        hide = () if every_kind else BOOKKEEPING
+        hits, named = log_hits(store, sid, match=query or None, limit=limit, hide=hide), False
     return [
         {
             "session": h.session,
             "seq": h.seq,
             "turn": h.turn,
+            "kind": h.kind,
             "role": h.label,
             "line": line(h, with_session=named),
             "undone": h.undone,

@@ -100,6 +100,8 @@ def _last_request(store: Any, sid: str, ptype: str) -> dict[str, Any] | None:
     usage = Usage.of(p.get("usage"))
     return {
         "seq": event.seq,
+        "provider": p.get("provider"),
+        "model": p.get("model"),
         "cache_read": usage.cache_read,
         "cache_write": usage.cache_write,
         "prompt": usage.prompt_total(ptype),
@@ -156,8 +158,9 @@ def render(r: dict[str, Any]) -> str:
     if last is None:
         lines.append("last request: none yet")
     else:
+        by = f", {last['provider']}/{last['model']}" if last.get("model") else ""
         lines.append(
-            f"last request (seq {last['seq']}): read {last['cache_read']} of "
+            f"last request (seq {last['seq']}{by}): read {last['cache_read']} of "
             f"{last['prompt']} prompt tokens from cache · wrote {last['cache_write']} · "
             f"breakpoints {_points(last)}"
         )

@@ -183,7 +183,7 @@ def test_valid_write_is_byte_exact_and_the_next_request_reads_the_edit(nvim, two
     sent = len(two_turns.model_requests)
     nvim.command("Nodecode third question")
 
-    wait_for(lambda: any(n.startswith("nodecode: [[receipt") for n in notes(nvim)))
+    wait_for(lambda: any(n.startswith("nodecode: context edit taken: ") for n in notes(nvim)))
     # The receipt comes at the take, just before the request is sent: wait for it.
     wait_for(lambda: len(two_turns.model_requests) > sent)
     texts = user_texts(two_turns.model_requests[-1].body)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import configure, wait_for
+from .conftest import chat, configure, wait_for
 from .ui_helpers import make_session, notes, notified, screen
 
 MARK = re.compile(
@@ -77,5 +77,8 @@ def test_the_mark_and_status_agree_and_an_edit_above_moves_the_mark(nvim, two_tu
     assert mark(nvim) == moved
     assert f"next request: cached through message 1 · {moved[1]} tokens" in status_text(nvim)
     nvim.command("Nodecode third question")
-    receipt = wait_for(lambda: next((n for n in notes(nvim) if "[[receipt " in n), None))
+    # The whole receipt is quoted in the chat; the person is told its one line.
+    receipt = wait_for(lambda: (t := chat(nvim)) and "> receipt: [[receipt " in t and t)
+    receipt = receipt[receipt.index("> receipt: [[receipt ") :].split("\n\n")[0]
     assert "cache: unchanged through 1" in receipt, receipt
+    assert wait_for(lambda: [n for n in notes(nvim) if "context edit taken: " in n])

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import configure, wait_for
+from .conftest import chat, configure, wait_for
+from .test_picker import picker_key
 from .ui_helpers import make_session, messages_of, notes, notified
 
 READ = {"text": "reading", "calls": [{"code": ';; read a\n(read-file "a.txt")'}]}
@@ -35,6 +36,12 @@ def said(nv, *words: str) -> str:
     return wait_for(lambda: next((n for n in notes(nv) if all(w in n for w in words)), None))
 
 
+def receipts(nv) -> list[str]:
+    """The take receipts quoted in the chat (the person is told their first line)."""
+    text = chat(nv)
+    return [r.split("\n\n")[0] for r in text.split("> receipt: ")[1:] if r.startswith("[[receipt ")]
+
+
 def test_write_and_receipt_name_the_pair_a_delete_or_restore_takes_along(nvim, a_read):
     notified(nvim)
     nvim.command("NodecodeContext")
@@ -48,7 +55,7 @@ def test_write_and_receipt_name_the_pair_a_delete_or_restore_takes_along(nvim, a
     summary = said(nvim, "saved: ")
     assert "delete 2 (4 5)" in summary and "deleting 5 takes its call 4" in summary, summary
     nvim.command("Nodecode second question")
-    receipt = said(nvim, "[[receipt ")
+    receipt = wait_for(lambda: receipts(nvim))[0]
     assert "deleted 2 (4 5)" in receipt and "pairs: deleting 5 took its call 4" in receipt
     wait_for(lambda: nvim.current.buffer[-1] == "second answer")
 
@@ -61,13 +68,13 @@ def test_write_and_receipt_name_the_pair_a_delete_or_restore_takes_along(nvim, a
     assert "restore 2 (4 5)" in summary, summary
     assert "restoring 5 brings back its call 4" in summary, summary
     nvim.command("Nodecode third question")
-    wait_for(lambda: len([n for n in notes(nvim) if "[[receipt " in n]) == 2)
-    receipt = [n for n in notes(nvim) if "[[receipt " in n][-1]
+    receipt = wait_for(lambda: (r := receipts(nvim)) and len(r) == 2 and r)[-1]
     assert "restored 2 (4 5)" in receipt, receipt
     assert "pairs: restoring 5 brought back its call 4" in receipt, receipt
 
 
 def test_a_refused_write_is_one_message_and_wq_does_not_quit(nvim, a_read):
+    nvim.exec_lua("vim.o.columns = 200")  # the whole line fits: not cut to a float
     nvim.command("NodecodeContext")
     path = Path(nvim.current.buffer.name)
     before = path.read_bytes()
@@ -120,7 +127,7 @@ def test_a_restore_picked_from_the_chat_leaves_the_cursor_in_the_context_buffer(
         )
     )
 
-    nvim.input("<M-u>")  # the picker's restore key
+    nvim.input(picker_key(nvim, "restore"))
 
     said(nvim, "message 1 goes back")
     assert nvim.current.buffer.number == context

@@ -39,6 +39,7 @@ def test_an_unbuilt_checkout_says_so_once_naming_both_remedies(
     plugin = unbuilt_checkout(tmp_path / "nodecode")
     nv = spawn_with(plugin, tmp_path)
     try:
+        nv.exec_lua("vim.o.columns = 400")  # the whole line fits: not cut to a float
         nv.command("Nodecode hello")
         # Messages are scheduled: a callback scheduled now runs after all of them.
         nv.exec_lua("""local done = false

@@ -162,6 +162,7 @@ def test_a_dir_spec_without_the_build_says_once_what_to_run(nvim_env, tmp_path, 
     )
     nv = attach(init)
     try:
+        nv.exec_lua("vim.o.columns = 400")  # the whole line fits: not cut to a float
         nv.command("Nodecode hello")
         # Messages are scheduled: a callback scheduled now runs after all of them.
         nv.exec_lua("""local done = false

@@ -105,7 +105,79 @@ def test_insert_action_puts_a_recall_entry_form_at_the_cursor(nvim, sessions):
     nvim.input(picker_key(nvim, "insert"))
 
     wait_for(lambda: nvim.current.buffer[0] != "see: ")
-    assert nvim.current.buffer[:] == [f"see:(recall-entry {seq}) "]
+    assert nvim.current.buffer[:] == [f"see: (recall-entry {seq})"]
+
+
+def test_insert_action_separates_the_form_from_the_word_before_it(nvim, sessions):
+    nvim.current.buffer[:] = ["see:"]
+    nvim.command("normal! $")
+    nvim.command("NodecodeRecall run the tests")
+    row = wait_rows(nvim, lambda rows: len(rows) == 1)["rows"][0]
+    seq = int(row.split("seq ")[1].split(" ")[0])
+
+    nvim.input(picker_key(nvim, "insert"))
+
+    wait_for(lambda: nvim.current.buffer[0] != "see:")
+    assert nvim.current.buffer[:] == [f"see: (recall-entry {seq})"]
+
+
+def test_insert_into_the_input_area_adds_a_separating_space(nvim, sessions):
+    nvim.exec_lua("require('nodecode.ui.chat').open({ input = true })")
+    nvim.input("compare with<Esc>")
+    nvim.current.window = nvim.funcs.bufwinid("nodecode://chat")
+    nvim.command("NodecodeRecall run the tests")
+    row = wait_rows(nvim, lambda rows: len(rows) == 1)["rows"][0]
+    seq = int(row.split("seq ")[1].split(" ")[0])
+
+    nvim.input(picker_key(nvim, "insert"))
+
+    want = [f"compare with (recall-entry {seq})"]
+    wait_for(
+        lambda: (
+            nvim.exec_lua(
+                "return vim.api.nvim_buf_get_lines(vim.fn.bufnr('nodecode://input'), 0, -1, false)"
+            )
+            == want
+        )
+    )
+
+
+BOOKKEEPING = ("· export]", "· request]")
+
+
+def test_recall_hides_export_and_request_rows_until_a_key_shows_them(
+    nvim, sessions, home, workspace
+):
+    nvim.command("NodecodeContext")  # an export row in the log
+    nvim.command("NodecodeRecall")
+    first = wait_rows(nvim, lambda rows: len(rows) >= 4)
+    assert not [r for r in first["rows"] if any(b in r for b in BOOKKEEPING)], first["rows"]
+    assert "<M-o>" in first["title"]
+
+    nvim.input("<M-o>")
+
+    every = wait_rows(nvim, lambda rows: any("· request]" in r for r in rows))
+    assert any("· export]" in r for r in every["rows"])
+    assert "every kind" in every["title"]
+    from nodecode.app import App
+    from nodecode.recall import recall_log
+
+    app = App.open(home=home, cwd=workspace)
+    log = recall_log(app.store, app.current_session(), limit=50)
+    app.close()
+    assert any("· request]" in x for x in log)  # (recall-log) for the agent is unchanged
+
+
+def test_a_query_only_bookkeeping_rows_match_offers_the_key(nvim, sessions):
+    nvim.command("NodecodeContext")
+    nvim.command("NodecodeRecall export default")
+    hint = wait_rows(nvim, lambda rows: True)["rows"]
+    assert len(hint) == 1 and "<M-o>" in hint[0], hint
+
+    nvim.input("<M-o>")
+
+    shown = wait_rows(nvim, lambda rows: len(rows) == 1 and "· export]" in rows[0])
+    assert shown["prompt"] == "export default"
 
 
 def drop_first_block(home: Path, workspace: Path) -> int:

@@ -181,7 +181,7 @@ def test_insert_action(nvim, sessions, b):  # noqa: F811
     nvim.input(keys(nvim)["insert"])
 
     wait_for(lambda: "recall-entry" in nvim.current.buffer[0])
-    assert nvim.current.buffer[:] == [f"see:(recall-entry {seq}) "]
+    assert nvim.current.buffer[:] == [f"see: (recall-entry {seq})"]
 
 
 @pytest.mark.parametrize("b", PARAMS)
@@ -280,7 +280,7 @@ FZF_OWN = [
 @pytest.mark.parametrize("b", PARAMS)
 def test_nodecodes_keys_shadow_none_of_the_pickers_own(nvim, b):
     load(nvim, b)
-    ours = {k: v for k, v in keys(nvim).items() if k in ("insert", "restore", "toggle")}
+    ours = {k: v for k, v in keys(nvim).items() if k in ("insert", "restore", "toggle", "kinds")}
     standard = nvim.exec_lua(STANDARD_KEYS[b.name])
     if b.name == "fzf-lua":
         ours = {

@@ -3,7 +3,10 @@ starts, and small views of what the person sees."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +91,38 @@ def screen(nv: pynvim.Nvim, rows: int) -> list[str]:
     """,
         rows,
     )
+
+
+@contextlib.contextmanager
+def no_press_enter(nv: pynvim.Nvim) -> Iterator[list[str]]:
+    """Fail if Neovim stops at a "Press ENTER" prompt inside the block. A watcher
+    on a second channel answers any such prompt (a blocked Neovim would leave
+    every later request of the test waiting forever) and records the screen's
+    last line, so the test fails with what was shown instead of hanging."""
+    address = nv.funcs.serverstart()
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        other = pynvim.attach("socket", path=address)
+        try:
+            while not stop.wait(0.05):
+                if other.api.get_mode()["blocking"]:
+                    seen.append("Press ENTER")
+                    other.input("<CR>")
+        finally:
+            other.close()
+
+    watcher = threading.Thread(target=watch, name="press-enter-watch", daemon=True)
+    watcher.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        watcher.join(timeout=5)
+    assert not seen, "Neovim stopped at a Press ENTER prompt"
+
+
+def idle(nv: pynvim.Nvim) -> bool:
+    """The chat's turn is over (its done event handled): the next ask may start."""
+    return nv.exec_lua("return require('nodecode.ui.chat').job() == nil")

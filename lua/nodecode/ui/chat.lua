@@ -27,10 +27,11 @@ end
 ---@param kind string write | shell
 ---@param detail string
 ---@param done fun(yes: boolean)
-local function prompt(kind, detail, done)
+---@param ev table the approve event (with diff and cwd)
+local function prompt(kind, detail, done, ev)
   local how = config().approve
   if type(how) == 'function' then
-    return how(kind, detail, done)
+    return how(kind, detail, done, ev)
   end
   local question = ('nodecode wants to %s:\n%s'):format(kind == 'shell' and 'run' or kind, detail)
   if how == 'select' then
@@ -46,6 +47,13 @@ end
 ---@param ev { job: integer, id: integer, approval: string, detail: string }
 local function approve(ev)
   vim.schedule(function()
+    if config().approve == 'diff' then
+      return require('nodecode.ui.approval').open(ev, function(said)
+        if state.view then
+          state.view:quote(ev.approval, said)
+        end
+      end)
+    end
     prompt(ev.approval, ev.detail, function(yes)
       local ok, err = pcall(require('nodecode.rpc').approval, ev.job, ev.id, yes)
       local said = (yes and 'approved' or 'refused')
@@ -53,8 +61,29 @@ local function approve(ev)
       if state.view then
         state.view:quote(ev.approval, said)
       end
-    end)
+    end, ev)
   end)
+end
+
+-- Notices ---------------------------------------------------------------
+
+--- A notice of the agent's: the whole text in the chat (as the agent read it;
+--- an eviction as a marker), one line for the person as a notification.
+---@param view nodecode.Transcript
+---@param ev { text: string, about?: string, level?: string, say?: string }
+local function notice(view, ev)
+  local evicted = ev.about == 'evicted' and ev.text:match('\n(evicted at seq [^\n]*)')
+  if evicted then
+    view:mark(evicted)
+  elseif ev.about == 'taken' or ev.about == 'refused' then
+    view:quote('receipt', ev.text)
+  else
+    view:quote('notice', ev.text)
+  end
+  if type(ev.say) == 'string' then
+    local tell = ev.level == 'warn' and message().warn or message().info
+    tell('%s', ev.say)
+  end
 end
 
 -- Buffer and window -----------------------------------------------------
@@ -69,6 +98,9 @@ local function setup_win(win)
   wo.foldmethod, wo.foldenable, wo.foldlevel = 'manual', true, 0
   wo.foldtext = "v:lua.require'nodecode.ui.transcript'.foldtext()"
   wo.fillchars = 'fold: ,eob: '
+  if vim.w[win].nodecode_away ~= true then -- refolding moved text from under the view
+    state.view:show_end({ win })
+  end
 end
 
 --- The chat buffer, created (with the session's history) when missing.
@@ -94,6 +126,15 @@ local function chat_buf()
       setup_win(vim.api.nvim_get_current_win())
     end,
   })
+  -- Our own writes move a following window's cursor to the end too, so only
+  -- the person leaves a cursor above it: that window stops following.
+  vim.api.nvim_create_autocmd('CursorMoved', {
+    buffer = buf,
+    callback = function()
+      local win = vim.api.nvim_get_current_win()
+      vim.w[win].nodecode_away = vim.api.nvim_win_get_cursor(win)[1] < vim.api.nvim_buf_line_count(buf)
+    end,
+  })
   local ok, history = pcall(require('nodecode.rpc').messages)
   if ok then
     state.view:history(history)
@@ -101,6 +142,7 @@ local function chat_buf()
     state.view:quote('error', message().reason(history))
     message().caught(history)
   end
+  require('nodecode.ui.hints').empty_chat(buf)
   return buf
 end
 
@@ -147,13 +189,10 @@ end
 ---@param text string
 function M.ask(text)
   if state.job then
-    error(('nodecode: job %d is still running (:NodecodeStop stops it)'):format(state.job), 0)
+    error('nodecode: a turn is running — :NodecodeStop to stop it', 0)
   end
-  local from = vim.api.nvim_get_current_win()
-  local _, opened = chat_win()
-  if opened and SPLITS[config().chat.position] then
-    vim.api.nvim_set_current_win(from) -- stay where the command was typed
-  end
+  text = require('nodecode.ask').expand(text) -- #buffer, #file:PATH
+  M.show_for_ask()
   state.view:ask(text)
   state.view:reply_header()
   local ok, job = pcall(require('nodecode.rpc').ask, text)
@@ -163,6 +202,53 @@ function M.ask(text)
     return
   end
   state.job = job
+end
+
+--- Show the chat for an ask, per chat.open_on_ask and chat.focus_on_ask:
+--- the cursor stays in the window (and tab) the ask came from unless
+--- focus_on_ask. A chat in the 'current' position is not put into that window
+--- (it would take it over) unless focus_on_ask.
+function M.show_for_ask()
+  local c = config().chat
+  local from, tab = vim.api.nvim_get_current_win(), vim.api.nvim_get_current_tabpage()
+  local buf = chat_buf()
+  local shown = vim.tbl_filter(function(w)
+    return vim.api.nvim_win_get_tabpage(w) == tab
+  end, vim.fn.win_findbuf(buf))[1]
+  if not shown and (not c.open_on_ask or (c.position == 'current' and not c.focus_on_ask)) then
+    return
+  end
+  local win = chat_win()
+  if c.focus_on_ask then
+    vim.api.nvim_set_current_win(win)
+  elseif vim.api.nvim_win_is_valid(from) then
+    vim.api.nvim_set_current_tabpage(tab)
+    vim.api.nvim_set_current_win(from)
+  end
+end
+
+--- :NodecodeToggle — hide the chat (and its input area) in this tab, or show it.
+function M.toggle()
+  local tab = vim.api.nvim_get_current_tabpage()
+  local wins = {}
+  for _, w in ipairs(vim.api.nvim_tabpage_list_wins(tab)) do
+    local name = vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(w))
+    if name == NAME or name == 'nodecode://input' then
+      wins[#wins + 1] = w
+    end
+  end
+  if #wins == 0 then
+    return M.open()
+  end
+  for _, w in ipairs(wins) do
+    if #vim.api.nvim_tabpage_list_wins(tab) > 1 then
+      vim.api.nvim_win_close(w, false)
+    else -- the last window: it shows another buffer instead
+      vim.api.nvim_win_call(w, function()
+        vim.cmd(vim.fn.bufnr('#') > 0 and vim.fn.bufnr('#') ~= state.buf and 'buffer #' or 'enew')
+      end)
+    end
+  end
 end
 
 --- Stop the running turn (the chat then says it stopped).
@@ -187,6 +273,12 @@ function M.reload()
     return
   end
   local buf = state.buf
+  local away = {} -- windows the person moved away in keep their view
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    if vim.w[win].nodecode_away then
+      away[win] = vim.api.nvim_win_call(win, vim.fn.winsaveview)
+    end
+  end
   vim.bo[buf].modifiable = true
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, {})
   vim.api.nvim_buf_clear_namespace(buf, vim.api.nvim_create_namespace('nodecode_transcript'), 0, -1)
@@ -196,8 +288,14 @@ function M.reload()
     return message().caught(history)
   end
   state.view:history(history)
+  require('nodecode.ui.hints').empty_chat(buf)
   for _, win in ipairs(vim.fn.win_findbuf(buf)) do
     setup_win(win)
+    if away[win] then
+      vim.api.nvim_win_call(win, function()
+        vim.fn.winrestview(away[win])
+      end)
+    end
   end
 end
 
@@ -227,7 +325,7 @@ function M.on_event(ev)
     -- The chat only grows: say that the text above it does not count.
     view:quote('dropped', 'the attempt above was discarded')
   elseif kind == 'notice' then
-    view:quote('notice', ev.text)
+    notice(view, ev)
   elseif kind == 'approve' then
     approve(ev)
   elseif kind == 'done' then

@@ -11,6 +11,7 @@ local ns = api.nvim_create_namespace('nodecode_float_picker')
 ---@class nodecode.PickerAction
 ---@field name string
 ---@field key string|false
+---@field desc? string what the key hints say it does (else its name)
 ---@field fn fun(item: table)
 
 ---@class nodecode.PickerSource
@@ -19,7 +20,7 @@ local ns = api.nvim_create_namespace('nodecode_float_picker')
 ---@field text fun(item: table): string
 ---@field preview? fun(item: table): string[]
 ---@field actions nodecode.PickerAction[]
----@field toggle? { key: string|false, fn: fun() }
+---@field toggle? { key: string|false, fn: fun(), desc?: string }
 ---@field query? string
 
 --- The picker open now (tests look at it), if any.
@@ -181,6 +182,13 @@ function M.open(source, keys)
   end
   if source.toggle then
     map(source.toggle.key, st.toggle, 'toggle')
+  end
+  local function hints()
+    require('nodecode.ui.hints').open('picker', source)
+  end
+  map(keys.help, hints, 'keys')
+  if keys.help == '<C-/>' then
+    map('<C-_>', hints, 'keys') -- what most terminals send for Ctrl-/
   end
 
   local query = source.query or ''

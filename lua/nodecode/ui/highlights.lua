@@ -14,6 +14,7 @@ M.LINKS = {
   NodecodeHead = 'DiagnosticOk', -- the head in the tree
   NodecodeUndone = 'Comment', -- turns off the head's path
   NodecodeMatch = 'Search', -- the built-in picker: the selected row
+  NodecodeProgress = 'DiagnosticInfo', -- the chat's spinner, phase and elapsed time
 }
 
 local done = false

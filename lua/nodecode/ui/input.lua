@@ -7,6 +7,8 @@ local NAME = 'nodecode://input'
 
 ---@type integer?
 local buf
+---@type string? the undone ask the input holds, as undo put it there
+local undone
 
 --- Send the whole input as an ask, then clear it.
 function M.send()
@@ -15,11 +17,12 @@ function M.send()
   if text == '' then
     return require('nodecode.message').warn('nothing to send')
   end
-  vim.api.nvim_buf_set_lines(buf, 0, -1, false, {})
   local ok, err = pcall(require('nodecode.ui.chat').ask, text)
-  if not ok then
-    require('nodecode.message').caught(err)
+  if not ok then -- (a bad #file:, a running turn) the input keeps the text
+    return require('nodecode.message').caught(err)
   end
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, {})
+  undone = nil
 end
 
 ---@return integer
@@ -29,6 +32,7 @@ local function input_buf()
   end
   buf = require('nodecode.ui.buffers').named(NAME)
   vim.bo[buf].filetype = 'nodecode-input'
+  vim.bo[buf].omnifunc = "v:lua.require'nodecode.ask'.omnifunc" -- #buffer, #file:PATH
   local keys = require('nodecode.config').get().keymaps
   if keys.send then
     vim.keymap.set('n', keys.send, M.send, { buffer = buf, desc = 'nodecode: send the ask' })
@@ -46,9 +50,29 @@ local function input_buf()
   return buf
 end
 
+--- The input's whole text.
+---@return string
+local function text_of(b)
+  return table.concat(vim.api.nvim_buf_get_lines(b, 0, -1, false), '\n')
+end
+
+--- The input area's window under window `chat`, opened (not entered) if missing.
+---@param b integer
+---@param chat integer
+---@return integer win
+local function shown_under(b, chat)
+  local win = vim.fn.bufwinid(b)
+  if win == -1 then
+    local height = require('nodecode.config').get().chat.input_height
+    win = vim.api.nvim_open_win(b, false, { split = 'below', win = chat, height = height })
+    vim.wo[win][0].winfixheight = true
+  end
+  return win
+end
+
 --- Show the input area under window `chat` and start typing in it; with
---- `text`, the input becomes that text (or gets it added, with `append`),
---- the cursor at its end (the undone ask comes back this way).
+--- `text`, the input becomes that text (or gets it added after a space, with
+--- `append`), the cursor at its end.
 ---@param chat integer
 ---@param text? string
 ---@param append? boolean
@@ -59,17 +83,15 @@ function M.open(chat, text, append)
     local old = vim.api.nvim_buf_get_lines(b, 0, -1, false)
     if append and not (#old == 1 and old[1] == '') then
       local last = old[#old]
+      if last ~= '' and not last:match('%s$') then
+        lines[1] = ' ' .. lines[1]
+      end
       vim.api.nvim_buf_set_text(b, #old - 1, #last, #old - 1, #last, lines)
     else
       vim.api.nvim_buf_set_lines(b, 0, -1, false, lines)
     end
   end
-  local win = vim.fn.bufwinid(b)
-  if win == -1 then
-    local height = require('nodecode.config').get().chat.input_height
-    win = vim.api.nvim_open_win(b, true, { split = 'below', win = chat, height = height })
-    vim.wo[win][0].winfixheight = true
-  end
+  local win = shown_under(b, chat)
   vim.api.nvim_set_current_win(win)
   if text then
     local n = vim.api.nvim_buf_line_count(b)
@@ -78,6 +100,35 @@ function M.open(chat, text, append)
   else
     vim.cmd('startinsert')
   end
+end
+
+--- Put the undone ask `text` into the input area under window `chat`, shown
+--- but not entered: the cursor and mode stay where the person is. An input
+--- holding the person's own draft is left alone (false is returned).
+---@param chat integer
+---@param text string
+---@return boolean put
+function M.put_undone(chat, text)
+  local b = input_buf()
+  local now = text_of(b)
+  if vim.trim(now) ~= '' and now ~= undone then
+    return false
+  end
+  vim.api.nvim_buf_set_lines(b, 0, -1, false, vim.split(text, '\n', { plain = true }))
+  undone = text_of(b)
+  local win = shown_under(b, chat)
+  local n = vim.api.nvim_buf_line_count(b)
+  vim.api.nvim_win_set_cursor(win, { n, #vim.api.nvim_buf_get_lines(b, n - 1, n, true)[1] })
+  return true
+end
+
+--- Clear the undone ask (a redo brought its turn back, or another session is
+--- pinned), unless the person has edited it into an ask of their own.
+function M.clear_undone()
+  if undone and buf and vim.api.nvim_buf_is_valid(buf) and text_of(buf) == undone then
+    vim.api.nvim_buf_set_lines(buf, 0, -1, false, {})
+  end
+  undone = nil
 end
 
 return M

@@ -2,8 +2,9 @@
 -- backend is picker.backend, or with 'auto' the first installed of M.ORDER,
 -- else the built-in floating picker; 'select' sends the simple choices
 -- (a fixed list with one action) to vim.ui.select. Three sources: recall (the
--- log, or every session, with open / insert (recall-entry N) / restore),
--- removed messages (the context buffer's restore) and sessions.
+-- log, or every session, with open / insert (recall-entry N) / restore, and a
+-- key that shows the export and request rows it hides by default), removed
+-- messages (the context buffer's restore) and sessions.
 
 local M = {}
 
@@ -123,6 +124,19 @@ local function split(text)
   return vim.split(text or '', '\n', { plain = true })
 end
 
+--- A picker title naming its toggle key and what the key switches to:
+--- `recall: this session (text) · <C-t> every session`.
+---@param title string
+---@param key string|false
+---@param other string
+---@return string
+function M.with_toggle(title, key, other)
+  if type(key) ~= 'string' or key == '' then
+    return title
+  end
+  return ('%s · %s %s'):format(title, key, other)
+end
+
 -- Recall ----------------------------------------------------------------
 
 --- Open the whole entry in a scratch buffer, in a split.
@@ -144,8 +158,9 @@ local function open_entry(item)
   vim.keymap.set('n', 'q', '<cmd>close<cr>', { buffer = buf, nowait = true, desc = 'nodecode: close' })
 end
 
---- Insert `text` at the cursor of window `win` (into the input area when
---- that window's buffer cannot be edited, like the chat).
+--- Insert `text` after the cursor of window `win`, a space between it and
+--- the text around it (into the input area when that window's buffer
+--- cannot be edited, like the chat).
 ---@param win integer
 ---@param text string
 ---@param pos? integer[] (1,0)-based cursor to insert at: the window's when
@@ -164,8 +179,12 @@ function M.insert_at(win, text, pos)
     pcall(api.nvim_win_set_cursor, win, pos)
   end
   local row, col = unpack(api.nvim_win_get_cursor(win))
-  api.nvim_buf_set_text(buf, row - 1, col, row - 1, col, { text })
-  api.nvim_win_set_cursor(win, { row, col + #text })
+  local line = api.nvim_buf_get_lines(buf, row - 1, row, true)[1]
+  local at = line == '' and 0 or col + #vim.fn.strcharpart(line:sub(col + 1), 0, 1) -- after the cursor's character
+  local before, after = line:sub(at, at), line:sub(at + 1, at + 1)
+  local put = (before:match('^%S$') and ' ' or '') .. text .. (after:match('^%S$') and ' ' or '')
+  api.nvim_buf_set_text(buf, row - 1, at, row - 1, at, { put })
+  api.nvim_win_set_cursor(win, { row, at + #put - 1 })
 end
 
 --- Put the message of a recall row back into the context buffer.
@@ -185,38 +204,84 @@ local function restore(item)
   message.warn('seq %d is not a removed message of this context (nothing to restore)', item.seq)
 end
 
+--- The row standing for log rows left out: choosing it (any action) shows them.
+---@param key string|false
+---@return table
+local function hidden_row(key)
+  local how = type(key) == 'string' and key ~= '' and (key .. ' shows them') or 'keymaps.picker.kinds shows them'
+  return { hidden = true, line = ('(only hidden export and request rows match: %s)'):format(how) }
+end
+
 --- :NodecodeRecall [text] — this session's log (or, toggled, every session).
+--- The log's export and request rows are left out until the kinds key.
 ---@param query? string
 ---@param opts? table the backend's own options
+---@param start? { everywhere?: boolean, every_kind?: boolean, from?: integer, cursor?: integer[] }
+---  the mode it opens in, and (reopened by the kinds key) the window it came from
 ---@return table? state of the built-in picker
-function M.recall(query, opts)
-  local from = api.nvim_get_current_win()
-  local cursor = api.nvim_win_get_cursor(from)
-  local mode = { everywhere = false }
+function M.recall(query, opts, start)
+  start = start or {}
+  local from = start.from or api.nvim_get_current_win()
+  local cursor = start.cursor or api.nvim_win_get_cursor(from)
+  local mode = { everywhere = start.everywhere == true, every_kind = start.every_kind == true }
+  local last = vim.trim(query or '') -- the query the source was last asked
   local guard = require('nodecode.actions').guard
   local k = keys()
+  --- Open again with the export and request rows shown (or hidden again).
+  local function other_kinds()
+    M.recall(last, opts, { everywhere = mode.everywhere, every_kind = not mode.every_kind, from = from, cursor = cursor })
+  end
+  --- `fn` for a row of the log; the hidden-rows row shows them instead.
+  local function on_row(fn)
+    return guard(function(it)
+      if it.hidden then
+        return other_kinds()
+      end
+      fn(it)
+    end)
+  end
   return M.pick({
     title = function()
-      return mode.everywhere and 'recall: every session (words)' or 'recall: this session (text)'
+      local other = mode.everywhere and 'this session' or 'every session'
+      if mode.everywhere then
+        return M.with_toggle('recall: every session (words)', k.toggle, other)
+      end
+      local key = type(k.kinds) == 'string' and k.kinds ~= '' and k.kinds or nil
+      if mode.every_kind then
+        return M.with_toggle('recall: this session, every kind (text)', k.toggle, other)
+          .. (key and (' · ' .. key .. ' hides exports and requests') or '')
+      end
+      return M.with_toggle('recall: this session (text)', k.toggle, other)
+        .. (key and (' · ' .. key .. ' shows exports and requests') or '')
     end,
-    query = vim.trim(query or ''),
+    query = last,
     items = function(q)
-      return rpc().recall(q ~= '' and q or nil, mode.everywhere)
+      last = q
+      local rows = rpc().recall(q ~= '' and q or nil, mode.everywhere, mode.every_kind)
+      if #rows == 0 and not mode.everywhere and not mode.every_kind
+        and #rpc().recall(q ~= '' and q or nil, false, true) > 0 then
+        return { hidden_row(k.kinds) } -- only hidden rows match: say how to see them
+      end
+      return rows
     end,
     text = function(it)
       return it.line
     end,
     preview = function(it)
+      if it.hidden then
+        return { it.line }
+      end
       return split(rpc().recall_entry(it.seq, it.session))
     end,
     actions = {
-      { name = 'open', key = k.open, fn = guard(open_entry) },
-      { name = 'insert', key = k.insert, fn = guard(function(it)
+      { name = 'open', key = k.open, fn = on_row(open_entry) },
+      { name = 'insert', key = k.insert, fn = on_row(function(it)
         M.insert_at(from, ('(recall-entry %d)'):format(it.seq), cursor)
       end) },
-      { name = 'restore', key = k.restore, fn = guard(restore) },
+      { name = 'restore', key = k.restore, fn = on_row(restore) },
+      { name = 'kinds', key = k.kinds, desc = 'show or hide export and request rows', fn = guard(other_kinds) },
     },
-    toggle = { key = k.toggle, fn = function()
+    toggle = { key = k.toggle, desc = 'switch: this session / every session', fn = function()
       mode.everywhere = not mode.everywhere
     end },
   }, opts)

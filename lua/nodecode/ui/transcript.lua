@@ -5,7 +5,12 @@
 --   ```lisp call #SEQ block followed by its ```text result #SEQ block, the two
 --   folded together, and the model's thinking a ```text thinking block folded
 --   under its first line (manual folds, remembered as extmarks so every window
---   showing the buffer can get them back).
+--   showing the buffer can get them back); `_marker_` lines where a turn
+--   failed, stopped, was undone or evicted.
+--
+-- Windows follow new text (their cursor goes to the end) unless the person
+-- moved away from the end on purpose: the chat sets w:nodecode_away from
+-- CursorMoved; a new ask makes every window follow again.
 
 ---@class nodecode.Transcript
 ---@field buf integer
@@ -35,15 +40,33 @@ function T:tail()
   return n, vim.api.nvim_buf_get_lines(self.buf, n - 1, n, true)[1]
 end
 
---- Windows whose view follows new text: all but the current one, and the
---- current one too when its cursor is on the last line.
+--- Windows whose view follows new text: every one showing the buffer but
+--- those the person moved away from the end in (w:nodecode_away).
 ---@return integer[]
 function T:followers()
-  local n = vim.api.nvim_buf_line_count(self.buf)
-  local cur = vim.api.nvim_get_current_win()
   return vim.tbl_filter(function(win)
-    return win ~= cur or vim.api.nvim_win_get_cursor(win)[1] >= n
+    return vim.w[win].nodecode_away ~= true
   end, vim.fn.win_findbuf(self.buf))
+end
+
+--- Every window follows again (a new ask: the person wants to see it).
+function T:follow_all()
+  for _, win in ipairs(vim.fn.win_findbuf(self.buf)) do
+    vim.w[win].nodecode_away = false
+  end
+end
+
+--- Put the end of the buffer at the bottom of each following window (after a
+--- fold closed over what was on screen: the view is not left inside it).
+---@param wins integer[]
+function T:show_end(wins)
+  local rows = vim.api.nvim_buf_line_count(self.buf)
+  for _, win in ipairs(wins) do
+    vim.api.nvim_win_call(win, function()
+      vim.api.nvim_win_set_cursor(win, { rows, 0 })
+      vim.cmd('normal! zb')
+    end)
+  end
 end
 
 --- Append `text` (newlines allowed) at the very end.
@@ -101,11 +124,13 @@ function T:add_fold(first, last)
   local a = vim.api.nvim_buf_set_extmark(self.buf, ns, first, 0, {})
   local b = vim.api.nvim_buf_set_extmark(self.buf, ns, last, 0, {})
   table.insert(self.folds, { a, b })
+  local follow = self:followers()
   for _, win in ipairs(vim.fn.win_findbuf(self.buf)) do
     vim.api.nvim_win_call(win, function()
       vim.cmd(('%d,%dfold'):format(first + 1, last + 1))
     end)
   end
+  self:show_end(follow)
 end
 
 --- Recreate every fold in `win` (a window that just started showing the buffer).
@@ -170,9 +195,14 @@ end
 
 ---@param text string
 function T:ask(text)
+  self:follow_all()
   self:close_call()
   self:paragraph()
+  local row = vim.api.nvim_buf_line_count(self.buf) -- (0-based) the ask's first line
   self:write('## you\n' .. vim.trim(text) .. '\n')
+  for _, b in ipairs(require('nodecode.ask').blocks(vim.trim(text))) do
+    self:add_fold(row + b[1], row + b[2]) -- a selection, #buffer or #file: folded
+  end
   self.need_header = true
   self.after_block = false
 end
@@ -251,7 +281,17 @@ function T:say(text)
   self.after_block = true
 end
 
+-- The words of nodecode.transcript's markers (the reopened chat says the same).
 local ENDED = { stopped = 'stopped', ['round-limit'] = 'stopped: round limit reached' }
+
+--- A `_marker_` line: what happened to the turn (failed, stopped, undone, evicted…).
+---@param words string
+function T:mark(words)
+  self:close_call()
+  self:paragraph()
+  self:write(('_%s_\n'):format((vim.trim(words):gsub('\n', ' '))))
+  self.after_block = true
+end
 
 --- How a turn ended, unless it simply ended.
 ---@param status string done | stopped | failed | round-limit
@@ -259,18 +299,19 @@ local ENDED = { stopped = 'stopped', ['round-limit'] = 'stopped: round limit rea
 function T:done(status, err)
   self:close_call()
   if status ~= 'done' then
-    self:paragraph()
-    local label = ENDED[status] or (status .. (err and (': ' .. err) or ''))
-    self:write(('_%s_\n'):format(label))
+    self:mark(ENDED[status] or (status .. (err and (': ' .. err) or '')))
   end
   self.after_block = true
 end
 
---- A whole history, as nodecode.host's messages() gives it.
+--- A whole transcript, as nodecode.host's messages() gives it.
 ---@param messages { seq: integer, role: string, text: string }[]
 function T:history(messages)
   for _, m in ipairs(messages) do
-    if m.role == 'user' then
+    if m.role == 'mark' then
+      self:reply_header() -- as the live chat has it: the header came with the ask
+      self:mark(m.text)
+    elseif m.role == 'user' then
       self:ask(m.text)
     elseif m.role == 'assistant' then
       self:text(m.text)

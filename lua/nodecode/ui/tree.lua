@@ -218,6 +218,9 @@ local function keymaps(buf)
     close = function()
       vim.cmd('close')
     end,
+    help = function()
+      require('nodecode.ui.hints').open('tree')
+    end,
   }
   for name, fn in pairs(maps) do
     if type(k[name]) == 'string' and k[name] ~= '' then

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nodecode.cells.registry import Verb
@@ -43,7 +43,10 @@ class CellEnv:
     """The world a cell sees; the core builds one per session (or per call).
 
     ``approve(kind, detail)`` is asked before every write ("write", the path)
-    and every command ("shell", the command) and returns True to allow.
+    and every command ("shell", the command) and returns True to allow;
+    ``review``, when set, is asked instead with the whole request (a
+    ``cells.approval.Approval``: a write's diff, a command's directory) and
+    may raise ``cells.approval.Refused`` with the person's reason.
     ``env_remove`` names the variables (provider keys) removed from a
     command's environment. ``ws``, ``session`` and ``turn`` say which
     session the cell runs in (the context and recall verbs need them);
@@ -61,6 +64,7 @@ class CellEnv:
     workspace: Path
     context_dir: Path | None = None
     approve: Callable[[str, str], bool] = deny
+    review: Callable[[Any], bool] | None = None
     redact: Callable[[str], str] = _same
     shell_timeout: float = 120
     time_limit: float = 30

@@ -28,7 +28,7 @@ from typing import BinaryIO
 
 from ..errors import CellError
 from ..paths import replace_file
-from . import grep_child
+from . import approval, grep_child
 from .env import MAX_OUTPUT, CellEnv, FileChange
 from .paths import display, in_context_dir, inside, resolve_path
 from .registry import verb
@@ -79,8 +79,8 @@ def write_file(env: CellEnv, path: str, text: str) -> str:
         raise CellError(f"write-file: {_q(path)} is a directory")
     _refuse_special(real, "write-file", path, "a regular file")
     data = _encode(text, "write-file", "TEXT")
-    _approve_write(env, real)
     before = _bytes_if_any(real, "write-file", path)
+    _approve_write(env, real, before, data)
     real.parent.mkdir(parents=True, exist_ok=True)
     replace_file(real, data)
     _record(env, real, before, data)
@@ -100,7 +100,7 @@ def edit_file(env: CellEnv, path: str, old: str, new: str) -> str:
     text = data.decode("utf-8", "surrogateescape")
     at = _only_occurrence(text, old, display(env, real))
     after = _encode(text[:at] + new + text[at + len(old) :], "edit-file", "NEW")
-    _approve_write(env, real)
+    _approve_write(env, real, data, after)
     replace_file(real, after)
     _record(env, real, data, after)
     first = text.count("\n", 0, at) + 1
@@ -425,10 +425,11 @@ def _encode(text: str, verb_name: str, what: str) -> bytes:
         ) from None
 
 
-def _approve_write(env: CellEnv, real: Path) -> None:
+def _approve_write(env: CellEnv, real: Path, before: bytes | None, after: bytes) -> None:
+    """The person allows this write (they see its diff), or CellError."""
     shown = display(env, real)
-    if not env.approve("write", shown):
-        raise CellError(f"write to {shown} not approved")
+    request = approval.Approval("write", shown, change=(before, after))
+    approval.ask(env, request, f"write to {shown} not approved")
 
 
 def _record(env: CellEnv, real: Path, before: bytes | None, after: bytes) -> None:

@@ -23,6 +23,7 @@ import threading
 import time
 
 from ..errors import CellError
+from . import approval
 from .env import MAX_OUTPUT, CellEnv
 from .registry import verb
 
@@ -64,8 +65,7 @@ def shell(env: CellEnv, cmd: str, *, timeout: float | None = None) -> str:
         raise CellError(f"shell: :timeout must be more than 0 seconds (got {limit:g})")
     if "\0" in cmd:
         raise CellError("shell: CMD contains a NUL character")
-    if not env.approve("shell", cmd):
-        raise CellError("shell not approved")
+    approval.ask(env, approval.Approval("shell", cmd, cwd=str(env.workspace)), "shell not approved")
     # Checkpoints snapshot the workspace around the command (see nodecode.shadow).
     hook = env.on_shell
     if hook is not None:

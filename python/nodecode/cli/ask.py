@@ -10,6 +10,7 @@ import threading
 
 from nodecode.agent import Agent, TurnCallbacks
 from nodecode.app import App
+from nodecode.cells.approval import Approval, Refused
 from nodecode.cells.evaluate import evaluate
 from nodecode.cli.common import EXIT_OK, EXIT_PROVIDER, EXIT_STOPPED, EXIT_USER, Command
 
@@ -78,17 +79,28 @@ class CliCallbacks(TurnCallbacks):
         self.end_thinking()
         print(f"── notice: {text}", file=sys.stderr)
 
-    def approve(self, kind: str, detail: str) -> bool:
+    def review(self, request: Approval) -> bool:
+        """Ask on the terminal, showing a write's diff and a command's directory:
+        y approves, n or nothing refuses, any other answer refuses with it as the reason."""
         self.end_thinking()
+        kind, detail = request.kind, request.detail
         if self.yes:
             return True
         if not sys.stdin.isatty():
             print(f"── {kind} not approved (no terminal; use --yes): {detail}", file=sys.stderr)
             return False
-        print(f"── approve {kind}? {detail}", file=sys.stderr)
-        sys.stderr.write("[y/N] ")
+        where = f" (in {request.cwd})" if request.cwd else ""
+        print(f"── approve {kind}? {detail}{where}", file=sys.stderr)
+        if request.diff:
+            print(request.diff, file=sys.stderr)
+        sys.stderr.write("[y/N, or a reason to refuse] ")
         sys.stderr.flush()
-        return sys.stdin.readline().strip().lower() in ("y", "yes")
+        answer = sys.stdin.readline().strip()
+        if answer.lower() in ("y", "yes"):
+            return True
+        if answer.lower() in ("", "n", "no"):
+            return False
+        raise Refused(answer)
 
 
 def _ask_args(p: argparse.ArgumentParser) -> None:

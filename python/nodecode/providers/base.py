@@ -130,7 +130,7 @@ class StreamParser:
 class Provider:
     """One model endpoint: ``stream(body)`` POSTs a complete wire body and returns a Reply."""
 
-    name = "provider"
+    name = "provider"  # the wire format's; errors say the configured id when given one
     default_base_url = ""  # used when the config names no base_url
 
     def __init__(
@@ -142,7 +142,10 @@ class Provider:
         max_retries: int = 3,
         backoff_base: float = 0.5,
         transport: httpx.BaseTransport | None = None,
+        name: str | None = None,
     ) -> None:
+        if name:
+            self.name = name  # the provider's id in config.jsonc: what errors begin with
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         self.max_retries = max_retries
         self.backoff_base = backoff_base
@@ -190,15 +193,17 @@ class Provider:
         cancel: threading.Event | None = None,
         on_retry: Callable[[str], None] | None = None,
         on_thinking: TextSink | None = None,
+        on_open: Callable[[], None] | None = None,
     ) -> Reply:
-        """Stream one reply, retrying transient failures; a cancel returns the partial reply."""
+        """Stream one reply, retrying transient failures; a cancel returns the partial reply.
+        ``on_open`` runs when an attempt's answer starts to arrive (the model is at work)."""
         cancel = cancel or threading.Event()
         wire = self.wire_body(body)
         retries = 0
         while True:
             parser = self.new_parser(on_text, on_thinking)
             try:
-                reply = self._attempt(wire, parser, cancel)
+                reply = self._attempt(wire, parser, cancel, on_open)
             except ProviderError as exc:
                 delay = self._retry_delay(exc, retries)
                 if on_retry is not None:
@@ -221,13 +226,20 @@ class Provider:
         return self._delay(retries, exc.retry_after)
 
     def _attempt(
-        self, wire: dict[str, Any], parser: StreamParser, cancel: threading.Event
+        self,
+        wire: dict[str, Any],
+        parser: StreamParser,
+        cancel: threading.Event,
+        on_open: Callable[[], None] | None = None,
     ) -> Reply:
         """One POST read to its end; raises ProviderError (retryable or not)."""
         pump = _Pump(self._client, self.url(), self.headers(), wire)
         frames = _Frames(parser, cancel)
         try:
             for text in pump.body(cancel, self._http_error):
+                if on_open is not None:
+                    on_open()
+                    on_open = None
                 if frames.feed(text):
                     break
             else:

@@ -93,7 +93,8 @@ class NodecodePlugin:
     @pynvim.function("NodecodeApproval", sync=True)
     @never_raise
     def approval(self, args: list) -> bool:
-        return self.host.answer(int(_arg(args, 0, 0)), int(_arg(args, 1, 0)), bool(_arg(args, 2)))
+        job, approval = int(_arg(args, 0, 0)), int(_arg(args, 1, 0))
+        return self.host.answer(job, approval, bool(_arg(args, 2)), _arg(args, 3))
 
     @pynvim.function("NodecodeMessages", sync=True)
     @never_raise
@@ -130,7 +131,9 @@ class NodecodePlugin:
     @pynvim.function("NodecodeRecall", sync=True)
     @never_raise
     def recall(self, args: list) -> list:
-        return self.host.recall(_arg(args, 0, {}), _arg(args, 1), bool(_arg(args, 2, False)))
+        return self.host.recall(
+            _arg(args, 0, {}), _arg(args, 1), bool(_arg(args, 2, False)), bool(_arg(args, 3, False))
+        )
 
     @pynvim.function("NodecodeRecallEntry", sync=True)
     @never_raise
@@ -205,6 +208,18 @@ class NodecodePlugin:
     @never_raise
     def blob(self, args: list) -> str:
         return self.host.blob(_arg(args, 0, {}), str(_arg(args, 1, "")))
+
+    # --- the model ------------------------------------------------------------
+
+    @pynvim.function("NodecodeModels", sync=True)
+    @never_raise
+    def models(self, args: list) -> Any:
+        return self.host.models(_arg(args, 0, {}))
+
+    @pynvim.function("NodecodeUseModel", sync=True)
+    @never_raise
+    def use_model(self, args: list) -> Any:
+        return self.host.use_model(_arg(args, 0, {}), str(_arg(args, 1, "")))
 
     def _notify(self, text: str) -> None:
         self.nvim.exec_lua("require('nodecode.message').error(...)", text, async_=True)

@@ -399,13 +399,10 @@ function M.follow()
   reload_as(buf, data)
 end
 
---- Host events: a receipt is shown; a finished turn is followed.
+--- Host events: a finished turn is followed (receipts are told by the chat).
 ---@param ev table
 function M.on_event(ev)
-  if ev.kind == 'notice' and type(ev.text) == 'string' and ev.text:find('^%[%[receipt ') then
-    local refused = ev.text:find('\nrefused at seq ') ~= nil
-    ;(refused and message().warn or message().info)('%s', ev.text)
-  elseif ev.kind == 'done' and M.find() then
+  if ev.kind == 'done' and M.find() then
     vim.schedule(function()
       local ok, err = pcall(M.follow)
       if not ok then

@@ -1,0 +1,86 @@
+"""`make demo`: its scripted model has a small known window, so the 85%
+warning and an eviction show in two asks; its home stays between runs, so
+the session comes back; `make demo-clean` starts it afresh."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pynvim
+import pytest
+from nodecode.demo.__main__ import HERE, prepare
+
+from .conftest import NVIM, chat, shutdown, wait_for
+from .ui_helpers import notes, notified
+
+
+def start(prepared, monkeypatch: pytest.MonkeyPatch) -> pynvim.Nvim:
+    """Neovim as the demo starts it (its init, environment and workspace), headless."""
+    for key, value in prepared.env.items():
+        monkeypatch.setenv(key, value)
+    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "NODECODE_SESSION"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.chdir(prepared.workspace)
+    nv = pynvim.attach(
+        "child",
+        argv=[NVIM, "--embed", "--headless", "-n", "-i", "NONE", "-u", str(HERE / "init.lua")],
+    )
+    wait_for(lambda: nv.funcs.bufwinid("nodecode://chat") != -1)
+    return nv
+
+
+def idle(nv: pynvim.Nvim) -> bool:
+    return nv.exec_lua("return require('nodecode.ui.chat').job()") is None
+
+
+@pytest.fixture
+def demo_dir(tmp_path: Path, nvim_env, monkeypatch: pytest.MonkeyPatch):
+    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    return tmp_path / ".demo"
+
+
+def test_the_demo_warns_then_evicts_and_its_session_comes_back(demo_dir, monkeypatch):
+    first = prepare(demo_dir, {})
+    try:
+        nv = start(first, monkeypatch)
+        notified(nv)
+        nv.command("Nodecode fix the bug in calc.py")
+        wait_for(lambda: idle(nv) and "The tests pass now." in chat(nv), timeout=30)
+        warned = [n for n in notes(nv) if "context at" in n]
+        assert warned and ":NodecodeEvict" in warned[0], notes(nv)
+
+        nv.command("Nodecode thanks")
+
+        wait_for(lambda: idle(nv) and "_evicted at seq " in chat(nv), timeout=30)
+        shutdown(nv)
+    finally:
+        first.stop()
+
+    again = prepare(demo_dir, {})
+    try:
+        nv = start(again, monkeypatch)
+        text = chat(nv)
+        assert "fix the bug in calc.py" in text and "_evicted at seq " in text
+        assert "len(values) - 1" not in (again.workspace / "calc.py").read_text()  # kept too
+        shutdown(nv)
+    finally:
+        again.stop()
+
+
+def test_demo_clean_starts_afresh(demo_dir):
+    prepare(demo_dir, {}).stop()
+    assert (demo_dir / "home" / "config.jsonc").exists()
+
+    done = subprocess.run(
+        [sys.executable, "-m", "nodecode.demo", "--clean"],
+        env={"NODECODE_DEMO_DIR": str(demo_dir), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert not demo_dir.exists() and str(demo_dir) in done.stdout

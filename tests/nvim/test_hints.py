@@ -1,0 +1,137 @@
+"""Key hints: `?` (the picker: <C-/>) lists the keys of the buffer it is pressed
+in, as configured; the empty chat says how to ask; picker titles name the toggle."""
+
+from __future__ import annotations
+
+from .conftest import configure, wait_for
+from .ui_helpers import make_session
+
+
+def hints(nv) -> dict | None:
+    return nv.exec_lua("""
+        local win = require('nodecode.ui.hints').win
+        if not (win and vim.api.nvim_win_is_valid(win)) then return nil end
+        local c = vim.api.nvim_win_get_config(win)
+        return { lines = vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(win), 0, -1, false),
+                 title = c.title[1][1], focused = vim.api.nvim_get_current_win() == win }
+    """)
+
+
+def test_question_mark_in_the_chat_lists_its_keys_as_configured(nvim, home, workspace, loopback):
+    configure(home, loopback([{"text": "hello"}]))
+    make_session(home, workspace, ["hi"])
+    nvim.exec_lua(
+        "require('nodecode').setup({ keymaps = { undo = 'gu', fork = false, stop = '<C-x>' } })"
+    )
+    nvim.command("Nodecode")
+    nvim.command("stopinsert")
+    nvim.command("wincmd k")
+    assert nvim.current.buffer.name == "nodecode://chat"
+
+    nvim.input("?")
+
+    shown = wait_for(lambda: hints(nvim))
+    assert shown["lines"] == [
+        "<C-x>           stop the running turn",
+        "gu              undo the last turn and its file changes",
+        "<localleader>r  redo the turn the last undo took back",
+        "<localleader>t  open the session tree",
+        "<localleader>s  show the /context report",
+        "<localleader>/  recall from the log",
+        "<localleader>e  evict down to 50% of the budget",
+        "<localleader>c  export the context and open it",
+        "?               these keys",
+    ]
+    assert shown["title"] == " keys · chat " and not shown["focused"]
+    nvim.input("j")  # the next key closes it
+    wait_for(lambda: hints(nvim) is None)
+
+
+def test_the_input_area_and_the_context_buffer_list_their_own_keys(nvim, home, workspace, loopback):
+    configure(home, loopback([{"text": "hello"}]))
+    make_session(home, workspace, ["hi"])
+    nvim.exec_lua("require('nodecode').setup({ keymaps = { send = 'gs', help = 'g?' } })")
+    nvim.command("Nodecode")
+    nvim.command("stopinsert")
+
+    nvim.input("g?")
+    lines = wait_for(lambda: hints(nvim))["lines"]
+    assert lines[:3] == [
+        "gs              send the whole input as the ask",
+        "<C-s>           send the ask (insert mode)",
+        "<C-c>           stop the running turn",
+    ]
+    assert lines[-1] == "g?              these keys"
+
+    nvim.command("wincmd k")
+    nvim.command("NodecodeContext")
+    nvim.input("g?")
+    lines = wait_for(
+        lambda: (hints(nvim) or {}).get("title") == " keys · context " and hints(nvim)
+    )["lines"]
+    assert lines[-3:] == [
+        "<localleader>n  open the chat and its input area",
+        "<localleader>m  restore a removed message into the context buffer",
+        "g?              these keys",
+    ]
+
+
+def test_the_tree_lists_its_keys_with_remaps(nvim, home, workspace, loopback):
+    configure(home, loopback([{"text": "one"}, {"text": "two"}]))
+    make_session(home, workspace, ["first", "second"])
+    nvim.exec_lua("require('nodecode').setup({ keymaps = { tree_buffer = { rewind = 'x' } } })")
+    nvim.command("NodecodeTree")
+
+    nvim.input("?")
+
+    assert wait_for(lambda: hints(nvim))["lines"] == [
+        "c     continue from this turn (files stay)",
+        "x     rewind to this turn (files follow)",
+        "R     rewind, overwriting files changed since",
+        "f     fork a new session at this turn",
+        "<CR>  open this turn's messages",
+        "q     close the tree",
+        "?     these keys",
+    ]
+
+
+def test_the_picker_names_its_toggle_key_and_lists_its_keys(nvim, home, workspace, loopback):
+    configure(home, loopback([{"text": "one"}]))
+    make_session(home, workspace, ["first"])
+    nvim.exec_lua("require('nodecode').setup({ keymaps = { picker = { toggle = '<C-g>' } } })")
+    nvim.command("NodecodeRecall")
+    title = nvim.exec_lua(
+        "return vim.api.nvim_win_get_config(require('nodecode.ui.float_picker').current.pwin)"
+        ".title[1][1]"
+    )
+    assert title == (
+        " recall: this session (text) · <C-g> every session · <M-o> shows exports and requests "
+    )
+
+    nvim.input("<C-/>")
+
+    shown = wait_for(lambda: hints(nvim))
+    assert shown["lines"] == [
+        "<CR>   open",
+        "<M-y>  insert",
+        "<M-u>  restore",
+        "<M-o>  show or hide export and request rows",
+        "<C-g>  switch: this session / every session",
+        "<C-n>  next row",
+        "<C-p>  previous row",
+        "<Esc>  close",
+        "<C-/>  these keys",
+    ]
+    assert nvim.exec_lua("return require('nodecode.ui.float_picker').current ~= nil")
+
+
+def test_the_empty_chat_says_how_to_ask_until_it_has_text(nvim, home, loopback):
+    configure(home, loopback([{"text": "hello back"}]))
+    nvim.command("Nodecode")
+    shown = "return require('nodecode.ui.hints').shown(vim.fn.bufnr('nodecode://chat'))"
+
+    assert nvim.exec_lua(shown) == (
+        ":Nodecode {text} asks · :Nodecode opens the input area · ? lists the keys"
+    )
+    nvim.command("Nodecode hello")
+    wait_for(lambda: nvim.exec_lua(shown) is None)
