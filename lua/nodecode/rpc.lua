@@ -229,6 +229,9 @@ M.use_model = remote('NodecodeUseModel') ---@type fun(name: string): table {prov
 --- Entry point of the host's events (nodecode.host module docstring lists them).
 ---@param event table
 function M._on_event(event)
+  if not M.running() then
+    return -- a stopped host's last words (after :Lazy reload): redrawing would start a new one
+  end
   for _, mod in ipairs({ 'nodecode.ui.chat', 'nodecode.ui.context', 'nodecode.ui.status', 'nodecode.ui.tree',
     'nodecode.ui.progress' }) do
     local ok, err = pcall(require(mod).on_event, event)

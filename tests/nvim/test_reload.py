@@ -124,3 +124,21 @@ def test_a_context_buffer_open_across_a_reload_still_writes_through_nodecode(
     sent = json.dumps(srv.model_requests[1].body)
     assert "the question, rewritten before the reload" in sent
     assert "first question" not in sent
+
+
+def test_an_event_of_the_old_host_arriving_after_a_reload_starts_no_host(nvim, home, loopback):
+    configure(home, loopback([{"text": "first reply"}]))
+    nvim.command("Nodecode first")
+    wait_for(lambda: "first reply" in chat(nvim))
+    nvim.command("NodecodeTree")  # a tree buffer: a finished turn's event redraws it
+    old = host_pid(nvim)
+
+    nvim.exec_lua(RELOAD)
+    wait_for(lambda: not alive(old))
+    # What a loaded machine does: the turn's last event reaches the new load.
+    nvim.exec_lua("""
+      require('nodecode.rpc')._on_event({ kind = 'done', job = 99, status = 'done' })
+      vim.wait(300, function() return false end)
+    """)
+
+    assert nvim.call("remote#host#IsRunning", "nodecode") == 0

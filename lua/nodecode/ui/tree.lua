@@ -287,6 +287,9 @@ function M.on_event(ev)
   end
   if (first or ev.kind == 'done') and tree_buf() then
     vim.schedule(function()
+      if not require('nodecode.rpc').running() then
+        return -- the host stopped meanwhile (a reload): refreshing would start another
+      end
       local ok, err = pcall(M.refresh)
       if not ok then
         require('nodecode.message').caught(err)
