@@ -124,8 +124,10 @@ def test_statusline_shows_fill_and_budget_after_a_turn_and_never_starts_the_host
     nvim.command("Nodecode hello")
 
     wait_for(lambda: "hello back" in chat(nvim))
-    line = wait_for(lambda: nvim.exec_lua("return require('nodecode').status()"))
-    assert re.fullmatch(r"ctx \d+(\.\d)?k?(/\d+(\.\d)?[kM]? \d+%)?", line), line
+    # While the turn ends the line shows its progress; once ended, fill and budget.
+    fill = r"ctx \d+(\.\d)?k?(/\d+(\.\d)?[kM]? \d+%)?"
+    status = "return require('nodecode').status()"
+    wait_for(lambda: re.fullmatch(fill, nvim.exec_lua(status)))
 
 
 def test_status_report_opens_in_a_float(nvim, home, loopback):
