@@ -12,7 +12,7 @@ from pathlib import Path
 import pynvim
 
 from .conftest import NVIM, ROOT, shutdown
-from .ui_helpers import messages_of
+from .ui_helpers import after_scheduled, messages_of
 
 PLUGIN_PARTS = ("lua", "plugin", "rplugin", "doc", "syntax")
 
@@ -41,10 +41,7 @@ def test_an_unbuilt_checkout_says_so_once_naming_both_remedies(
     try:
         nv.exec_lua("vim.o.columns = 400")  # the whole line fits: not cut to a float
         nv.command("Nodecode hello")
-        # Messages are scheduled: a callback scheduled now runs after all of them.
-        nv.exec_lua("""local done = false
-          vim.schedule(function() done = true end)
-          vim.wait(5000, function() return done end)""")
+        after_scheduled(nv)
 
         said = [m for m in messages_of(nv).splitlines() if "venv" in m]
         assert len(said) == 1, said

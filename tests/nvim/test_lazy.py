@@ -16,7 +16,7 @@ import pytest
 from .conftest import NVIM, ROOT, chat, configure, shutdown, wait_for
 from .test_install import lua_block, unbuilt_checkout
 from .test_reload import alive, chat_buffers, host_pid
-from .ui_helpers import messages_of
+from .ui_helpers import after_scheduled, messages_of
 
 DEPS = Path(os.environ["NODECODE_TEST_DEPS"]) if os.environ.get("NODECODE_TEST_DEPS") else None
 pytestmark = pytest.mark.skipif(
@@ -164,10 +164,7 @@ def test_a_dir_spec_without_the_build_says_once_what_to_run(nvim_env, tmp_path, 
     try:
         nv.exec_lua("vim.o.columns = 400")  # the whole line fits: not cut to a float
         nv.command("Nodecode hello")
-        # Messages are scheduled: a callback scheduled now runs after all of them.
-        nv.exec_lua("""local done = false
-          vim.schedule(function() done = true end)
-          vim.wait(5000, function() return done end)""")
+        after_scheduled(nv)
 
         said = [m for m in messages_of(nv).splitlines() if "venv" in m]
         assert said == [

@@ -126,3 +126,11 @@ def no_press_enter(nv: pynvim.Nvim) -> Iterator[list[str]]:
 def idle(nv: pynvim.Nvim) -> bool:
     """The chat's turn is over (its done event handled): the next ask may start."""
     return nv.exec_lua("return require('nodecode.ui.chat').job() == nil")
+
+
+def after_scheduled(nv) -> None:
+    """Return once what Neovim has scheduled so far has run (messages are scheduled:
+    a callback scheduled now runs after all of them)."""
+    nv.exec_lua("""local done = false
+      vim.schedule(function() done = true end)
+      vim.wait(5000, function() return done end)""")
