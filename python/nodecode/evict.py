@@ -536,7 +536,7 @@ def _apply(
             turn=turn,
             text=lambda seq: f"{head}\nevicted at seq {seq}: {line}",
             payload={
-                "context": snapshot(store, order),
+                "context": snapshot(store, order, st),
                 "reason": reason,
                 "evicted": sorted(evicted),
                 "stubs": [s.id for s in stubs],

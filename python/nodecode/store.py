@@ -19,7 +19,7 @@ from typing import Any
 
 import msgpack
 
-from nodecode import migrations
+from nodecode import delta, migrations
 from nodecode.errors import StoreError
 from nodecode.paths import ensure_dir
 
@@ -245,19 +245,44 @@ class Store:
 
     # -- blobs ----------------------------------------------------------------
 
-    def put_blob(self, data: bytes) -> str:
-        """Store ``data`` content-addressed; return its sha256."""
+    def put_blob(self, data: bytes, *, base: tuple[str, bytes] | None = None) -> str:
+        """Store ``data`` content-addressed; return its sha256. With ``base`` (a
+        digest and its bytes, which need not be a stored blob), the row holds
+        only a delta against it (``nodecode.delta``) when that is smaller."""
         digest = hashlib.sha256(data).hexdigest()
+        packed = None
+        if base is not None and base[0] != digest:
+            packed = delta.encode(base[1], data)
+            if len(packed) >= len(data) or delta.decode(base[1], packed) != data:
+                packed = None
         with self.atomic() as db:
-            db.execute(
-                "INSERT OR IGNORE INTO blobs (hash, size, data) VALUES (?, ?, ?)",
-                (digest, len(data), data),
-            )
+            if packed is not None:
+                db.execute(
+                    "INSERT OR IGNORE INTO blobs (hash, size, data, base) VALUES (?, ?, ?, ?)",
+                    (digest, len(data), packed, base[0]),
+                )
+            else:  # whole bytes replace a delta: they need no base to be read
+                db.execute(
+                    "INSERT INTO blobs (hash, size, data) VALUES (?, ?, ?) "
+                    "ON CONFLICT(hash) DO UPDATE SET data = excluded.data, base = NULL "
+                    "WHERE blobs.base IS NOT NULL",
+                    (digest, len(data), data),
+                )
         return digest
 
-    def blob(self, digest: str) -> bytes | None:
-        rows = self.read("SELECT data FROM blobs WHERE hash = ?", (digest,))
-        return bytes(rows[0][0]) if rows else None
+    def blob(
+        self, digest: str, *, bases: Callable[[str], bytes | None] | None = None
+    ) -> bytes | None:
+        """A blob's bytes. A delta's base is read the same way; one that is not a
+        stored blob (a re-rendered export) is asked of ``bases``."""
+        rows = self.read("SELECT data, base FROM blobs WHERE hash = ?", (digest,))
+        if not rows:
+            return bases(digest) if bases is not None else None
+        data, base = bytes(rows[0][0]), rows[0][1]
+        if base is None:
+            return data
+        whole = self.blob(base, bases=bases)
+        return delta.decode(whole, data) if whole is not None else None
 
     # -- meta -----------------------------------------------------------------
 

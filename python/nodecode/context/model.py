@@ -2,7 +2,9 @@
 
 This is the one place that computes it. The log on the head's path gives the
 messages; a *snapshot* event (a take of edits, an eviction, a fork) records
-the whole order at that moment, with rewritten texts as blobs. The context is
+the order at that moment, with rewritten texts as blobs: whole, or as a delta
+against an earlier snapshot (at most SNAPSHOT_CHAIN deep, so a take stores
+what it changed and reading one never walks every take). The context is
 the latest snapshot on the path, in path order, followed by every message
 logged after it. Path order is (position of the event's turn on the path,
 seq): changes made while a turn was the head belong to that turn, so undoing
@@ -20,9 +22,11 @@ from typing import Any
 
 from nodecode import session as sessions
 from nodecode import turns as turn_tree
+from nodecode.errors import StoreError
 from nodecode.store import Event, Store
 
 SNAPSHOT_KINDS = ("receipt", "evict", "fork")
+SNAPSHOT_CHAIN = 16  # a snapshot is whole when its delta would be this many deep
 TAKE_KINDS = ("evict", "move", "fork")  # every one is a take; a receipt only when taken
 
 
@@ -94,6 +98,7 @@ class State:
     key: dict[int, tuple[int, int]]  # path order of each message id
     running: int | None  # the turn whose ask and newest round are never dropped
     newest: set[int] = field(default_factory=set)  # that ask + newest round
+    snapshot: tuple[str, int] | None = None  # (session, seq) of the snapshot it starts from
 
     def removed(self) -> list[Message]:
         """Path messages not in the context (deleted or evicted): restorable."""
@@ -170,37 +175,59 @@ def _compute(store: Store, sid: str) -> State:
     index = {t.number: i for i, t in enumerate(path)}
     events = _path_events(store, sid, path)
     key = {e.seq: (index.get(e.turn, -1), e.seq) for e in events}
-    messages = {e.seq: message_of(e) for e in events if e.role is not None}
-    snaps = [e for e in events if e.kind in SNAPSHOT_KINDS and "context" in e.payload]
+    messages = {e.seq: message_of(e) for e in events}
     order: list[Message] = []
     after: tuple[int, int] = (-2, 0)
-    if snaps:
-        snap = max(snaps, key=lambda e: key[e.seq])
-        after = key[snap.seq]
-        order = _from_snapshot(store, snap.payload["context"], messages)
+    snap = _latest_snapshot(store, sid, path, index)
+    if snap is not None:
+        after = snap[2]
+        order = _from_snapshot(store, decoded(store, snap[0], snap[1]), messages)
     order += [m for i, m in sorted(messages.items(), key=lambda kv: key[kv[0]]) if key[i] > after]
     running = path[-1].number if path else None
-    st = State(order, messages, {i: key[i] for i in messages}, running)
+    st = State(order, messages, key, running, snapshot=snap[:2] if snap else None)
     st.newest = newest_round(store, sid, path[-1] if path else None, messages)
     return st
 
 
 def _path_events(store: Store, sid: str, path: list[turn_tree.Turn]) -> list[Event]:
-    """Messages and snapshots of the path's turns, this session's and its
-    ancestors' (each ancestor's only up to the fork point below it)."""
+    """Messages of the path's turns, this session's and its ancestors' (each
+    ancestor's only up to the fork point below it)."""
     numbers = [t.number for t in path]
     events: list[Event] = []
     for owner, upto in turn_tree.scopes(store, sid):
-        events += store.context_events(
-            owner, numbers, upto=upto, kinds=SNAPSHOT_KINDS, turnless=owner == sid
-        )
+        events += store.context_events(owner, numbers, upto=upto, kinds=(), turnless=owner == sid)
     return events
+
+
+def _latest_snapshot(
+    store: Store, sid: str, path: list[turn_tree.Turn], index: dict[int, int]
+) -> tuple[str, int, tuple[int, int]] | None:
+    """(session, seq, path order) of the path's latest snapshot. Only its row is
+    decoded: a session's takes are many and the others are not read."""
+    numbers = [t.number for t in path]
+    marks = ",".join("?" * len(numbers)) or "NULL"
+    found: list[tuple[tuple[int, int], str, int]] = []
+    for owner, upto in turn_tree.scopes(store, sid):
+        rows = store.read(
+            f"SELECT seq, turn FROM events WHERE session = ? AND seq <= ? "
+            f"AND kind IN ({','.join('?' * len(SNAPSHOT_KINDS))}) AND (turn IN ({marks})"
+            + (" OR turn IS NULL" if owner == sid else "")
+            + ")",
+            (owner, upto if upto is not None else 2**62, *SNAPSHOT_KINDS, *numbers),
+        )
+        found += [((index.get(turn, -1), seq), owner, seq) for seq, turn in rows]
+    for k, owner, seq in sorted(found, reverse=True):
+        event = store.event(owner, seq)
+        if event is not None and "context" in event.payload:  # a refusal records none
+            return owner, seq, k
+    return None
 
 
 _TEXT_CACHE: dict[str, str] = {}
 
 
-def _text(store: Store, digest: str) -> str:
+def blob_text(store: Store, digest: str) -> str:
+    """A rewritten text, from its blob (kept once read: blobs never change)."""
     text = _TEXT_CACHE.get(digest)
     if text is None:
         raw = store.blob(digest)
@@ -209,22 +236,81 @@ def _text(store: Store, digest: str) -> str:
     return text
 
 
-def _from_snapshot(
-    store: Store, snap: dict[str, Any], messages: dict[int, Message]
-) -> list[Message]:
-    texts = {i: h for i, h in snap.get("texts", [])}
-    restored = set(snap.get("restored", []))
+def _from_snapshot(store: Store, snap: Snap, messages: dict[int, Message]) -> list[Message]:
     out = []
-    for i in snap["order"]:
+    for i in snap.order:
         m = messages.get(i)
         if m is None:
             continue
-        if i in texts:
-            m = rewritten(m, _text(store, texts[i]), restored=i in restored)
-        elif i in restored:
+        if i in snap.texts:
+            m = rewritten(m, blob_text(store, snap.texts[i]), restored=i in snap.restored)
+        elif i in snap.restored:
             m = Message(m.id, m.role, m.text, m.turn, m.payload, restored=True)
         out.append(m)
     return out
+
+
+# -- snapshots: whole or a delta --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Snap:
+    """A snapshot decoded: the ids in order, rewritten texts' blobs, restored ids."""
+
+    order: list[int]
+    texts: dict[int, str]
+    restored: frozenset[int]
+    depth: int = 0  # deltas between it and a whole snapshot
+
+
+def decode(store: Store, context: dict[str, Any]) -> Snap:
+    """The snapshot a "context" payload records (whole, or a delta against the
+    snapshot at ``after``: copied runs of its order and literal ids, then the
+    texts and restored marks that changed)."""
+    if context.get("after") is None:
+        texts = {i: h for i, h in context.get("texts", [])}
+        return Snap(list(context["order"]), texts, frozenset(context.get("restored", [])))
+    base = decoded(store, *context["after"])
+    order: list[int] = []
+    for run in context["runs"]:
+        if isinstance(run, list):
+            order += base.order[run[0] : run[0] + run[1]]
+        else:
+            order.append(run)
+    present = set(order)
+    plain = set(context.get("plain", []))
+    texts = {i: h for i, h in base.texts.items() if i in present and i not in plain}
+    texts.update((i, h) for i, h in context.get("texts", []))
+    gone = set(context.get("unrestored", []))
+    restored = {i for i in base.restored if i in present and i not in gone}
+    restored |= set(context.get("restored", []))
+    return Snap(order, texts, frozenset(restored), base.depth + 1)
+
+
+def decoded(store: Store, session: str, seq: int) -> Snap:
+    """The snapshot recorded by event ``seq`` of ``session`` (kept once decoded:
+    events never change)."""
+    cache: dict = store.cache.setdefault("snapshots", {})
+    hit = cache.get((session, seq))
+    if hit is not None:
+        return hit
+    event = store.event(session, seq)
+    if event is None or "context" not in event.payload:
+        raise StoreError(f"store {store.path}: no snapshot at seq {seq} of session {session}")
+    snap = decode(store, event.payload["context"])
+    if len(cache) > 4 * SNAPSHOT_CHAIN:
+        cache.clear()
+    cache[(session, seq)] = snap
+    return snap
+
+
+def whole(snap: Snap) -> dict[str, Any]:
+    """A decoded snapshot as a whole one is recorded (what recall shows)."""
+    return {
+        "order": list(snap.order),
+        "texts": [[i, snap.texts[i]] for i in snap.order if i in snap.texts],
+        "restored": [i for i in snap.order if i in snap.restored],
+    }
 
 
 def newest_round(
@@ -253,18 +339,58 @@ def newest_round(
     return keep | {i for i in own if i > last_request}
 
 
-def snapshot(store: Store, order: list[Message]) -> dict[str, Any]:
+def snapshot(store: Store, order: list[Message], base: State | None = None) -> dict[str, Any]:
     """The payload that records ``order`` as the context (put it under "context"
-    in a snapshot event: receipt, evict or fork); rewritten texts go to blobs."""
-    return {
-        "order": [m.id for m in order],
-        "texts": [
-            [m.id, store.put_blob(m.text.encode("utf-8", "surrogatepass"))]
-            for m in order
-            if m.rewritten
-        ],
-        "restored": [m.id for m in order if m.restored],
-    }
+    in a snapshot event: receipt, evict or fork); rewritten texts go to blobs.
+    With ``base`` (the state ``order`` was made from), a delta against the
+    snapshot that state starts from, unless that chain is long enough."""
+    texts = {m.id: _digest(m.text) for m in order if m.rewritten}
+    restored = {m.id for m in order if m.restored}
+    prev = decoded(store, *base.snapshot) if base is not None and base.snapshot else None
+    if prev is None or prev.depth + 1 >= SNAPSHOT_CHAIN:
+        for m in order:
+            if m.rewritten:
+                store.put_blob(m.text.encode("utf-8", "surrogatepass"))
+        return {
+            "order": [m.id for m in order],
+            "texts": [[m.id, texts[m.id]] for m in order if m.rewritten],
+            "restored": [m.id for m in order if m.restored],
+        }
+    present = {m.id for m in order}
+    had = {i: h for i, h in prev.texts.items() if i in present}
+    changed = [m for m in order if m.rewritten and had.get(m.id) != texts[m.id]]
+    for m in changed:
+        store.put_blob(m.text.encode("utf-8", "surrogatepass"))
+    was = {i for i in prev.restored if i in present}
+    out: dict[str, Any] = {"after": list(base.snapshot), "runs": _runs(order, prev.order)}
+    for name, value in (
+        ("texts", [[m.id, texts[m.id]] for m in changed]),
+        ("plain", sorted(i for i in had if i not in texts)),
+        ("restored", sorted(restored - was)),
+        ("unrestored", sorted(was - restored)),
+    ):
+        if value:
+            out[name] = value
+    return out
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _runs(order: list[Message], base: list[int]) -> list[Any]:
+    """``order``'s ids as copied runs ``[start, count]`` of ``base`` and literal ids."""
+    at = {i: k for k, i in enumerate(base)}
+    runs: list[Any] = []
+    for m in order:
+        k = at.get(m.id)
+        if k is None:
+            runs.append(m.id)
+        elif runs and isinstance(runs[-1], list) and sum(runs[-1]) == k:
+            runs[-1][1] += 1
+        else:
+            runs.append([k, 1])
+    return runs
 
 
 def take_count(store: Store, sid: str) -> int:
