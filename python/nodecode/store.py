@@ -72,7 +72,7 @@ class Store:
                 os.chmod(side, 0o600)
         self._lock = threading.RLock()
         self._depth = 0
-        self._commits = 0  # this connection's committed write transactions
+        self._writes = 0  # write blocks this connection entered: any may have changed a row
         self.cache: dict[str, Any] = {}  # derived views, rebuilt from the log when stale
         # Held while a derived view is read or filled. It is the connection's own lock
         # on purpose: a fill reads the log, so with one lock it neither deadlocks
@@ -89,6 +89,7 @@ class Store:
     def atomic(self) -> Iterator[sqlite3.Connection]:
         """A write transaction (BEGIN IMMEDIATE); nested uses join the outer one."""
         with self._lock:
+            self._writes += 1
             if self._depth:
                 self._depth += 1
                 try:
@@ -103,17 +104,19 @@ class Store:
             except BaseException:
                 self._depth = 0
                 self.db.execute("ROLLBACK")
+                # Views filled inside the transaction may hold rows it no longer has.
+                self.cache.clear()
                 raise
             self._depth = 0
             self.db.execute("COMMIT")
-            self._commits += 1
 
     def version(self) -> tuple[int, int]:
-        """Changes whenever the database may have: a commit of this connection or of
-        any other (SQLite's ``data_version``, any process's). A view derived from the
-        log is current while the version it was made at is."""
+        """Changes whenever the database may have: a write of this connection (a
+        write block entered, committed or not) or a commit of any other (SQLite's
+        ``data_version``, any process's). A view derived from the log is current
+        while the version it was made at is."""
         with self._lock:
-            return self._commits, self.db.execute("PRAGMA data_version").fetchone()[0]
+            return self._writes, self.db.execute("PRAGMA data_version").fetchone()[0]
 
     def data_version(self) -> int:
         """SQLite's ``data_version``: changes when another connection (of any
