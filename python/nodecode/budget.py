@@ -506,21 +506,25 @@ class Meter:
     def _reported_ratio(self, newest: int, hit: tuple[int, float] | None) -> float:
         """Walk the request events back from ``newest`` to the first that reported
         usage (stopping at the one an earlier memo ``hit`` already read)."""
-        rows = self.store.read(
-            "SELECT seq FROM events WHERE session = ? AND kind = 'request' AND seq <= ? "
-            "ORDER BY seq DESC",
-            (self.sid, newest),
-        )
-        for (seq,) in rows:
-            if hit is not None and seq <= hit[0]:
-                return hit[1]
-            event = self.store.event(self.sid, seq)
-            payload = event.payload if event else {}
-            counted = payload.get("counted")
-            reported = Usage.of(payload.get("usage") or {}).prompt_total(self.ptype)
-            if counted and reported > 0 and payload.get("model") == self.model:
-                return reported / counted
-        return 1.0
+        below = newest + 1
+        while True:  # a few at a time: it is nearly always the newest
+            rows = self.store.read(
+                "SELECT seq FROM events WHERE session = ? AND kind = 'request' AND seq < ? "
+                "ORDER BY seq DESC LIMIT 8",
+                (self.sid, below),
+            )
+            for (seq,) in rows:
+                if hit is not None and seq <= hit[0]:
+                    return hit[1]
+                event = self.store.event(self.sid, seq)
+                payload = event.payload if event else {}
+                counted = payload.get("counted")
+                reported = Usage.of(payload.get("usage") or {}).prompt_total(self.ptype)
+                if counted and reported > 0 and payload.get("model") == self.model:
+                    return reported / counted
+            if len(rows) < 8:
+                return 1.0
+            below = rows[-1][0]
 
     def fill(self, messages: Iterable[Message]) -> int:
         """The calibrated fill of a request made of ``messages``."""
