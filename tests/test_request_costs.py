@@ -224,16 +224,20 @@ def test_a_request_encodes_only_what_the_requests_before_it_did_not_send(
 
 
 def _traced(app: App, fn, *args) -> tuple[list[str], int]:
-    """The SQL statements ``fn`` runs on the App's store (not those triggers run
-    inside them), and the SQLite VM steps it takes in hundreds: how much it reads."""
+    """The SQL statements ``fn`` runs on the App's store (not those its triggers
+    and the full-text index run inside them), and the SQLite VM steps, in hundreds,
+    those statements take: how much of the store it reads."""
     statements: list[str] = []
     steps = [0]
 
+    def trace(sql: str) -> None:
+        statements.append(sql)
+
     def step() -> int:
-        steps[0] += 1
+        steps[0] += not statements[-1].startswith("--")
         return 0
 
-    app.store.db.set_trace_callback(statements.append)
+    app.store.db.set_trace_callback(trace)
     app.store.db.set_progress_handler(step, 100)
     try:
         fn(*args)
@@ -329,3 +333,83 @@ def test_the_stored_cache_ledger_is_each_writers_whatever_connection_wrote_befor
     finally:
         for app in apps:
             app.close()
+
+
+def _take_file_edits(app: App, sid: str, edits: int) -> None:
+    """``edits`` file edits of the context, each exported, rewritten and taken by an ask."""
+    from nodecode.context import take as takes
+
+    for _ in range(edits):
+        path = takes.export(app.workspace, sid)
+        text = path.read_text()
+        asks = [
+            e
+            for e in app.store.events(sid, kinds=("user",))
+            if "a question" in e.text and e.text in text
+        ]
+        target = asks[len(asks) // 2].text
+        path.write_text(text.replace(target + "\n", target.replace("a question", "an edit") + "\n"))
+        assert Agent(app, sid).ask("after an edit").status == "done"
+    receipts = [e for e in app.store.events(sid, kinds=("receipt",)) if "taken at" in e.text]
+    assert len(receipts) >= edits
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_a_warm_request_reads_as_much_of_the_store_after_many_takes_as_after_few(
+    ptype, loopback, tmp_path
+):
+    srv = loopback(TURN * 200)
+    home = write_config(tmp_path / "home", srv, ptype)
+    clock = _Hours()
+    steps = []
+    for edits in (2, 20):
+        app = _open(home, tmp_path, clock)
+        sid = app.new_session()
+        try:
+            for i in range(24):
+                assert Agent(app, sid).ask(f"a question {i} " * 20).status == "done"
+            _take_file_edits(app, sid, edits)
+            for _ in range(20 - edits):  # as many asks either way: only the takes differ
+                assert Agent(app, sid).ask("no edit").status == "done"
+            Agent(app, sid).ask("warm")  # the context file stays as the last take left it
+            steps.append(_traced(app, Agent(app, sid).ask, "measured")[1])
+        finally:
+            app.close()
+    assert steps[1] <= steps[0] * 1.1, steps
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_what_another_process_logs_between_two_requests_reaches_the_next(ptype, loopback, tmp_path):
+    from helpers import run_cli
+
+    srv = loopback([{"text": f"reply {i}"} for i in range(6)])
+    home = write_config(tmp_path / "home", srv, ptype)
+    app = App.open(home, "default", tmp_path, environ={})  # a host's App: warm caches
+    try:
+        sid = app.new_session()
+        for i in range(2):
+            assert Agent(app, sid).ask(f"first ask {i}").status == "done"
+        from nodecode.context import take as takes
+
+        assert takes.pending_edits(app.store, sid) == []  # read: kept until the store changes
+        outside = run_cli(
+            "--session",
+            sid,
+            "eval",
+            '(context :note "noted from outside")',
+            home=home,
+            cwd=tmp_path,
+        )
+        assert outside.returncode == 0, outside.stderr
+        assert len(takes.pending_edits(app.store, sid)) == 1  # read before this App writes
+        assert Agent(app, sid).ask("next").status == "done"
+        assert "noted from outside" in json.dumps(srv.model_requests[-1].body)
+        exported = run_cli("--session", sid, "eval", "(context)", home=home, cwd=tmp_path)
+        assert exported.returncode == 0, exported.stderr
+        path = app.context_dir(sid) / "context.txt"
+        path.write_text(path.read_text().replace("first ask 0\n", "rewritten outside\n"))
+        assert Agent(app, sid).ask("after").status == "done"
+        sent = json.dumps(srv.model_requests[-1].body)
+        assert "rewritten outside" in sent and "first ask 0" not in sent
+    finally:
+        app.close()
