@@ -45,6 +45,7 @@ appends survive any pause under an hour, at a higher write cost), or
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -130,10 +131,13 @@ class Model:
                     found.append(j)
                     break
         best = max(found, default=-1)
-        refreshed = range(best + 1) if self.refresh_prefix else found
-        for j in refreshed:
-            e = self.live(prefix[j], now)
-            if e is not None:
+        if self.refresh_prefix:  # every live entry on the prefix read: few, the prefix long
+            read = set(prefix[: best + 1])
+            refreshed = [e for key, e in self.entries.items() if key in read]
+        else:
+            refreshed = [self.entries[prefix[j]] for j in found]
+        for e in refreshed:
+            if e.expires > now:
                 e.expires = now + e.ttl
         for m in marks:
             if tokens[m.index] >= minimum and not self.live(prefix[m.index], now):
@@ -266,11 +270,17 @@ def keep_set(tokens: Sequence[int], anchors: Sequence[bool], top: int) -> list[i
         return []
     chosen = [0]
     last = 0
-    for p in range(1, top + 1):
-        if anchors[p] and tokens[last] < (1 - SPACING) * tokens[p]:
-            chosen.append(p)
-            last = p
-    return chosen
+    while True:  # tokens only grow: the next far enough is found by bisection
+        floor = tokens[last]
+        p = bisect.bisect_left(
+            tokens, True, last + 1, top + 1, key=lambda t: floor < (1 - SPACING) * t
+        )
+        while p <= top and not anchors[p]:
+            p += 1
+        if p > top:
+            return chosen
+        chosen.append(p)
+        last = p
 
 
 def _keepers(
