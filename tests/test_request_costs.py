@@ -413,3 +413,68 @@ def test_what_another_process_logs_between_two_requests_reaches_the_next(ptype, 
         assert "rewritten outside" in sent and "first ask 0" not in sent
     finally:
         app.close()
+
+
+def test_the_anchors_found_by_bisection_are_those_a_walk_finds():
+    import random
+
+    from nodecode.context.cache_plan import SPACING, keep_set
+
+    def walk(tokens, anchors, top):
+        chosen, last = [0], 0
+        for p in range(1, top + 1):
+            if anchors[p] and tokens[last] < (1 - SPACING) * tokens[p]:
+                chosen.append(p)
+                last = p
+        return chosen
+
+    rng = random.Random(12)
+    for _ in range(2000):
+        n = rng.randint(1, 60)
+        tokens = [rng.randint(0, 4000)]
+        for _ in range(n - 1):
+            tokens.append(tokens[-1] + rng.choice([0, 0, 1, 5, 40, 300, 3000]))
+        anchors = [rng.random() < 0.8 for _ in range(n)]
+        top = rng.randint(-1, n - 1)
+        assert keep_set(tokens, anchors, top) == (walk(tokens, anchors, top) if top >= 0 else [])
+
+
+def test_a_ledger_refreshes_the_entries_a_walk_of_the_prefix_refreshes():
+    import copy
+    import random
+
+    from nodecode.context.cache_plan import LOOKBACK, Entry, Mark, Model
+
+    def walk(model, prefix, tokens, marks, now, minimum):  # the position-by-position reading
+        found = []
+        for m in marks:
+            for j in range(m.index, max(m.index - LOOKBACK, -1), -1):
+                if model.live(prefix[j], now):
+                    found.append(j)
+                    break
+        best = max(found, default=-1)
+        for j in range(best + 1) if model.refresh_prefix else found:
+            e = model.live(prefix[j], now)
+            if e is not None:
+                e.expires = now + e.ttl
+        for m in marks:
+            if tokens[m.index] >= minimum and not model.live(prefix[m.index], now):
+                model.entries[prefix[m.index]] = Entry(m.ttl, now + m.ttl)
+        return best
+
+    rng = random.Random(3)
+    for _ in range(1500):
+        n = rng.randint(1, 70)
+        prefix = [f"k{i}" for i in range(n)]
+        tokens = sorted(rng.randint(0, 5000) for _ in range(n))
+        for refresh in (False, True):
+            model = Model(refresh)
+            for i in rng.sample(range(n), rng.randint(0, min(n, 12))):
+                model.entries[prefix[i]] = Entry(rng.choice([300.0, 3600.0]), rng.uniform(0, 4000))
+            model.entries["elsewhere"] = Entry(300.0, 3000.0)
+            marks = [Mark(i, rng.choice([300.0, 3600.0])) for i in rng.sample(range(n), min(n, 3))]
+            now = rng.uniform(0, 3000)
+            expected = copy.deepcopy(model)
+            best = walk(expected, prefix, tokens, marks, now, 1024)
+            assert model.apply(prefix, tokens, marks, now, 1024) == best
+            assert model.entries == expected.entries

@@ -20,6 +20,7 @@ from nodecode import turns as turn_tree
 from nodecode.app import App
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import CellResult, evaluate_call
+from nodecode.context import arrange as arrangement
 from nodecode.context import cache_state
 from nodecode.context import request as request_builder
 from nodecode.context import sent as sent_log
@@ -221,8 +222,11 @@ class _Turn:
             self.ptype, self.provider_id, self.config.model, SYSTEM_PROMPT, TOOLS
         )
         placed: list[cache_state.Placed] = []
+        arranged = ready.arranged or arrangement.arranged(
+            self.store.cache, self.sid, ready.messages
+        )
 
-        def marks(arranged: list) -> list[tuple[int, float]]:
+        def marks(_: list) -> list[tuple[int, float]]:
             meter = self.meter
             placed.append(
                 cache_state.place(
@@ -233,13 +237,14 @@ class _Turn:
                     meter.system + meter.tools,
                     now,
                     mode=self.config.cache,
+                    tokens=meter.tokens(arranged),
                 )
             )
             return placed[0].marks()
 
         built = request_builder.build(
             self.ptype,
-            ready.messages,
+            arranged,
             model=self.config.model,
             system=SYSTEM_PROMPT,
             tools=TOOLS,
@@ -281,7 +286,7 @@ class _Turn:
             if placed:
                 cache_state.record(self.store, placed[0], now, u.cache_read)
             else:
-                cache_state.record_end(self.store, scope, built.arranged, now)
+                cache_state.record_end(self.store, scope, arranged, now)
         sent_log.remember(self.store, self.sid, event.seq, built.sent)
         return reply
 

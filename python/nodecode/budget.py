@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nodecode.context.model import Message, State, state
-from nodecode.context.request import CONTEXT_BEGINS, USER_SIDE, arrange, missing_result
+from nodecode.context.request import (
+    CONTEXT_BEGINS,
+    USER_SIDE,
+    Arranged,
+    arrange,
+    missing_result,
+)
 from nodecode.errors import ConfigError, UserError
 from nodecode.paths import write_private
 from nodecode.prompt import SYSTEM_PROMPT, TOOLS
@@ -431,6 +437,14 @@ class Meter:
         memo = (key, n, m.role not in ("call", "tool") and not m.text.strip())
         m.__dict__[self._memo] = memo
         return memo
+
+    def tokens(self, arranged: Arranged) -> list[int]:
+        """Cumulative tokens of an arranged request: entry 0 is the system prompt
+        and tools, entry i + 1 adds ``arranged.out[i]`` (the previous request's
+        entries are kept for the messages both share)."""
+        return arranged.series(
+            ("tokens", self._memo), self.system + self.tools, lambda t, m: t + self.message(m)
+        )
 
     def count(self, messages: Iterable[Message], cached: bool = True) -> Count:
         """The request's tokens as our tokenizer sees them, message by message

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodecode.context.arrange import common_prefix
 from nodecode.store import Event, Store
 
 Pairs = list[tuple[int, str]]
@@ -22,18 +23,13 @@ def delta(store: Store, sid: str, sent: Pairs) -> dict[str, Any]:
     last = store.last_event(sid, "request")
     if last is None:
         return {"after": None, "keep": 0, "add": [list(p) for p in sent]}
-    before = sent_of(store, sid, last)
-    keep = 0
-    for a, b in zip(sent, before, strict=False):
-        if tuple(a) != tuple(b):
-            break
-        keep += 1
+    keep = common_prefix(sent, sent_of(store, sid, last))
     return {"after": last.seq, "keep": keep, "add": [list(p) for p in sent[keep:]]}
 
 
 def remember(store: Store, sid: str, seq: int, sent: Pairs) -> None:
     """Keep a just-logged request's list in memory: the next delta starts from it."""
-    store.cache.setdefault("sent", {})[sid] = (seq, [tuple(p) for p in sent])
+    store.cache.setdefault("sent", {})[sid] = (seq, list(map(tuple, sent)))
 
 
 def sent_of(store: Store, sid: str, event: Event) -> Pairs:

@@ -55,21 +55,30 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-class EncodedList(list):
-    """A list that carries its own JSON (``dumps`` of its items, made with them from
-    parts kept per message): a body's messages, sent without being encoded again.
-    Never changed after it is made."""
+def dumpb(value: Any) -> bytes:
+    """``dumps`` as the UTF-8 bytes that are sent."""
+    return dumps(value).encode("utf-8")
 
-    def __init__(self, items: list[Any], encoded: str) -> None:
+
+class EncodedList(list):
+    """A list that carries its own JSON: ``parts`` are its items' ``dumpb``, made
+    with them from what is kept per message, so a body's messages are sent without
+    being encoded again. Never changed after it is made."""
+
+    def __init__(self, items: list[Any], parts: list[bytes]) -> None:
         super().__init__(items)
-        self.encoded = encoded
+        self.parts = parts
 
 
 def encode_body(body: dict[str, Any]) -> bytes:
     """``body`` as the bytes of ``dumps(body)``, each ``EncodedList`` value written
-    from its own JSON: at 2,000 messages encoding the whole body takes 5-10 ms."""
-    fields = (
-        f"{dumps(key)}:{value.encoded if isinstance(value, EncodedList) else dumps(value)}"
-        for key, value in body.items()
-    )
-    return ("{" + ",".join(fields) + "}").encode("utf-8")
+    from its parts: at 2,000 messages encoding the whole body takes 5-10 ms."""
+    pieces = []
+    for key, value in body.items():
+        pieces.append(dumpb(key) + b":")
+        if isinstance(value, EncodedList):
+            pieces += (b"[", b",".join(value.parts), b"]")
+        else:
+            pieces.append(dumpb(value))
+        pieces.append(b",")
+    return b"{" + b"".join(pieces[:-1]) + b"}"
