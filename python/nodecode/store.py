@@ -41,9 +41,16 @@ class Event:
 _COLUMNS = "session, seq, kind, role, turn, text, payload, time"
 
 
+_FIELDS = ("session", "seq", "kind", "role", "turn", "text", "payload", "time")
+
+
 def _event(row: tuple) -> Event:
+    """An Event of a row, its fields set directly: a frozen dataclass's __init__
+    costs twice as much, and a new App's first request decodes thousands."""
     payload = msgpack.unpackb(row[6], raw=False) if row[6] is not None else {}
-    return Event(row[0], row[1], row[2], row[3], row[4], row[5], payload, row[7])
+    event = object.__new__(Event)
+    event.__dict__.update(zip(_FIELDS, (*row[:6], payload, row[7]), strict=True))
+    return event
 
 
 class Store:

@@ -55,7 +55,18 @@ class Message:
 
 
 def message_of(event: Event) -> Message:
-    return Message(event.seq, event.role or event.kind, event.text, event.turn, event.payload)
+    """The message an event logged, its fields set directly (see ``store._event``)."""
+    m = object.__new__(Message)
+    m.__dict__.update(
+        id=event.seq,
+        role=event.role or event.kind,
+        text=event.text,
+        turn=event.turn,
+        payload=event.payload,
+        rewritten=False,
+        restored=False,
+    )
+    return m
 
 
 _ODD_CALL = re.compile(r"\(([^\s()]+) (.*)\)", re.DOTALL)
