@@ -478,3 +478,26 @@ def test_a_ledger_refreshes_the_entries_a_walk_of_the_prefix_refreshes():
             best = walk(expected, prefix, tokens, marks, now, 1024)
             assert model.apply(prefix, tokens, marks, now, 1024) == best
             assert model.entries == expected.entries
+
+
+def test_events_and_messages_made_from_rows_are_those_their_classes_make(tmp_path):
+    """store._event and model.message_of set fields directly (for speed): they must
+    make exactly what the dataclasses would, every field included."""
+    import dataclasses
+
+    from nodecode.context.model import Message, message_of
+    from nodecode.store import Event, open_store
+
+    store = open_store(tmp_path, "default")
+    try:
+        from nodecode import session as sessions
+
+        sid = sessions.create(store)
+        made = store.append(sid, "call", role="call", turn=3, text="(x)", payload={"a": [1]})
+        [read] = store.events(sid)
+    finally:
+        store.close()
+    assert read == made and vars(read).keys() == {f.name for f in dataclasses.fields(Event)}
+    m = message_of(read)
+    assert m == Message(read.seq, "call", "(x)", 3, {"a": [1]}) and m.payload == {"a": [1]}
+    assert set(vars(m)) == {f.name for f in dataclasses.fields(Message)}

@@ -13,6 +13,7 @@ import bisect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import groupby, islice
 from typing import Any
 
 from nodecode.context.arrange import (
@@ -111,6 +112,10 @@ def _side(m: Message) -> str:
     return "assistant" if m.role in ASSISTANT_SIDE else "user"
 
 
+_SIDES = {role: "assistant" for role in ASSISTANT_SIDE}
+_HEADS = {side: b'{"role":"%s","content":[' % side.encode() for side in ("user", "assistant")}
+
+
 def _anthropic_wire(
     arr: Arranged, ttl_at: dict[int, float]
 ) -> tuple[list[dict[str, Any]], list[bytes]]:
@@ -132,11 +137,14 @@ def _anthropic_wire(
             if 0 <= w < kept and i < ends[w]:  # its run is made again, with today's
                 msgs[w], texts[w] = _anthropic_message(out, starts[w], ends[w], ttl_at)
     i = ends[-1] if ends else 0
-    while i < len(out):
-        side, j = _side(out[i]), i + 1
-        while j < len(out) and _side(out[j]) == side:
-            j += 1
-        msg, text = _anthropic_message(out, i, j, ttl_at)
+    sides = [_SIDES.get(m.role, "user") for m in islice(out, i, None)]
+    for side, run in groupby(sides):
+        j = i + sum(1 for _ in run)
+        if j == i + 1:  # most runs are one block: made inline
+            block, text = _block_of(out[i], ttl_at.get(i))
+            msg, text = {"role": side, "content": [block]}, _HEADS[side] + text + b"]}"
+        else:
+            msg, text = _anthropic_message(out, i, j, ttl_at)
         starts.append(i)
         ends.append(j)
         msgs.append(msg)
@@ -155,22 +163,23 @@ def _anthropic_message(
     if side == "user" and len(blocks) > 1:
         blocks.sort(key=lambda b: b[0]["type"] != "tool_result")
     msg = {"role": side, "content": [b for b, _ in blocks]}
-    head = b'{"role":"user","content":[' if side == "user" else b'{"role":"assistant","content":['
-    return msg, head + b",".join([t for _, t in blocks]) + b"]}"
+    return msg, _HEADS[side] + b",".join([t for _, t in blocks]) + b"]}"
 
 
 def _block_of(m: Message, ttl: float | None = None) -> tuple[dict[str, Any], bytes]:
     """The message's block (with a breakpoint of ``ttl``) and its JSON, made once
     per message object (messages are immutable): a request encodes only the new."""
-    memo = m.__dict__.setdefault("_anthropic_block", {})
-    hit = memo.get(ttl)
+    if ttl is None:
+        hit = m.__dict__.get("_nc_block")
+        if hit is None:
+            block = _anthropic_block(m)
+            hit = m.__dict__["_nc_block"] = (block, dumpb(block))
+        return hit
+    marked = m.__dict__.setdefault("_nc_marked", {})
+    hit = marked.get(ttl)
     if hit is None:
-        block = (
-            _anthropic_block(m)
-            if ttl is None
-            else {**_block_of(m)[0], "cache_control": _cache(ttl)}
-        )
-        hit = memo[ttl] = (block, dumpb(block))
+        block = {**_block_of(m)[0], "cache_control": _cache(ttl)}
+        hit = marked[ttl] = (block, dumpb(block))
     return hit
 
 

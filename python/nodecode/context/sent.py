@@ -49,11 +49,12 @@ def sent_of(store: Store, sid: str, event: Event) -> Pairs:
             break
         want = value["after"]
     pairs: Pairs = []
-    for value in reversed(chain):
+    for value in reversed(chain):  # in place: a chain of appends costs what it added
         if isinstance(value, list):  # the older format: the whole list
             pairs = [tuple(p) for p in value]
         elif isinstance(value, dict):
-            pairs = pairs[: value.get("keep", 0)] + [tuple(p) for p in value.get("add", [])]
+            del pairs[value.get("keep", 0) :]
+            pairs += map(tuple, value.get("add", []))
     if event.seq == (store.last_event(sid, "request") or event).seq:
         remember(store, sid, event.seq, pairs)
     return pairs
