@@ -501,3 +501,33 @@ def test_events_and_messages_made_from_rows_are_those_their_classes_make(tmp_pat
     m = message_of(read)
     assert m == Message(read.seq, "call", "(x)", 3, {"a": [1]}) and m.payload == {"a": [1]}
     assert set(vars(m)) == {f.name for f in dataclasses.fields(Message)}
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_an_ask_starts_no_thread_of_its_own(ptype, loopback, tmp_path, monkeypatch):
+    """A thread start costs milliseconds on a busy machine, on the way to the first
+    token: the provider's pumps and the lease's heartbeats run on threads kept for
+    the process."""
+    srv = loopback([{"text": "one"}, {"text": "two"}])
+    home = write_config(tmp_path / "home", srv, ptype)
+    app = App.open(home, "default", tmp_path, environ={})
+    try:
+        sid = app.new_session()
+        assert Agent(app, sid).ask("first").status == "done"
+        started: list[str] = []
+        real = threading.Thread.start
+
+        def spy(self):
+            if self.name.startswith("nodecode"):  # not the loopback server's
+                started.append(self.name)
+            return real(self)
+
+        monkeypatch.setattr(threading.Thread, "start", spy)
+        other = App.open(home, "default", tmp_path, environ={})  # a new App, too
+        try:
+            assert Agent(other, sid).ask("second").status == "done"
+        finally:
+            other.close()
+    finally:
+        app.close()
+    assert started == []
