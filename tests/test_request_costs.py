@@ -531,3 +531,32 @@ def test_an_ask_starts_no_thread_of_its_own(ptype, loopback, tmp_path, monkeypat
     finally:
         app.close()
     assert started == []
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_a_second_app_on_a_store_encodes_only_what_was_never_sent(
+    ptype, loopback, tmp_path, encoded_chars
+):
+    tag = uuid.uuid4().hex  # texts this process never encoded before
+    srv = loopback([{"text": f"{tag} " + "a long reply " * 400}] * 31)
+    home = write_config(tmp_path / "home", srv, ptype)
+    app = App.open(home, "default", tmp_path, environ={})
+    sid = app.new_session()
+    try:
+        for i in range(30):
+            assert Agent(app, sid).ask(f"ask {i} {tag} " + "the ask's words " * 50).status == "done"
+    finally:
+        app.close()
+    app = App.open(home, "default", tmp_path, environ={})  # a new App: no message object kept
+    try:
+        before = encoded_chars[0]
+        assert Agent(app, sid).ask("one more ask").status == "done"
+        encoded = encoded_chars[0] - before
+    finally:
+        app.close()
+    # Never sent: the last reply (logged after the first App's last request) and the
+    # new ask; and a breakpoint moved onto a block or two already sent.
+    reply = len(f"{tag} " + "a long reply " * 400)
+    sent = len(json.dumps(srv.model_requests[-1].body))
+    allowance = 3 * reply + 2000
+    assert sent > 10 * allowance and encoded < allowance, (encoded, sent)

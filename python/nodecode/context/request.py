@@ -89,18 +89,18 @@ def anthropic_body(
     arr = messages if isinstance(messages, Arranged) else Arranged(messages)
     arranged = arr.out
     placed = sorted((marks or default_marks)(arranged))
-    system_block: dict[str, Any] = {"type": "text", "text": system}
+    system_ttl: float | None = None
     ttl_at: dict[int, float] = {}
     for at, ttl in placed:
         if at < 0:
-            system_block["cache_control"] = _cache(ttl)
+            system_ttl = ttl
         else:
             ttl_at[at] = ttl
     wire, parts = _anthropic_wire(arr, ttl_at)
     body = {
         "model": model,
         "max_tokens": max_tokens,
-        "system": [system_block],
+        "system": _system_blocks(system, system_ttl),
         "tools": _tools(tools, "anthropic"),
         "messages": EncodedList(wire, parts),
     }
@@ -172,15 +172,43 @@ def _block_of(m: Message, ttl: float | None = None) -> tuple[dict[str, Any], byt
     if ttl is None:
         hit = m.__dict__.get("_nc_block")
         if hit is None:
-            block = _anthropic_block(m)
-            hit = m.__dict__["_nc_block"] = (block, dumpb(block))
+            key = ("anthropic", m.digest, *_tool_of(m))
+            hit = _PARTS.get(key)
+            if hit is None:
+                block = _anthropic_block(m)
+                hit = _keep(key, (block, dumpb(block)))
+            m.__dict__["_nc_block"] = hit
         return hit
     marked = m.__dict__.setdefault("_nc_marked", {})
     hit = marked.get(ttl)
     if hit is None:
-        block = {**_block_of(m)[0], "cache_control": _cache(ttl)}
-        hit = marked[ttl] = (block, dumpb(block))
+        key = ("anthropic", m.digest, *_tool_of(m), ttl)
+        hit = _PARTS.get(key)
+        if hit is None:
+            block = {**_block_of(m)[0], "cache_control": _cache(ttl)}
+            hit = _keep(key, (block, dumpb(block)))
+        marked[ttl] = hit
     return hit
+
+
+# Blocks and wire messages with their JSON, for the process, by what they are made
+# of (digests name the id, role, text and a call's input; a result's call and error
+# flag are added): an App opening a store this process has sent from before (a
+# host's second App on it, a command after an ask) encodes none of it again.
+_PARTS: dict[tuple[Any, ...], Any] = {}
+MAX_PARTS = 100_000
+
+
+def _keep(key: tuple[Any, ...], value: Any) -> Any:
+    if len(_PARTS) >= MAX_PARTS:
+        _PARTS.clear()
+    _PARTS[key] = value
+    return value
+
+
+def _tool_of(m: Message) -> tuple[Any, ...]:
+    """What of a result its digest does not name: its call and whether it failed."""
+    return (m.call_id, bool(m.payload.get("error"))) if m.role == "tool" else ()
 
 
 def _anthropic_block(m: Message) -> dict[str, Any]:
@@ -274,10 +302,14 @@ def _openai_message(group: list[Message]) -> tuple[dict[str, Any], bytes]:
     """One wire message and its JSON, made once per group of message objects (kept
     on the first, keyed by every member's id and digest)."""
     first = group[0]
-    key = tuple((m.id, m.digest) for m in group)
+    key = ("openai", *((m.id, m.digest) for m in group), *_tool_of(first))
     memo = first.__dict__.get("_openai_message")
     if memo is not None and memo[0] == key:
         return memo[1], memo[2]
+    hit = _PARTS.get(key)
+    if hit is not None:
+        first.__dict__["_openai_message"] = (key, *hit)
+        return hit
     if first.role in USER_SIDE:
         msg: dict[str, Any] = {"role": "user", "content": first.text}
     elif first.role == "tool":
@@ -306,7 +338,7 @@ def _openai_message(group: list[Message]) -> tuple[dict[str, Any], bytes]:
                 )
     encoded = dumpb(msg)
     first.__dict__["_openai_message"] = (key, msg, encoded)
-    return msg, encoded
+    return _keep(key, (msg, encoded))
 
 
 _ENCODED: dict[Any, Any] = {}  # what every request starts with, encoded once per process
@@ -319,6 +351,20 @@ def _system_json(system: str) -> bytes:
         if len(_ENCODED) > 32:
             _ENCODED.clear()
         hit = _ENCODED[key] = dumpb({"role": "system", "content": system})
+    return hit
+
+
+def _system_blocks(system: str, ttl: float | None) -> EncodedList:
+    """The Anthropic system prompt's block list (a breakpoint on it when ``ttl``)."""
+    key = ("system-blocks", system, ttl)
+    hit = _ENCODED.get(key)
+    if hit is None:
+        block: dict[str, Any] = {"type": "text", "text": system}
+        if ttl is not None:
+            block["cache_control"] = _cache(ttl)
+        if len(_ENCODED) > 32:
+            _ENCODED.clear()
+        hit = _ENCODED[key] = EncodedList([block], [dumpb(block)])
     return hit
 
 
