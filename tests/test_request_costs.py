@@ -428,14 +428,26 @@ def test_the_anchors_found_by_bisection_are_those_a_walk_finds():
                 last = p
         return chosen
 
-    rng = random.Random(12)
-    for _ in range(2000):
-        n = rng.randint(1, 60)
-        tokens = [rng.randint(0, 4000)]
-        for _ in range(n - 1):
+    def grow(tokens: list[int], n: int) -> list[int]:
+        for _ in range(n):
             tokens.append(tokens[-1] + rng.choice([0, 0, 1, 5, 40, 300, 3000]))
-        anchors = [rng.random() < 0.8 for _ in range(n)]
-        top = rng.randint(-1, n - 1)
+        return tokens
+
+    rng = random.Random(12)
+    tokens, anchors = [100], [True]
+    for _ in range(3000):
+        change = rng.random()
+        if change < 0.4:  # a request after an append: the previous one's tokens, and more
+            tokens = grow(list(tokens), rng.randint(0, 5))
+            anchors = anchors + [rng.random() < 0.8 for _ in range(len(tokens) - len(anchors))]
+        elif change < 0.7:  # an edit: the same up to a position, then other tokens
+            k = rng.randint(1, len(tokens))
+            tokens = grow(tokens[:k], rng.randint(0, 20))
+            anchors = anchors[:k] + [rng.random() < 0.8 for _ in range(len(tokens) - k)]
+        else:
+            tokens = grow([rng.randint(0, 4000)], rng.randint(0, 60))
+            anchors = [rng.random() < 0.8 for _ in tokens]
+        top = rng.randint(-1, len(tokens) - 1)
         assert keep_set(tokens, anchors, top) == (walk(tokens, anchors, top) if top >= 0 else [])
 
 

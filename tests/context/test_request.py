@@ -161,6 +161,11 @@ def test_the_bytes_sent_are_the_bodys_json_whatever_was_encoded_before():
             body = {**build(msgs, **KW, marks=marks).body, "stream": True}
             expected = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
             assert encode_body(body) == expected.encode("utf-8")
+    from nodecode.providers.types import EncodedList
+
+    assert encode_body({}) == b"{}"
+    assert encode_body({"a": EncodedList([], []), "b": 1}) == b'{"a":[],"b":1}'
+    assert encode_body({"a": EncodedList([1], [b"1"])}) == b'{"a":[1]}'
 
 
 def _random_messages(draw, st, start: int, n: int, calls: list[int]) -> list[Message]:

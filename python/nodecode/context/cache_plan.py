@@ -49,6 +49,7 @@ import bisect
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 SHORT, LONG = 300.0, 3600.0  # the two lifetimes, seconds
 LOOKBACK = 20  # blocks a lookup walks back, the breakpoint itself first
@@ -265,22 +266,50 @@ def _highest(model: Model, prefix: Sequence[str], at: float) -> int:
 
 
 def keep_set(tokens: Sequence[int], anchors: Sequence[bool], top: int) -> list[int]:
-    """Anchor positions up to ``top``: each position has one at most SPACING below it."""
+    """Anchor positions up to ``top``: each position has one at most SPACING below it.
+    ``tokens`` are cumulative (they never decrease). The last chain made is kept: a
+    request's tokens share their leading entries with the previous one's, so only
+    the anchors after the change are looked for."""
     if top < 0:
         return []
+    global _LAST_CHAIN
     chosen = [0]
-    last = 0
+    last = _LAST_CHAIN
+    if last is not None:
+        same = min(_same_prefix(last[0], tokens), _same_prefix(last[1], anchors))
+        chosen = [p for p in last[2] if p < same] or [0]
+    chain = list(chosen)
+    at = chain[-1]
     while True:  # tokens only grow: the next far enough is found by bisection
-        floor = tokens[last]
+        floor = tokens[at]
         p = bisect.bisect_left(
-            tokens, True, last + 1, top + 1, key=lambda t: floor < (1 - SPACING) * t
+            tokens, True, at + 1, len(tokens), key=lambda t: floor < (1 - SPACING) * t
         )
-        while p <= top and not anchors[p]:
+        while p < len(tokens) and not anchors[p]:
             p += 1
-        if p > top:
-            return chosen
-        chosen.append(p)
-        last = p
+        if p >= len(tokens):
+            break
+        chain.append(p)
+        at = p
+    _LAST_CHAIN = (list(tokens), list(anchors), chain)
+    return [p for p in chain if p <= top]
+
+
+_LAST_CHAIN: tuple[list[int], list[bool], list[int]] | None = None
+
+
+def _same_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """How many leading items of ``a`` and ``b`` are equal, by halving slices (C loops)."""
+    lo, hi = 0, min(len(a), len(b))
+    if a[:hi] == b[:hi]:
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo if a[lo] != b[lo] else hi
 
 
 def _keepers(

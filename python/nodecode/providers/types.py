@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 
@@ -77,13 +78,24 @@ class EncodedList(list):
 
 def encode_body(body: dict[str, Any]) -> bytes:
     """``body`` as the bytes of ``dumps(body)``, each ``EncodedList`` value written
-    from its parts: at 2,000 messages encoding the whole body takes 5-10 ms."""
-    pieces = []
+    from its parts: at 2,000 messages encoding the whole body takes 5-10 ms. Fields
+    and list items are both comma-separated, so the body is one join of chunks (a
+    megabyte is copied once)."""
+    chunks: list[bytes] = []
     for key, value in body.items():
-        pieces.append(dumpb(key) + b":")
-        if isinstance(value, EncodedList):
-            pieces += (b"[", b",".join(value.parts), b"]")
+        head = dumpb(key) + b":"
+        if isinstance(value, EncodedList) and value.parts:
+            parts = value.parts
+            if len(parts) == 1:
+                chunks.append(head + b"[" + parts[0] + b"]")
+            else:
+                chunks.append(head + b"[" + parts[0])
+                chunks += islice(parts, 1, len(parts) - 1)
+                chunks.append(parts[-1] + b"]")
         else:
-            pieces.append(dumpb(value))
-        pieces.append(b",")
-    return b"{" + b"".join(pieces[:-1]) + b"}"
+            chunks.append(head + dumpb(list(value) if isinstance(value, EncodedList) else value))
+    if not chunks:
+        return b"{}"
+    chunks[0] = b"{" + chunks[0]
+    chunks[-1] = chunks[-1] + b"}"
+    return b",".join(chunks)
