@@ -179,8 +179,12 @@ class Store:
         upto: int | None = None,
         kinds: tuple[str, ...] | None = None,
     ) -> list[Event]:
-        """This session's own events with after < seq <= upto, in seq order."""
-        sql = f"SELECT {_COLUMNS} FROM events WHERE session = ? AND seq > ?"
+        """This session's own events with after < seq <= upto, in seq order. With
+        ``kinds``, through the (session, kind, seq) index: left to itself SQLite walks
+        (session, seq) to save the sort, every event after ``after`` (2 ms at 2,000
+        messages for the few edits and exports of a session)."""
+        table = "events INDEXED BY events_session_kind" if kinds else "events"
+        sql = f"SELECT {_COLUMNS} FROM {table} WHERE session = ? AND seq > ?"
         params: list[Any] = [session, after]
         if upto is not None:
             sql += " AND seq <= ?"
