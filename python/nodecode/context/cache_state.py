@@ -74,10 +74,21 @@ def prefix_keys(scope: Scope, arranged: Sequence[Message] | Arranged) -> list[st
     return out
 
 
+# Prefix hashes for the process by (the hash before, the message's digest): an App
+# opening a store this process already sent from hashes none of it again.
+_KEYS: dict[tuple[str, str], str] = {}
+MAX_KEYS = 200_000
+
+
 def _next_key(previous: str, m: Message) -> str:
     memo = m.__dict__.get("_nc_prefix")
     if memo is None or memo[0] != previous:
-        digest = hashlib.sha256(f"{previous}{m.id}:{m.digest}".encode()).hexdigest()[:24]
+        digest = _KEYS.get((previous, m.digest))
+        if digest is None:
+            digest = hashlib.sha256(f"{previous}{m.id}:{m.digest}".encode()).hexdigest()[:24]
+            if len(_KEYS) >= MAX_KEYS:
+                _KEYS.clear()
+            _KEYS[(previous, m.digest)] = digest
         memo = (previous, digest)
         m.__dict__["_nc_prefix"] = memo
     return memo[1]

@@ -15,7 +15,6 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from typing import Any
 
 from nodecode import session as sessions
@@ -24,6 +23,21 @@ from nodecode.store import Event, Store
 
 SNAPSHOT_KINDS = ("receipt", "evict", "fork")
 TAKE_KINDS = ("evict", "move", "fork")  # every one is a take; a receipt only when taken
+
+
+class _once:
+    """``functools.cached_property`` without the lock Python 3.11 takes at every first
+    read (a new App reads 2,000 digests): a message is immutable, so two threads
+    reading at once compute the same value."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn, self.name = fn, fn.__name__
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
 
 
 @dataclass(frozen=True)
@@ -43,7 +57,7 @@ class Message:
         """For a ``tool`` result, the seq of its call."""
         return self.payload.get("call") if self.role == "tool" else None
 
-    @cached_property
+    @_once
     def digest(self) -> str:
         """A short hash of what the model reads of this message (computed once)."""
         h = hashlib.sha256()

@@ -13,7 +13,7 @@ import bisect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import groupby, islice
+from itertools import islice
 from typing import Any
 
 from nodecode.context.arrange import (
@@ -137,9 +137,12 @@ def _anthropic_wire(
             if 0 <= w < kept and i < ends[w]:  # its run is made again, with today's
                 msgs[w], texts[w] = _anthropic_message(out, starts[w], ends[w], ttl_at)
     i = ends[-1] if ends else 0
-    sides = [_SIDES.get(m.role, "user") for m in islice(out, i, None)]
-    for side, run in groupby(sides):
-        j = i + sum(1 for _ in run)
+    n, first = len(out), i
+    sides = [_SIDES.get(m.role, "user") for m in islice(out, i, None)]  # constant strings
+    while i < n:
+        side, j = sides[i - first], i + 1
+        while j < n and sides[j - first] is side:
+            j += 1
         if j == i + 1:  # most runs are one block: made inline
             block, text = _block_of(out[i], ttl_at.get(i))
             msg, text = {"role": side, "content": [block]}, _HEADS[side] + text + b"]}"
