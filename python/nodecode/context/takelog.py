@@ -62,7 +62,7 @@ def of(store: Store, sid: str) -> TakeLog:
             # The session's last seq first: every row up to it is committed, so the
             # scan after it sees them all, and the next scan need start no lower.
             top = store.last_seq(sid)
-            for e in store.events(sid, after=log.seen, kinds=KINDS):
+            for e in store.events(sid, after=log.seen, kinds=KINDS, payload_of=("export", "edit")):
                 log.add(e)
             log.seen = max(log.seen, top)
             log.version = version
