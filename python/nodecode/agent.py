@@ -226,8 +226,9 @@ class _Turn:
             self.ptype, self.provider_id, self.config.model, SYSTEM_PROMPT, TOOLS
         )
         placed: list[cache_state.Placed] = []
+        arranged = ready.arranged or self.meter.arranged(ready.messages)
 
-        def marks(arranged: list) -> list[tuple[int, float]]:
+        def marks(_: list) -> list[tuple[int, float]]:
             meter = self.meter
             placed.append(
                 cache_state.place(
@@ -238,13 +239,14 @@ class _Turn:
                     meter.system + meter.tools,
                     now,
                     mode=self.config.cache,
+                    tokens=meter.tokens(arranged),
                 )
             )
             return placed[0].marks()
 
         built = request_builder.build(
             self.ptype,
-            ready.messages,
+            arranged,
             model=self.config.model,
             system=SYSTEM_PROMPT,
             tools=TOOLS,
@@ -291,7 +293,7 @@ class _Turn:
             if placed:
                 cache_state.record(self.store, placed[0], now, u.cache_read)
             else:
-                cache_state.record_end(self.store, scope, built.arranged, now)
+                cache_state.record_end(self.store, scope, arranged, now)
         sent_log.remember(self.store, self.sid, event.seq, built.sent)
         return reply
 

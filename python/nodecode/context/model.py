@@ -17,7 +17,6 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from typing import Any
 
 from nodecode import session as sessions
@@ -28,6 +27,21 @@ from nodecode.store import Event, Store
 SNAPSHOT_KINDS = ("receipt", "evict", "fork")
 SNAPSHOT_CHAIN = 16  # a snapshot is whole when its delta would be this many deep
 TAKE_KINDS = ("evict", "move", "fork")  # every one is a take; a receipt only when taken
+
+
+class _once:
+    """``functools.cached_property`` without the lock Python 3.11 takes at every first
+    read (a new App reads 2,000 digests): a message is immutable, so two threads
+    reading at once compute the same value."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn, self.name = fn, fn.__name__
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
 
 
 @dataclass(frozen=True)
@@ -47,7 +61,7 @@ class Message:
         """For a ``tool`` result, the seq of its call."""
         return self.payload.get("call") if self.role == "tool" else None
 
-    @cached_property
+    @_once
     def digest(self) -> str:
         """A short hash of what the model reads of this message (computed once)."""
         h = hashlib.sha256()
@@ -55,11 +69,24 @@ class Message:
         h.update(self.text.encode("utf-8", "surrogatepass"))
         if self.role == "call":
             h.update(repr((self.payload.get("name"), self.payload.get("input"))).encode())
+        elif self.role == "thinking":  # sent as the block it arrived as, fields and signature
+            h.update(json.dumps(self.payload.get("block"), sort_keys=True).encode())
         return h.hexdigest()[:16]
 
 
 def message_of(event: Event) -> Message:
-    return Message(event.seq, event.role or event.kind, event.text, event.turn, event.payload)
+    """The message an event logged, its fields set directly (see ``store._event``)."""
+    m = object.__new__(Message)
+    m.__dict__.update(
+        id=event.seq,
+        role=event.role or event.kind,
+        text=event.text,
+        turn=event.turn,
+        payload=event.payload,
+        rewritten=False,
+        restored=False,
+    )
+    return m
 
 
 _ODD_CALL = re.compile(r"\(([^\s()]+) (.*)\)", re.DOTALL)
@@ -120,20 +147,33 @@ def state(store: Store, sid: str) -> State:
         return _state(store, sid)
 
 
+@dataclass
+class _Cached:
+    """A computed state and what growing it needs: the path's turn positions and
+    the running turn's own messages, as of seq ``seen`` and store ``version``."""
+
+    seen: int
+    head: int | None
+    state: State
+    index: dict[int, int]  # turn number → position on the path
+    own: list[int]  # ids of the running turn's messages, ascending
+    version: tuple[int, int]
+
+
 def _state(store: Store, sid: str) -> State:
     cache: dict = store.cache.setdefault("context", {})
+    hit = cache.get(sid)
+    version = store.version()  # first: what is read after it is at least this new
+    if hit is not None and hit.version == version:
+        return _copy(hit.state)  # nothing was written anywhere since
     top = store.last_seq(sid)
     info = sessions.get(store, sid)
-    hit = cache.get(sid)
-    if hit is not None:
-        seen, head, st = hit
-        grown = _grow(store, sid, st, seen, head, info.head) if top >= seen else None
-        if grown is not None:
-            cache[sid] = (top, info.head, grown)
-            return _copy(grown)
-    st = _compute(store, sid)
-    cache[sid] = (top, info.head, st)
-    return _copy(st)
+    made = _grow(store, sid, hit, info.head) if hit is not None and top >= hit.seen else None
+    if made is None:
+        made = _compute(store, sid, info.head)
+    made.seen, made.version = top, version
+    cache[sid] = made
+    return _copy(made.state)
 
 
 def _copy(st: State) -> State:
@@ -146,18 +186,23 @@ def _copy(st: State) -> State:
     )
 
 
-def _grow(
-    store: Store, sid: str, st: State, seen: int, old_head: int | None, head: int | None
-) -> State | None:
-    """``st`` plus what was logged after ``seen``, or None if that needs a recompute."""
-    new = store.events(sid, after=seen)
+def _grow(store: Store, sid: str, hit: _Cached, head: int | None) -> _Cached | None:
+    """``hit`` plus what was logged after it, or None if that needs a recompute. The
+    path is the cached one, or it with a new head turn on the old (a new turn)."""
+    new = store.events(sid, after=hit.seen)
     if any(e.kind in SNAPSHOT_KINDS or e.kind == "move" for e in new):
         return None
-    path = turn_tree.path(store, sid)
-    if head != old_head and (len(path) < 2 or path[-2].number != old_head):
+    turn = turn_tree.get(store, sid, head) if head is not None else None
+    if (head is None) != (turn is None):
         return None
-    index = {t.number: i for i, t in enumerate(path)}
-    st = _copy(st)
+    index, own = hit.index, hit.own
+    if head != hit.head:
+        if turn is None or turn.parent != hit.head or head in index:
+            return None
+        index = {**index, head: len(index)}
+        own = []
+    st = _copy(hit.state)
+    own = list(own)
     for e in new:
         if e.role is None or (e.turn is not None and e.turn not in index):
             continue
@@ -165,12 +210,14 @@ def _grow(
         st.messages.append(m)
         st.path_messages[m.id] = m
         st.key[m.id] = (index.get(e.turn, -1), e.seq)
-    st.running = path[-1].number if path else None
-    st.newest = newest_round(store, sid, path[-1] if path else None, st.path_messages)
-    return st
+        if head is not None and e.turn == head:
+            own.append(m.id)
+    st.running = head
+    st.newest = newest_round(store, sid, turn, st.path_messages, own)
+    return _Cached(hit.seen, head, st, index, own, hit.version)
 
 
-def _compute(store: Store, sid: str) -> State:
+def _compute(store: Store, sid: str, head: int | None) -> _Cached:
     path = turn_tree.path(store, sid)
     index = {t.number: i for i, t in enumerate(path)}
     events = _path_events(store, sid, path)
@@ -184,9 +231,10 @@ def _compute(store: Store, sid: str) -> State:
         order = _from_snapshot(store, decoded(store, snap[0], snap[1]), messages)
     order += [m for i, m in sorted(messages.items(), key=lambda kv: key[kv[0]]) if key[i] > after]
     running = path[-1].number if path else None
+    own = sorted(i for i, m in messages.items() if m.turn == running) if path else []
     st = State(order, messages, key, running, snapshot=snap[:2] if snap else None)
-    st.newest = newest_round(store, sid, path[-1] if path else None, messages)
-    return st
+    st.newest = newest_round(store, sid, path[-1] if path else None, messages, own)
+    return _Cached(0, head, st, index, own, (0, 0))
 
 
 def _path_events(store: Store, sid: str, path: list[turn_tree.Turn]) -> list[Event]:
@@ -314,12 +362,18 @@ def whole(snap: Snap) -> dict[str, Any]:
 
 
 def newest_round(
-    store: Store, sid: str, turn: turn_tree.Turn | None, messages: dict[int, Message]
+    store: Store,
+    sid: str,
+    turn: turn_tree.Turn | None,
+    messages: dict[int, Message],
+    own: list[int] | None = None,
 ) -> set[int]:
-    """The ask of ``turn`` and the messages after its last request (its newest round)."""
+    """The ask of ``turn`` and the messages after its last request (its newest round);
+    ``own``, when known, is the ids of ``turn``'s messages, ascending."""
     if turn is None:
         return set()
-    own = sorted(i for i, m in messages.items() if m.turn == turn.number)
+    if own is None:
+        own = sorted(i for i, m in messages.items() if m.turn == turn.number)
     ask = next((i for i in own if messages[i].role == "user"), None)
     rows = store.read(
         "SELECT MAX(seq) FROM events WHERE session = ? AND turn = ? AND kind = 'request'",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodecode.context.arrange import common_prefix
 from nodecode.store import Event, Store
 
 Pairs = list[tuple[int, str]]
@@ -22,18 +23,13 @@ def delta(store: Store, sid: str, sent: Pairs) -> dict[str, Any]:
     last = store.last_event(sid, "request")
     if last is None:
         return {"after": None, "keep": 0, "add": [list(p) for p in sent]}
-    before = sent_of(store, sid, last)
-    keep = 0
-    for a, b in zip(sent, before, strict=False):
-        if tuple(a) != tuple(b):
-            break
-        keep += 1
+    keep = common_prefix(sent, sent_of(store, sid, last))
     return {"after": last.seq, "keep": keep, "add": [list(p) for p in sent[keep:]]}
 
 
 def remember(store: Store, sid: str, seq: int, sent: Pairs) -> None:
     """Keep a just-logged request's list in memory: the next delta starts from it."""
-    store.cache.setdefault("sent", {})[sid] = (seq, [tuple(p) for p in sent])
+    store.cache.setdefault("sent", {})[sid] = (seq, list(map(tuple, sent)))
 
 
 def sent_of(store: Store, sid: str, event: Event) -> Pairs:
@@ -53,11 +49,12 @@ def sent_of(store: Store, sid: str, event: Event) -> Pairs:
             break
         want = value["after"]
     pairs: Pairs = []
-    for value in reversed(chain):
+    for value in reversed(chain):  # in place: a chain of appends costs what it added
         if isinstance(value, list):  # the older format: the whole list
             pairs = [tuple(p) for p in value]
         elif isinstance(value, dict):
-            pairs = pairs[: value.get("keep", 0)] + [tuple(p) for p in value.get("add", [])]
+            del pairs[value.get("keep", 0) :]
+            pairs += map(tuple, value.get("add", []))
     if event.seq == (store.last_event(sid, "request") or event).seq:
         remember(store, sid, event.seq, pairs)
     return pairs

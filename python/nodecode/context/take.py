@@ -22,7 +22,7 @@ from typing import Any
 
 from nodecode import session as sessions
 from nodecode import turns as turn_tree
-from nodecode.context import fileformat
+from nodecode.context import fileformat, takelog
 from nodecode.context.edits import Applied, Edit, apply, read_file_edit, read_form_edit
 from nodecode.context.model import (
     Message,
@@ -60,11 +60,7 @@ def receipt_file(ws: Workspace, sid: str) -> Path:
 
 
 def latest_export(store: Store, sid: str) -> Event | None:
-    rows = store.read(
-        "SELECT seq FROM events WHERE session = ? AND kind = 'export' ORDER BY seq DESC LIMIT 1",
-        (sid,),
-    )
-    return store.event(sid, rows[0][0]) if rows else None
+    return takelog.of(store, sid).latest_export
 
 
 def head_turn(store: Store, sid: str) -> int | None:
@@ -200,20 +196,14 @@ def _named_export(store: Store, sid: str, raw: bytes) -> Event | None:
     parsed = fileformat.parse_first(raw.split(b"\n", 1)[0].decode("utf-8", "replace"))
     if parsed is None or parsed[1] != sid:
         return None
-    for e in store.events(sid, kinds=("export",)):
-        if e.payload.get("number") == parsed[2] and e.payload.get("nonce") == parsed[3]:
-            return e
-    return None
+    e = takelog.of(store, sid).exports.get(parsed[2])
+    return e if e is not None and e.payload.get("nonce") == parsed[3] else None
 
 
 def _recorded_files(store: Store, sid: str) -> set[str]:
     # Any export's own bytes are no edit either: a crash between an export's
     # commit and its file write leaves the previous export on disk.
-    return {
-        e.payload.get("blob")
-        for e in store.events(sid, kinds=("edit", "export"))
-        if e.kind == "export" or e.payload.get("source") == "file"
-    }
+    return takelog.of(store, sid).recorded
 
 
 def record_form_edit(store: Store, sid: str, form: dict[str, Any], turn: int | None) -> Event:
@@ -222,17 +212,14 @@ def record_form_edit(store: Store, sid: str, form: dict[str, Any], turn: int | N
         "edit",
         turn=turn,
         text="(context …) form",
-        payload={"source": "form", "base": take_count(store, sid), **form},
+        payload={"source": "form", "base": takelog.of(store, sid).takes, **form},
     )
 
 
 def pending_edits(store: Store, sid: str) -> list[Event]:
     """Edits not yet taken or refused. A take processes every pending edit under
     one write lock, so they are exactly the edits logged after the last receipt."""
-    last = store.read("SELECT MAX(seq) FROM events WHERE session = ? AND kind = 'receipt'", (sid,))[
-        0
-    ][0]
-    return store.events(sid, after=last or 0, kinds=("edit",))
+    return list(takelog.of(store, sid).pending)
 
 
 # -- the take -----------------------------------------------------------------
@@ -346,10 +333,10 @@ def _rendered(store: Store, digest: str) -> bytes | None:
 
 
 def _export(store: Store, sid: str, number: int) -> Event:
-    for e in store.events(sid, kinds=("export",)):
-        if e.payload.get("number") == number:
-            return e
-    raise LookupError(f"export {number} of {sid} is not in the log")
+    e = takelog.of(store, sid).exports.get(number)
+    if e is None:
+        raise LookupError(f"export {number} of {sid} is not in the log")
+    return e
 
 
 def take(
@@ -364,16 +351,17 @@ def take(
     turn, the take belongs to the head (changes made while it is the head)."""
     store = ws.store
     report = TakeReport()
-    if not _file_changed(ws, sid) and not pending_edits(store, sid):
+    if not _file_changed(ws, sid) and not takelog.of(store, sid).pending:
         return report  # the common case: no write transaction on the request path
     with store.atomic():
         if turn is None:
             turn = head_turn(store, sid)
         record_file_edit(ws, sid)
-        pending = pending_edits(store, sid)
+        log = takelog.of(store, sid)  # read again inside the write lock: it is final
+        pending = list(log.pending)
         if not pending:
             return report
-        current = take_count(store, sid)
+        current = log.takes
         st = state(store, sid)
         order = list(st.messages)
         sections: list[str] = []
@@ -526,7 +514,7 @@ def check_file(ws: Workspace, sid: str, text: str) -> tuple[dict[str, Any], list
     stale = exp.payload["base"] < take_count(store, sid)
     export_raw = export_bytes(store, exp, st.path_messages)
     if export_raw is None:
-        return {"ok": False, "errors": [[1, _UNRENDERED.format(exp.payload["number"])]]}
+        return {"ok": False, "errors": [[1, _UNRENDERED.format(exp.payload["number"])]]}, None
     export_text = export_raw.decode("utf-8", "surrogatepass")
     edit = read_file_edit(text, export_text, exp.payload["nonce"], st)
     errors = [[line or 1, reason] for line, reason in edit.errors]
