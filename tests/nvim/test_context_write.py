@@ -120,7 +120,7 @@ def test_a_restore_picked_from_the_chat_leaves_the_cursor_in_the_context_buffer(
         )
     )
 
-    nvim.input("<C-r>")
+    nvim.input("<M-u>")  # the picker's restore key
 
     said(nvim, "message 1 goes back")
     assert nvim.current.buffer.number == context
