@@ -577,3 +577,59 @@ def test_a_second_app_on_a_store_encodes_only_what_was_never_sent(
     sent = len(json.dumps(srv.model_requests[-1].body))
     allowance = 3 * reply + 2000
     assert sent > 10 * allowance and encoded < allowance, (encoded, sent)
+
+
+def _traced_by_statement(app: App, fn, *args) -> dict[str, int]:
+    """The SQLite VM steps, in hundreds, of each statement ``fn`` runs (by its text)."""
+    steps: dict[str, int] = {}
+    current = [""]
+
+    def trace(sql: str) -> None:
+        current[0] = sql
+        steps.setdefault(sql, 0)
+
+    def step() -> int:
+        steps[current[0]] += 1
+        return 0
+
+    app.store.db.set_trace_callback(trace)
+    app.store.db.set_progress_handler(step, 100)
+    try:
+        fn(*args)
+    finally:
+        app.store.db.set_trace_callback(None)
+        app.store.db.set_progress_handler(None, 0)
+    return steps
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_an_apps_first_ask_reads_as_much_of_the_request_log_at_any_session_size(
+    ptype, loopback, tmp_path
+):
+    """The sent-list delta of a new App's first request starts from the previous
+    request's list without rebuilding it from every request event before it; the
+    list it records is still the one sent."""
+    from nodecode.context.sent import sent_of
+    from nodecode.store import Store
+
+    srv = loopback(TURN * 100)
+    home = write_config(tmp_path / "home", srv, ptype)
+    app = App.open(home, "default", tmp_path, environ={})
+    sid = app.new_session()
+    app.close()
+    reads, clock = [], _Hours()
+    for asks in (6, 30):
+        _grow_to(home, tmp_path, clock, sid, asks)
+        app = _open(home, tmp_path, clock)
+        try:
+            steps = _traced_by_statement(app, Agent(app, sid).ask, "measured")
+            sent = app.store.cache["sent"][sid]  # what this App sent and remembered
+            fresh = Store(app.store.path)
+            try:
+                assert sent_of(fresh, sid, fresh.last_event(sid, "request")) == sent[1]
+            finally:
+                fresh.close()
+        finally:
+            app.close()
+        reads.append(sum(n for sql, n in steps.items() if "'request'" in sql))
+    assert reads[1] <= reads[0] + 1, reads  # rebuilding the chain: 1 then 4 (hundreds)

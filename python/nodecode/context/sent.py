@@ -2,14 +2,19 @@
 
 SPEC §8: a request event records the ids and hashes of the messages sent. Each
 request shares most of them with the previous request, so an event stores only
-``{"after": SEQ, "keep": K, "add": [[id, digest], …]}``: the first K of the
-request at seq SEQ, then the added pairs. Storage stays proportional to what
-changed, and ``sent_of`` rebuilds any request's whole list. Events written
+``{"after": SEQ, "keep": K, "add": [[id, digest], …], "n": N, "hash": H}``: the
+first K of the request at seq SEQ, then the added pairs; N and H are the whole
+list's length and hash. Storage stays proportional to what changed, and
+``sent_of`` rebuilds any request's whole list. The next request, in an App that
+did not send this one, checks its own first N pairs against H instead of
+rebuilding this list from the chain of every request before it (a rebuild only
+when they differ: an edit or an eviction changed the prefix). Events written
 before this format keep their whole ``sent`` list and are read as they are.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from nodecode.context.arrange import common_prefix
@@ -22,9 +27,31 @@ def delta(store: Store, sid: str, sent: Pairs) -> dict[str, Any]:
     """The payload field for a request about to be logged (after the session's last one)."""
     last = store.last_event(sid, "request")
     if last is None:
-        return {"after": None, "keep": 0, "add": [list(p) for p in sent]}
+        return {"after": None, "keep": 0, "add": [list(p) for p in sent], **_whole(sent)}
+    before = last.payload.get("sent")
+    hit = store.cache.get("sent", {}).get(sid)
+    n = before.get("n") if isinstance(before, dict) else None
+    if (hit is None or hit[0] != last.seq) and isinstance(n, int) and n <= len(sent):
+        head, whole = _hashes(sent, n)
+        if head == before.get("hash"):  # this list starts with all of the last one
+            add = [list(p) for p in sent[n:]]
+            return {"after": last.seq, "keep": n, "add": add, "n": len(sent), "hash": whole}
     keep = common_prefix(sent, sent_of(store, sid, last))
-    return {"after": last.seq, "keep": keep, "add": [list(p) for p in sent[keep:]]}
+    add = [list(p) for p in sent[keep:]]
+    return {"after": last.seq, "keep": keep, "add": add, **_whole(sent)}
+
+
+def _whole(sent: Pairs) -> dict[str, Any]:
+    return {"n": len(sent), "hash": _hashes(sent, len(sent))[1]}
+
+
+def _hashes(sent: Pairs, n: int) -> tuple[str, str]:
+    """The hashes of ``sent[:n]`` and of all of ``sent``, in one pass."""
+    h = hashlib.sha256(",".join(f"{i}:{d}" for i, d in sent[:n]).encode())
+    head = h.hexdigest()[:16]
+    if n < len(sent):
+        h.update(("," if n else "").encode() + ",".join(f"{i}:{d}" for i, d in sent[n:]).encode())
+    return head, h.hexdigest()[:16]
 
 
 def remember(store: Store, sid: str, seq: int, sent: Pairs) -> None:
