@@ -204,22 +204,25 @@ class Store:
     def context_events(
         self,
         session: str,
-        turns: list[int],
+        turns: list[int] | None,
         *,
         upto: int | None,
         kinds: tuple[str, ...],
         turnless: bool,
     ) -> list[Event]:
-        """Messages and events of ``kinds`` in the given turns (and, when
-        ``turnless``, of no turn), with seq <= upto, in seq order."""
-        marks = ",".join("?" * len(turns)) or "NULL"
+        """Messages and events of ``kinds`` in the given turns (None: in any turn)
+        (and, when ``turnless``, of no turn), with seq <= upto, in seq order."""
         kind_marks = ",".join("?" * len(kinds)) or "NULL"
+        if turns is None:
+            where = "" if turnless else "AND turn IS NOT NULL "
+        else:
+            marks = ",".join("?" * len(turns)) or "NULL"
+            where = f"AND (turn IN ({marks})" + (" OR turn IS NULL" if turnless else "") + ") "
         sql = (
-            f"SELECT {_COLUMNS} FROM events WHERE session = ? AND seq <= ? "
-            f"AND (turn IN ({marks})" + (" OR turn IS NULL" if turnless else "") + ") "
+            f"SELECT {_COLUMNS} FROM events WHERE session = ? AND seq <= ? {where}"
             f"AND (role IS NOT NULL OR kind IN ({kind_marks})) ORDER BY seq"
         )
-        params = (session, upto if upto is not None else 2**62, *turns, *kinds)
+        params = (session, upto if upto is not None else 2**62, *(turns or ()), *kinds)
         return [_event(r) for r in self.read(sql, params)]
 
     def payloads(self, session: str, kind: str, upto: int) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -240,11 +240,18 @@ def _compute(store: Store, sid: str, head: int | None) -> _Cached:
 def _path_events(store: Store, sid: str, path: list[turn_tree.Turn]) -> list[Event]:
     """Messages of the path's turns, this session's and its ancestors' (each
     ancestor's only up to the fork point below it)."""
-    numbers = [t.number for t in path]
+    numbers: list[int] | None = [t.number for t in path]
+    scopes = turn_tree.scopes(store, sid)
+    if scopes == [(sid, None)] and len(path) == _turn_count(store, sid):
+        numbers = None  # every turn is on the path (nothing undone): no filter to test
     events: list[Event] = []
-    for owner, upto in turn_tree.scopes(store, sid):
+    for owner, upto in scopes:
         events += store.context_events(owner, numbers, upto=upto, kinds=(), turnless=owner == sid)
     return events
+
+
+def _turn_count(store: Store, sid: str) -> int:
+    return store.read("SELECT COUNT(*) FROM turns WHERE session = ?", (sid,))[0][0]
 
 
 def _latest_snapshot(
