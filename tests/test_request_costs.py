@@ -15,7 +15,7 @@ import json5
 import pytest
 from helpers import write_config
 from nodecode import budget as budgets
-from nodecode.agent import Agent
+from nodecode.agent import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.config import load_config
 
@@ -633,3 +633,38 @@ def test_an_apps_first_ask_reads_as_much_of_the_request_log_at_any_session_size(
             app.close()
         reads.append(sum(n for sql, n in steps.items() if "'request'" in sql))
     assert reads[1] <= reads[0] + 1, reads  # rebuilding the chain: 1 then 4 (hundreds)
+
+
+class _FirstText(TurnCallbacks):
+    """The statements run on the store by the time the reply's first text arrived."""
+
+    def __init__(self, statements: list[str]) -> None:
+        self.statements, self.at = statements, None
+
+    def on_text(self, chunk: str) -> None:
+        if self.at is None:
+            self.at = len(self.statements)
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_an_ask_commits_once_before_its_request_is_answered(ptype, loopback, tmp_path):
+    """The lease, the turn and the ask land in one transaction: a commit is the
+    costliest statement on the way to the first token."""
+    srv = loopback([{"text": "one"}, {"text": "two"}])
+    home = write_config(tmp_path / "home", srv, ptype)
+    app = App.open(home, "default", tmp_path, environ={})
+    try:
+        sid = app.new_session()
+        assert Agent(app, sid).ask("warm").status == "done"
+        statements: list[str] = []
+        seen = _FirstText(statements)
+        app.store.db.set_trace_callback(statements.append)
+        try:
+            assert Agent(app, sid).ask("measured", seen).status == "done"
+        finally:
+            app.store.db.set_trace_callback(None)
+    finally:
+        app.close()
+    assert seen.at is not None
+    assert [s for s in statements[: seen.at] if s == "COMMIT"] == ["COMMIT"], statements[: seen.at]
+    assert len(srv.model_requests) == 2

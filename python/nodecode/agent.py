@@ -99,9 +99,13 @@ class Agent:
         config = self.app.config
         config.require_provider(self.app.environ)
         # Held for the whole turn: a heartbeat renews it while any step waits.
-        lease = Lease(self.store, self.sid, lease_seconds(self.app.environ)).acquire()
+        lease = Lease(self.store, self.sid, lease_seconds(self.app.environ))
+        turn = _Turn(self, cb, cancel, lease)
         try:
-            return _Turn(self, cb, cancel, lease).run(text)
+            with self.store.atomic():  # the lease, the turn and its ask: one commit
+                lease.acquire()
+                turn.begin(text)
+            return turn.run()
         finally:
             lease.release()
 
@@ -134,11 +138,15 @@ class _Turn:
             payload=self.app.redactor.apply_obj(payload) if payload else None,
         )
 
-    def run(self, ask: str) -> TurnResult:
-        with self.store.atomic():  # the turn and its ask land together
+    def begin(self, ask: str) -> None:
+        """The turn and its ask, logged together (inside the caller's transaction)."""
+        with self.store.atomic():
             turn = turn_tree.begin(self.store, self.sid, self.store.last_seq(self.sid) + 1)
             self.number = turn.number
             self.log("user", role="user", text=self.redact(ask))
+
+    def run(self) -> TurnResult:
+        """The turn's rounds after ``begin``; it is finished whatever happens."""
         status = "failed"
         try:
             result = self.rounds()
