@@ -668,3 +668,44 @@ def test_an_ask_commits_once_before_its_request_is_answered(ptype, loopback, tmp
     assert seen.at is not None
     assert [s for s in statements[: seen.at] if s == "COMMIT"] == ["COMMIT"], statements[: seen.at]
     assert len(srv.model_requests) == 2
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_every_request_records_the_length_and_hash_of_the_whole_list_it_sent(
+    ptype, loopback, tmp_path
+):
+    """What the next App's first request trusts instead of the chain: each request's
+    ``n`` and ``hash`` are those of its whole list, through appends, a take that
+    rewrites a message in the middle, and Apps that did not send the one before."""
+    import hashlib
+
+    from nodecode.context.sent import sent_of
+    from nodecode.store import Store
+
+    srv = loopback(TURN * 60)
+    home = write_config(tmp_path / "home", srv, ptype)
+    clock = _Hours()
+    app = _open(home, tmp_path, clock)
+    sid = app.new_session()
+    app.close()
+    for step in range(3):
+        app = _open(home, tmp_path, clock)  # each step's first request: a new App
+        try:
+            for i in range(3):
+                assert Agent(app, sid).ask(f"a question {step} {i} " * 5).status == "done"
+            if step == 1:
+                _take_file_edits(app, sid, 1)
+        finally:
+            app.close()
+    fresh = Store(home / "store" / "default.db")
+    try:
+        requests = fresh.events(sid, kinds=("request",))
+        assert len(requests) >= 20
+        for e in requests:
+            whole = sent_of(fresh, sid, e)
+            text = ",".join(f"{i}:{d}" for i, d in whole)
+            recorded = e.payload["sent"]
+            assert recorded["n"] == len(whole), e.seq
+            assert recorded["hash"] == hashlib.sha256(text.encode()).hexdigest()[:16], e.seq
+    finally:
+        fresh.close()

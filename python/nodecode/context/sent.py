@@ -26,37 +26,55 @@ Pairs = list[tuple[int, str]]
 def delta(store: Store, sid: str, sent: Pairs) -> dict[str, Any]:
     """The payload field for a request about to be logged (after the session's last one)."""
     last = store.last_event(sid, "request")
-    if last is None:
-        return {"after": None, "keep": 0, "add": [list(p) for p in sent], **_whole(sent)}
-    before = last.payload.get("sent")
-    hit = store.cache.get("sent", {}).get(sid)
-    n = before.get("n") if isinstance(before, dict) else None
-    if (hit is None or hit[0] != last.seq) and isinstance(n, int) and n <= len(sent):
-        head, whole = _hashes(sent, n)
-        if head == before.get("hash"):  # this list starts with all of the last one
-            add = [list(p) for p in sent[n:]]
-            return {"after": last.seq, "keep": n, "add": add, "n": len(sent), "hash": whole}
-    keep = common_prefix(sent, sent_of(store, sid, last))
-    add = [list(p) for p in sent[keep:]]
-    return {"after": last.seq, "keep": keep, "add": add, **_whole(sent)}
+    keep, head = 0, None  # head: a hash of sent[:keep], when one was made on the way
+    if last is not None:
+        hit = store.cache.get("sent", {}).get(sid)
+        before = last.payload.get("sent")
+        n = before.get("n") if isinstance(before, dict) else None
+        if hit is not None and hit[0] == last.seq:  # this App sent it: the list is here
+            keep = common_prefix(sent, hit[1])
+            head = hit[2] if keep == len(hit[1]) else None
+        else:
+            if isinstance(n, int) and n <= len(sent):
+                head = _hasher(sent[:n])
+                if _hash(head) != before.get("hash"):
+                    head = None
+            # Starting with all of the last list, there is no chain to rebuild.
+            keep = n if head is not None else common_prefix(sent, sent_of(store, sid, last))
+    whole = _extend(head.copy(), sent[keep:], keep) if head is not None else _hasher(sent)
+    store.cache.setdefault("sent-hash", {})[sid] = (sent, whole)  # for remember(sent)
+    return {
+        "after": last.seq if last is not None else None,
+        "keep": keep,
+        "add": [list(p) for p in sent[keep:]],
+        "n": len(sent),
+        "hash": _hash(whole),
+    }
 
 
-def _whole(sent: Pairs) -> dict[str, Any]:
-    return {"n": len(sent), "hash": _hashes(sent, len(sent))[1]}
+def _hasher(pairs: Pairs) -> Any:
+    """A sha256 of ``pairs`` written ``id:digest,id:digest…``, open to extend."""
+    return _extend(hashlib.sha256(), pairs, 0)
 
 
-def _hashes(sent: Pairs, n: int) -> tuple[str, str]:
-    """The hashes of ``sent[:n]`` and of all of ``sent``, in one pass."""
-    h = hashlib.sha256(",".join(f"{i}:{d}" for i, d in sent[:n]).encode())
-    head = h.hexdigest()[:16]
-    if n < len(sent):
-        h.update(("," if n else "").encode() + ",".join(f"{i}:{d}" for i, d in sent[n:]).encode())
-    return head, h.hexdigest()[:16]
+def _extend(h: Any, pairs: Pairs, before: int) -> Any:
+    """``h`` (of ``before`` pairs) extended by ``pairs``."""
+    if pairs:
+        text = ",".join(f"{i}:{d}" for i, d in pairs)
+        h.update((("," if before else "") + text).encode())
+    return h
+
+
+def _hash(h: Any) -> str:
+    return h.hexdigest()[:16]
 
 
 def remember(store: Store, sid: str, seq: int, sent: Pairs) -> None:
-    """Keep a just-logged request's list in memory: the next delta starts from it."""
-    store.cache.setdefault("sent", {})[sid] = (seq, list(map(tuple, sent)))
+    """Keep a just-logged request's list in memory, with its hash open to extend:
+    the next delta starts from them."""
+    made = store.cache.get("sent-hash", {}).pop(sid, None)
+    hasher = made[1] if made is not None and made[0] is sent else _hasher(sent)
+    store.cache.setdefault("sent", {})[sid] = (seq, list(map(tuple, sent)), hasher)
 
 
 def sent_of(store: Store, sid: str, event: Event) -> Pairs:
