@@ -709,3 +709,52 @@ def test_every_request_records_the_length_and_hash_of_the_whole_list_it_sent(
             assert recorded["hash"] == hashlib.sha256(text.encode()).hexdigest()[:16], e.seq
     finally:
         fresh.close()
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_a_second_app_hashes_only_the_messages_this_process_never_read(
+    ptype, loopback, tmp_path, monkeypatch
+):
+    """A message's digest names its id, role and text (and a call's input): a new App
+    on a store this process read looks the ones it knows up instead of hashing them."""
+    import hashlib
+    import re
+
+    srv = loopback(TURN * 40)
+    home = write_config(tmp_path / "home", srv, ptype)
+    clock = _Hours()
+    app = _open(home, tmp_path, clock)
+    sid = app.new_session()
+    app.close()
+    _grow_to(home, tmp_path, clock, sid, 12)
+    calls = [0]
+    real = hashlib.sha256
+
+    head = re.compile(rb"\d+\0(user|assistant|tool)\0")
+
+    class Spy:  # counts the hashes begun with a message's id and role
+        def __init__(self, data: bytes = b"") -> None:
+            self.h = real()
+            self.fresh = True
+            if data:
+                self.update(data)
+
+        def update(self, data: bytes) -> None:
+            calls[0] += self.fresh and bool(head.match(data))
+            self.fresh = False
+            self.h.update(data)
+
+        def __getattr__(self, name: str):
+            return getattr(self.h, name)
+
+    spy = Spy
+
+    app = _open(home, tmp_path, clock)
+    try:
+        messages = len(app.store.events(sid, kinds=("user", "assistant", "tool")))
+        monkeypatch.setattr(hashlib, "sha256", spy)
+        assert Agent(app, sid).ask("measured").status == "done"
+    finally:
+        monkeypatch.undo()
+        app.close()
+    assert messages >= 30 and calls[0] <= 3, (calls[0], messages)  # the ask and reply

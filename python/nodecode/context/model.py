@@ -63,7 +63,24 @@ class Message:
 
     @_once
     def digest(self) -> str:
-        """A short hash of what the model reads of this message (computed once)."""
+        """A short hash of what the model reads of this message (computed once; a
+        message made of the same id, role and text as one this process hashed
+        before, in any App, is looked up instead)."""
+        role = self.role
+        plain = role != "call" and role != "thinking"  # the digest names all of it
+        if plain:
+            key = (self.id, role, self.text)
+            hit = _DIGESTS.get(key)
+            if hit is not None:
+                return hit
+        value = self._hash()
+        if plain:
+            if len(_DIGESTS) >= MAX_DIGESTS:
+                _DIGESTS.clear()
+            _DIGESTS[key] = value
+        return value
+
+    def _hash(self) -> str:
         h = hashlib.sha256()
         h.update(f"{self.id}\0{self.role}\0".encode())
         h.update(self.text.encode("utf-8", "surrogatepass"))
@@ -72,6 +89,14 @@ class Message:
         elif self.role == "thinking":  # sent as the block it arrived as, fields and signature
             h.update(json.dumps(self.payload.get("block"), sort_keys=True).encode())
         return h.hexdigest()[:16]
+
+
+# Digests for the process by (id, role, text): a new App on a store this process
+# has read reads thousands of messages, and a dict lookup of text already in
+# memory costs a fifth of hashing it (the texts are those the request blocks
+# kept in context.request hold). Calls and thinking are hashed with their payload.
+_DIGESTS: dict[tuple[int, str, str], str] = {}
+MAX_DIGESTS = 100_000
 
 
 def message_of(event: Event) -> Message:
