@@ -520,6 +520,28 @@ def test_events_and_messages_made_from_rows_are_those_their_classes_make(tmp_pat
     assert set(vars(m)) == {f.name for f in dataclasses.fields(Message)}
 
 
+def test_the_state_makes_its_messages_from_rows_as_message_of_makes_them(tmp_path):
+    """The state reads message rows straight into Messages (no Event between):
+    each one is exactly what ``message_of`` makes of the event, every field."""
+    from nodecode import session as sessions
+    from nodecode.context import model
+    from nodecode.store import open_store
+
+    store = open_store(tmp_path, "default")
+    try:
+        sid = sessions.create(store)
+        store.append(sid, "user", role="user", text="ask")
+        store.append(sid, "call", role="call", text="(x)", payload={"name": "eval", "input": {}})
+        store.append(sid, "tool", role="tool", text="out", payload={"call": 2})
+        store.append(sid, "request", text="", payload={"n": 1})
+        made = model.state(store, sid).messages
+        expected = [model.message_of(e) for e in store.events(sid) if e.role is not None]
+    finally:
+        store.close()
+    assert [vars(m) for m in made] == [vars(m) for m in expected]
+    assert [type(m) for m in made] == [model.Message] * 3
+
+
 @pytest.mark.parametrize("ptype", PTYPES)
 def test_an_ask_starts_no_thread_of_its_own(ptype, loopback, tmp_path, monkeypatch):
     """A thread start costs milliseconds on a busy machine, on the way to the first

@@ -44,6 +44,11 @@ _COLUMNS = "session, seq, kind, role, turn, text, payload, time"
 _FIELDS = ("session", "seq", "kind", "role", "turn", "text", "payload", "time")
 
 
+def unpack_payload(packed: bytes) -> dict[str, Any]:
+    """A payload as the events table stores it (msgpack), decoded."""
+    return msgpack.unpackb(packed, raw=False)
+
+
 def _event(row: tuple) -> Event:
     """An Event of a row, its fields set directly: a frozen dataclass's __init__
     costs twice as much, and a new App's first request decodes thousands."""
@@ -51,6 +56,28 @@ def _event(row: tuple) -> Event:
     event = object.__new__(Event)
     event.__dict__.update(zip(_FIELDS, (*row[:6], payload, row[7]), strict=True))
     return event
+
+
+def _context_query(
+    columns: str,
+    session: str,
+    turns: list[int] | None,
+    upto: int | None,
+    kinds: tuple[str, ...],
+    turnless: bool,
+) -> tuple[str, tuple]:
+    """The SELECT of ``Store.context_events`` with its parameters."""
+    kind_marks = ",".join("?" * len(kinds)) or "NULL"
+    if turns is None:
+        where = "" if turnless else "AND turn IS NOT NULL "
+    else:
+        marks = ",".join("?" * len(turns)) or "NULL"
+        where = f"AND (turn IN ({marks})" + (" OR turn IS NULL" if turnless else "") + ") "
+    sql = (
+        f"SELECT {columns} FROM events WHERE session = ? AND seq <= ? {where}"
+        f"AND (role IS NOT NULL OR kind IN ({kind_marks})) ORDER BY seq"
+    )
+    return sql, (session, upto if upto is not None else 2**62, *(turns or ()), *kinds)
 
 
 class Store:
@@ -212,18 +239,19 @@ class Store:
     ) -> list[Event]:
         """Messages and events of ``kinds`` in the given turns (None: in any turn)
         (and, when ``turnless``, of no turn), with seq <= upto, in seq order."""
-        kind_marks = ",".join("?" * len(kinds)) or "NULL"
-        if turns is None:
-            where = "" if turnless else "AND turn IS NOT NULL "
-        else:
-            marks = ",".join("?" * len(turns)) or "NULL"
-            where = f"AND (turn IN ({marks})" + (" OR turn IS NULL" if turnless else "") + ") "
-        sql = (
-            f"SELECT {_COLUMNS} FROM events WHERE session = ? AND seq <= ? {where}"
-            f"AND (role IS NOT NULL OR kind IN ({kind_marks})) ORDER BY seq"
-        )
-        params = (session, upto if upto is not None else 2**62, *(turns or ()), *kinds)
+        sql, params = _context_query(_COLUMNS, session, turns, upto, kinds, turnless)
         return [_event(r) for r in self.read(sql, params)]
+
+    def message_rows(
+        self, session: str, turns: list[int] | None, *, upto: int | None, turnless: bool
+    ) -> list[tuple]:
+        """The rows ``context_events`` reads for messages alone, as (seq, role, turn,
+        text, packed payload) tuples: the state of a session makes thousands of
+        messages of them, and an Event of each on the way costs as much as the read."""
+        sql, params = _context_query(
+            "seq, role, turn, text, payload", session, turns, upto, (), turnless
+        )
+        return self.read(sql, params)
 
     def payloads(self, session: str, kind: str, upto: int) -> Iterator[tuple[int, dict[str, Any]]]:
         """(seq, payload) of the session's events of ``kind`` with seq <= upto, newest

@@ -22,7 +22,7 @@ from typing import Any
 from nodecode import session as sessions
 from nodecode import turns as turn_tree
 from nodecode.errors import StoreError
-from nodecode.store import Event, Store
+from nodecode.store import Event, Store, unpack_payload
 
 SNAPSHOT_KINDS = ("receipt", "evict", "fork")
 SNAPSHOT_CHAIN = 16  # a snapshot is whole when its delta would be this many deep
@@ -245,9 +245,9 @@ def _grow(store: Store, sid: str, hit: _Cached, head: int | None) -> _Cached | N
 def _compute(store: Store, sid: str, head: int | None) -> _Cached:
     path = turn_tree.path(store, sid)
     index = {t.number: i for i, t in enumerate(path)}
-    events = _path_events(store, sid, path)
-    key = {e.seq: (index.get(e.turn, -1), e.seq) for e in events}
-    messages = {e.seq: message_of(e) for e in events}
+    listed = _path_messages(store, sid, path)
+    key = {m.id: (index.get(m.turn, -1), m.id) for m in listed}
+    messages = {m.id: m for m in listed}
     order: list[Message] = []
     after: tuple[int, int] = (-2, 0)
     snap = _latest_snapshot(store, sid, path, index)
@@ -262,17 +262,34 @@ def _compute(store: Store, sid: str, head: int | None) -> _Cached:
     return _Cached(0, head, st, index, own, (0, 0))
 
 
-def _path_events(store: Store, sid: str, path: list[turn_tree.Turn]) -> list[Event]:
+def _path_messages(store: Store, sid: str, path: list[turn_tree.Turn]) -> list[Message]:
     """Messages of the path's turns, this session's and its ancestors' (each
-    ancestor's only up to the fork point below it)."""
+    ancestor's only up to the fork point below it), in seq order per session."""
     numbers: list[int] | None = [t.number for t in path]
     scopes = turn_tree.scopes(store, sid)
     if scopes == [(sid, None)] and len(path) == _turn_count(store, sid):
         numbers = None  # every turn is on the path (nothing undone): no filter to test
-    events: list[Event] = []
+    messages: list[Message] = []
     for owner, upto in scopes:
-        events += store.context_events(owner, numbers, upto=upto, kinds=(), turnless=owner == sid)
-    return events
+        rows = store.message_rows(owner, numbers, upto=upto, turnless=owner == sid)
+        messages += [_message_of_row(r) for r in rows]
+    return messages
+
+
+def _message_of_row(row: tuple) -> Message:
+    """The message a (seq, role, turn, text, packed payload) row logged, made as
+    ``message_of`` makes it, without the Event between."""
+    m = object.__new__(Message)
+    m.__dict__.update(
+        id=row[0],
+        role=row[1],
+        text=row[3],
+        turn=row[2],
+        payload=unpack_payload(row[4]) if row[4] is not None else {},
+        rewritten=False,
+        restored=False,
+    )
+    return m
 
 
 def _turn_count(store: Store, sid: str) -> int:
