@@ -523,6 +523,8 @@ def test_events_and_messages_made_from_rows_are_those_their_classes_make(tmp_pat
 def test_the_state_makes_its_messages_from_rows_as_message_of_makes_them(tmp_path):
     """The state reads message rows straight into Messages (no Event between):
     each one is exactly what ``message_of`` makes of the event, every field."""
+    import dataclasses
+
     from nodecode import session as sessions
     from nodecode.context import model
     from nodecode.store import open_store
@@ -538,8 +540,41 @@ def test_the_state_makes_its_messages_from_rows_as_message_of_makes_them(tmp_pat
         expected = [model.message_of(e) for e in store.events(sid) if e.role is not None]
     finally:
         store.close()
-    assert [vars(m) for m in made] == [vars(m) for m in expected]
+    fields = [f.name for f in dataclasses.fields(model.Message)]
+    assert [[getattr(m, f) for f in fields] for m in made] == [
+        [getattr(m, f) for f in fields] for m in expected
+    ]
     assert [type(m) for m in made] == [model.Message] * 3
+
+
+def test_a_call_read_again_is_looked_up_by_its_stored_payload_and_keeps_its_digest(tmp_path):
+    """A call's digest names its input; read from a row, it is looked up by the
+    payload's stored bytes (no hash): the same digest as hashing it, and a call
+    whose input differs under the same text gets its own."""
+    from nodecode import session as sessions
+    from nodecode.context import model
+    from nodecode.store import open_store
+
+    store = open_store(tmp_path, "default")
+    try:
+        sid = sessions.create(store)
+        one = {"name": "eval", "input": {"code": "(ls)"}}
+        store.append(sid, "call", role="call", text="(ls)", payload=one)
+        first = model.state(store, sid).messages[0].digest
+        store.cache.clear()
+        again = model.state(store, sid).messages[0]
+        assert again.digest == first == model.Message(1, "call", "(ls)", None, one)._hash()
+    finally:
+        store.close()
+    other = open_store(tmp_path / "b", "default")
+    try:
+        sid = sessions.create(other)
+        two = {"name": "eval", "input": {"code": "(ls -a)"}}
+        other.append(sid, "call", role="call", text="(ls)", payload=two)
+        digest = model.state(other, sid).messages[0].digest
+        assert digest == model.Message(1, "call", "(ls)", None, two)._hash() != first
+    finally:
+        other.close()
 
 
 @pytest.mark.parametrize("ptype", PTYPES)

@@ -67,14 +67,16 @@ class Message:
         message made of the same id, role and text as one this process hashed
         before, in any App, is looked up instead)."""
         role = self.role
-        plain = role != "call" and role != "thinking"  # the digest names all of it
-        if plain:
-            key = (self.id, role, self.text)
+        key: tuple | None = (self.id, role, self.text)
+        if role == "call" or role == "thinking":  # hashed with their payload: known by
+            packed = self.__dict__.get("_nc_packed")  # its stored bytes, when read
+            key = (*key, packed) if packed is not None else None  # from a row
+        if key is not None:
             hit = _DIGESTS.get(key)
             if hit is not None:
                 return hit
         value = self._hash()
-        if plain:
+        if key is not None:
             if len(_DIGESTS) >= MAX_DIGESTS:
                 _DIGESTS.clear()
             _DIGESTS[key] = value
@@ -94,8 +96,10 @@ class Message:
 # Digests for the process by (id, role, text): a new App on a store this process
 # has read reads thousands of messages, and a dict lookup of text already in
 # memory costs a fifth of hashing it (the texts are those the request blocks
-# kept in context.request hold). Calls and thinking are hashed with their payload.
-_DIGESTS: dict[tuple[int, str, str], str] = {}
+# kept in context.request hold). Calls and thinking are hashed with their payload,
+# and looked up with the payload's stored bytes when the message was read from a row
+# (the same bytes decode to the same payload; a message made otherwise is hashed).
+_DIGESTS: dict[tuple, str] = {}
 MAX_DIGESTS = 100_000
 
 
@@ -289,6 +293,8 @@ def _message_of_row(row: tuple) -> Message:
         rewritten=False,
         restored=False,
     )
+    if row[1] == "call" or row[1] == "thinking":  # its digest's key (see Message.digest)
+        m.__dict__["_nc_packed"] = row[4]
     return m
 
 
