@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import re
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from typing import Any
 
 from nodecode import session as sessions
@@ -250,15 +252,21 @@ def _compute(store: Store, sid: str, head: int | None) -> _Cached:
     path = turn_tree.path(store, sid)
     index = {t.number: i for i, t in enumerate(path)}
     listed = _path_messages(store, sid, path)
-    key = {m.id: (index.get(m.turn, -1), m.id) for m in listed}
+    keys = [(index.get(m.turn, -1), m.id) for m in listed]
+    key = {k[1]: k for k in keys}
     messages = {m.id: m for m in listed}
+    # Read in seq order, which is path order unless a turn logged after a later one:
+    # then (and only then) sorted.
+    if not all(map(operator.lt, keys, islice(keys, 1, None))):
+        listed = sorted(messages.values(), key=lambda m: key[m.id])
     order: list[Message] = []
-    after: tuple[int, int] = (-2, 0)
     snap = _latest_snapshot(store, sid, path, index)
     if snap is not None:
         after = snap[2]
         order = _from_snapshot(store, decoded(store, snap[0], snap[1]), messages)
-    order += [m for i, m in sorted(messages.items(), key=lambda kv: key[kv[0]]) if key[i] > after]
+        order += [m for m in listed if key[m.id] > after]
+    else:  # every key is above (-2, 0): all of them follow
+        order += listed
     running = path[-1].number if path else None
     own = sorted(i for i, m in messages.items() if m.turn == running) if path else []
     st = State(order, messages, key, running, snapshot=snap[:2] if snap else None)
