@@ -117,8 +117,8 @@ class _Batched:
 
     @classmethod
     def _fresh(cls, messages: list[Message]) -> _Batched:
-        kept = [m for m in messages if _kept(m)]
-        positions = [i for i, m in enumerate(messages) if _kept(m)]
+        positions = [i for i, m in enumerate(messages) if _kept(m)]  # each tested once
+        kept = [messages[i] for i in positions]
         result_at: dict[int, int] = {}
         _results(kept, 0, result_at)
         made = cls(messages, kept, positions, result_at, [])
