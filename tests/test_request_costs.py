@@ -545,6 +545,9 @@ def test_the_state_makes_its_messages_from_rows_as_message_of_makes_them(tmp_pat
         [getattr(m, f) for f in fields] for m in expected
     ]
     assert [type(m) for m in made] == [model.Message] * 3
+    call = made[1]  # its payload is decoded when read, once, and copied by replace
+    assert call.payload is call.payload == {"name": "eval", "input": {}}
+    assert dataclasses.replace(call, text="(y)").payload == {"name": "eval", "input": {}}
 
 
 def test_a_call_read_again_is_looked_up_by_its_stored_payload_and_keeps_its_digest(tmp_path):

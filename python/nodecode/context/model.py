@@ -297,13 +297,34 @@ def _message_of_row(row: tuple) -> Message:
         role=row[1],
         text=row[3],
         turn=row[2],
-        payload=unpack_payload(row[4]) if row[4] is not None else {},
         rewritten=False,
         restored=False,
     )
-    if row[1] == "call" or row[1] == "thinking":  # its digest's key (see Message.digest)
+    if row[4] is None:
+        m.__dict__["payload"] = {}
+    else:  # decoded when read (see _Payload); a call's digest's key (see Message.digest)
         m.__dict__["_nc_packed"] = row[4]
     return m
+
+
+class _Payload:
+    """``Message.payload`` of a message read from a row: its stored bytes, decoded at
+    the first read and kept. Most are never read on the way to a request (a call's
+    block and digest are found by those bytes); a message made by ``Message(...)``
+    holds its payload in its ``__dict__``, which this never shadows."""
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        try:
+            packed = obj.__dict__["_nc_packed"]
+        except KeyError:
+            raise AttributeError("payload") from None
+        value = obj.__dict__["payload"] = unpack_payload(packed)
+        return value
+
+
+Message.payload = _Payload()  # type: ignore[assignment]  # after the dataclass is made
 
 
 def _turn_count(store: Store, sid: str) -> int:
