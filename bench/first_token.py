@@ -17,6 +17,15 @@ so the body's parse is in neither path (the loopback provider's parse of a
   the tiktoken ranks — is warm from earlier runs, as in a host opening
   another App); then warm: a second ``Agent.ask`` in the same App, from the
   call to its first ``on_text``.
+  What "cold" means, then: a new App on a store this process has not opened (its
+  own copy: no store-level view of the session is warm), in a process that has
+  sent before. Everything the request path keeps per App — the session's state,
+  the take log, the arrangement, the sent list, the cache ledger, the provider's
+  client and connection — is made inside the clock; what it keeps per process
+  by content — token counts and digests of messages with the same id, role and
+  text, encoded blocks, the TLS context, the parsed config text — is warm, as
+  in a host opening a second App on its store. A cold process (imports, the
+  tiktoken ranks, all of those tables) is a different thing and not measured.
 * raw httpx: the very bodies nodecode sent for those two asks (recorded once
   by the same server with ``--save``), POSTed with ``json=`` as nodecode's
   provider does, read line by line to the first text delta. Cold: a new

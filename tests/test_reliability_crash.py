@@ -97,7 +97,9 @@ def check_store(home: Path, before: dict[tuple[str, int], tuple]) -> App:
         assert seqs == list(range(1, len(seqs) + 1)), f"seq gaps or duplicates in {sid}"
     assert not app.store.read("SELECT session, number FROM turns WHERE status = 'running'")
     for e in app.store.events(app.current_session(), kinds=("export", "edit")):
-        assert app.store.blob(e.payload["blob"]) is not None, f"blob of seq {e.seq} missing"
+        assert takes.file_bytes(app.store, e.payload["blob"]) is not None, (
+            f"the bytes of seq {e.seq} cannot be read back"
+        )
     return app
 
 

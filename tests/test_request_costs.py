@@ -15,7 +15,7 @@ import json5
 import pytest
 from helpers import write_config
 from nodecode import budget as budgets
-from nodecode.agent import Agent
+from nodecode.agent import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.config import load_config
 
@@ -224,16 +224,20 @@ def test_a_request_encodes_only_what_the_requests_before_it_did_not_send(
 
 
 def _traced(app: App, fn, *args) -> tuple[list[str], int]:
-    """The SQL statements ``fn`` runs on the App's store (not those triggers run
-    inside them), and the SQLite VM steps it takes in hundreds: how much it reads."""
+    """The SQL statements ``fn`` runs on the App's store (not those its triggers
+    and the full-text index run inside them), and the SQLite VM steps, in hundreds,
+    those statements take: how much of the store it reads."""
     statements: list[str] = []
     steps = [0]
 
+    def trace(sql: str) -> None:
+        statements.append(sql)
+
     def step() -> int:
-        steps[0] += 1
+        steps[0] += not statements[-1].startswith("--")
         return 0
 
-    app.store.db.set_trace_callback(statements.append)
+    app.store.db.set_trace_callback(trace)
     app.store.db.set_progress_handler(step, 100)
     try:
         fn(*args)
@@ -329,3 +333,488 @@ def test_the_stored_cache_ledger_is_each_writers_whatever_connection_wrote_befor
     finally:
         for app in apps:
             app.close()
+
+
+def _take_file_edits(app: App, sid: str, edits: int) -> None:
+    """``edits`` file edits of the context, each exported, rewritten and taken by an ask."""
+    from nodecode.context import take as takes
+
+    for _ in range(edits):
+        path = takes.export(app.workspace, sid)
+        text = path.read_text()
+        asks = [
+            e
+            for e in app.store.events(sid, kinds=("user",))
+            if "a question" in e.text and e.text in text
+        ]
+        target = asks[len(asks) // 2].text
+        path.write_text(text.replace(target + "\n", target.replace("a question", "an edit") + "\n"))
+        assert Agent(app, sid).ask("after an edit").status == "done"
+    receipts = [e for e in app.store.events(sid, kinds=("receipt",)) if "taken at" in e.text]
+    assert len(receipts) >= edits
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_a_warm_request_reads_as_much_of_the_store_after_many_takes_as_after_few(
+    ptype, loopback, tmp_path
+):
+    srv = loopback(TURN * 200)
+    home = write_config(tmp_path / "home", srv, ptype)
+    clock = _Hours()
+    steps = []
+    for edits in (2, 20):
+        app = _open(home, tmp_path, clock)
+        sid = app.new_session()
+        try:
+            for i in range(24):
+                assert Agent(app, sid).ask(f"a question {i} " * 20).status == "done"
+            _take_file_edits(app, sid, edits)
+            for _ in range(20 - edits):  # as many asks either way: only the takes differ
+                assert Agent(app, sid).ask("no edit").status == "done"
+            Agent(app, sid).ask("warm")  # the context file stays as the last take left it
+            steps.append(_traced(app, Agent(app, sid).ask, "measured")[1])
+        finally:
+            app.close()
+    assert steps[1] <= steps[0] * 1.1, steps
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_what_another_process_logs_between_two_requests_reaches_the_next(ptype, loopback, tmp_path):
+    from helpers import run_cli
+
+    srv = loopback([{"text": f"reply {i}"} for i in range(6)])
+    home = write_config(tmp_path / "home", srv, ptype)
+    app = App.open(home, "default", tmp_path, environ={})  # a host's App: warm caches
+    try:
+        sid = app.new_session()
+        for i in range(2):
+            assert Agent(app, sid).ask(f"first ask {i}").status == "done"
+        from nodecode.context import take as takes
+
+        assert takes.pending_edits(app.store, sid) == []  # read: kept until the store changes
+        outside = run_cli(
+            "--session",
+            sid,
+            "eval",
+            '(context :note "noted from outside")',
+            home=home,
+            cwd=tmp_path,
+        )
+        assert outside.returncode == 0, outside.stderr
+        assert len(takes.pending_edits(app.store, sid)) == 1  # read before this App writes
+        assert Agent(app, sid).ask("next").status == "done"
+        assert "noted from outside" in json.dumps(srv.model_requests[-1].body)
+        exported = run_cli("--session", sid, "eval", "(context)", home=home, cwd=tmp_path)
+        assert exported.returncode == 0, exported.stderr
+        path = app.context_dir(sid) / "context.txt"
+        path.write_text(path.read_text().replace("first ask 0\n", "rewritten outside\n"))
+        assert Agent(app, sid).ask("after").status == "done"
+        sent = json.dumps(srv.model_requests[-1].body)
+        assert "rewritten outside" in sent and "first ask 0" not in sent
+    finally:
+        app.close()
+
+
+def test_the_anchors_found_by_bisection_are_those_a_walk_finds():
+    import random
+
+    from nodecode.context.cache_plan import SPACING, keep_set
+
+    def walk(tokens, anchors, top, minimum):
+        first = next((p for p in range(top + 1) if tokens[p] >= minimum and anchors[p]), None)
+        if first is None:
+            return []
+        chosen, last = [first], first
+        for p in range(first + 1, top + 1):
+            if anchors[p] and tokens[last] < (1 - SPACING) * tokens[p]:
+                chosen.append(p)
+                last = p
+        return chosen
+
+    def grow(tokens: list[int], n: int) -> list[int]:
+        for _ in range(n):
+            tokens.append(tokens[-1] + rng.choice([0, 0, 1, 5, 40, 300, 3000]))
+        return tokens
+
+    rng = random.Random(12)
+    tokens, anchors = [100], [True]
+    for _ in range(3000):
+        change = rng.random()
+        if change < 0.4:  # a request after an append: the previous one's tokens, and more
+            tokens = grow(list(tokens), rng.randint(0, 5))
+            anchors = anchors + [rng.random() < 0.8 for _ in range(len(tokens) - len(anchors))]
+        elif change < 0.7:  # an edit: the same up to a position, then other tokens
+            k = rng.randint(1, len(tokens))
+            tokens = grow(tokens[:k], rng.randint(0, 20))
+            anchors = anchors[:k] + [rng.random() < 0.8 for _ in range(len(tokens) - k)]
+        else:
+            tokens = grow([rng.randint(0, 4000)], rng.randint(0, 60))
+            anchors = [rng.random() < 0.8 for _ in tokens]
+        top = rng.randint(-1, len(tokens) - 1)
+        minimum = rng.choice([0, 0, 1024, 4096])
+        expected = walk(tokens, anchors, top, minimum) if top >= 0 else []
+        assert keep_set(tokens, anchors, top, minimum) == expected
+
+
+def test_a_ledger_refreshes_the_entries_a_walk_of_the_prefix_refreshes():
+    import copy
+    import random
+
+    from nodecode.context.cache_plan import LOOKBACK, Entry, Mark, Model
+
+    def walk(model, prefix, tokens, marks, now, minimum):  # the position-by-position reading
+        found = []
+        for m in marks:
+            for j in range(m.index, max(m.index - LOOKBACK, -1), -1):
+                if model.live(prefix[j], now):
+                    found.append(j)
+                    break
+        best = max(found, default=-1)
+        for j in range(best + 1) if model.refresh_prefix else found:
+            e = model.live(prefix[j], now)
+            if e is not None:
+                e.expires = now + e.ttl
+        for m in marks:
+            if tokens[m.index] >= minimum and not model.live(prefix[m.index], now):
+                model.entries[prefix[m.index]] = Entry(m.ttl, now + m.ttl)
+        return best
+
+    rng = random.Random(3)
+    for _ in range(1500):
+        n = rng.randint(1, 70)
+        prefix = [f"k{i}" for i in range(n)]
+        tokens = sorted(rng.randint(0, 5000) for _ in range(n))
+        for refresh in (False, True):
+            model = Model(refresh)
+            for i in rng.sample(range(n), rng.randint(0, min(n, 12))):
+                model.entries[prefix[i]] = Entry(rng.choice([300.0, 3600.0]), rng.uniform(0, 4000))
+            model.entries["elsewhere"] = Entry(300.0, 3000.0)
+            marks = [Mark(i, rng.choice([300.0, 3600.0])) for i in rng.sample(range(n), min(n, 3))]
+            now = rng.uniform(0, 3000)
+            expected = copy.deepcopy(model)
+            best = walk(expected, prefix, tokens, marks, now, 1024)
+            assert model.apply(prefix, tokens, marks, now, 1024) == best
+            assert model.entries == expected.entries
+
+
+def test_events_and_messages_made_from_rows_are_those_their_classes_make(tmp_path):
+    """store._event and model.message_of set fields directly (for speed): they must
+    make exactly what the dataclasses would, every field included."""
+    import dataclasses
+
+    from nodecode.context.model import Message, message_of
+    from nodecode.store import Event, open_store
+
+    store = open_store(tmp_path, "default")
+    try:
+        from nodecode import session as sessions
+
+        sid = sessions.create(store)
+        made = store.append(sid, "call", role="call", turn=3, text="(x)", payload={"a": [1]})
+        [read] = store.events(sid)
+    finally:
+        store.close()
+    assert read == made and vars(read).keys() == {f.name for f in dataclasses.fields(Event)}
+    m = message_of(read)
+    assert m == Message(read.seq, "call", "(x)", 3, {"a": [1]}) and m.payload == {"a": [1]}
+    assert set(vars(m)) == {f.name for f in dataclasses.fields(Message)}
+
+
+def test_the_state_makes_its_messages_from_rows_as_message_of_makes_them(tmp_path):
+    """The state reads message rows straight into Messages (no Event between):
+    each one is exactly what ``message_of`` makes of the event, every field."""
+    import dataclasses
+
+    from nodecode import session as sessions
+    from nodecode.context import model
+    from nodecode.store import open_store
+
+    store = open_store(tmp_path, "default")
+    try:
+        sid = sessions.create(store)
+        store.append(sid, "user", role="user", text="ask")
+        store.append(sid, "call", role="call", text="(x)", payload={"name": "eval", "input": {}})
+        store.append(sid, "tool", role="tool", text="out", payload={"call": 2})
+        store.append(sid, "request", text="", payload={"n": 1})
+        made = model.state(store, sid).messages
+        expected = [model.message_of(e) for e in store.events(sid) if e.role is not None]
+    finally:
+        store.close()
+    fields = [f.name for f in dataclasses.fields(model.Message)]
+    assert [[getattr(m, f) for f in fields] for m in made] == [
+        [getattr(m, f) for f in fields] for m in expected
+    ]
+    assert [type(m) for m in made] == [model.Message] * 3
+    call = made[1]  # its payload is decoded when read, once, and copied by replace
+    assert call.payload is call.payload == {"name": "eval", "input": {}}
+    assert dataclasses.replace(call, text="(y)").payload == {"name": "eval", "input": {}}
+
+
+def test_a_call_read_again_is_looked_up_by_its_stored_payload_and_keeps_its_digest(tmp_path):
+    """A call's digest names its input; read from a row, it is looked up by the
+    payload's stored bytes (no hash): the same digest as hashing it, and a call
+    whose input differs under the same text gets its own."""
+    from nodecode import session as sessions
+    from nodecode.context import model
+    from nodecode.store import open_store
+
+    store = open_store(tmp_path, "default")
+    try:
+        sid = sessions.create(store)
+        one = {"name": "eval", "input": {"code": "(ls)"}}
+        store.append(sid, "call", role="call", text="(ls)", payload=one)
+        first = model.state(store, sid).messages[0].digest
+        store.cache.clear()
+        again = model.state(store, sid).messages[0]
+        assert again.digest == first == model.Message(1, "call", "(ls)", None, one)._hash()
+    finally:
+        store.close()
+    other = open_store(tmp_path / "b", "default")
+    try:
+        sid = sessions.create(other)
+        two = {"name": "eval", "input": {"code": "(ls -a)"}}
+        other.append(sid, "call", role="call", text="(ls)", payload=two)
+        digest = model.state(other, sid).messages[0].digest
+        assert digest == model.Message(1, "call", "(ls)", None, two)._hash() != first
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_an_ask_starts_no_thread_of_its_own(ptype, loopback, tmp_path, monkeypatch):
+    """A thread start costs milliseconds on a busy machine, on the way to the first
+    token: the provider's pumps and the lease's heartbeats run on threads kept for
+    the process."""
+    srv = loopback([{"text": "one"}, {"text": "two"}])
+    home = write_config(tmp_path / "home", srv, ptype)
+    app = App.open(home, "default", tmp_path, environ={})
+    try:
+        sid = app.new_session()
+        assert Agent(app, sid).ask("first").status == "done"
+        started: list[str] = []
+        real = threading.Thread.start
+
+        def spy(self):
+            if self.name.startswith("nodecode"):  # not the loopback server's
+                started.append(self.name)
+            return real(self)
+
+        monkeypatch.setattr(threading.Thread, "start", spy)
+        other = App.open(home, "default", tmp_path, environ={})  # a new App, too
+        try:
+            assert Agent(other, sid).ask("second").status == "done"
+        finally:
+            other.close()
+    finally:
+        app.close()
+    assert started == []
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_a_second_app_on_a_store_encodes_only_what_was_never_sent(
+    ptype, loopback, tmp_path, encoded_chars
+):
+    tag = uuid.uuid4().hex  # texts this process never encoded before
+    srv = loopback([{"text": f"{tag} " + "a long reply " * 400}] * 31)
+    home = write_config(tmp_path / "home", srv, ptype)
+    app = App.open(home, "default", tmp_path, environ={})
+    sid = app.new_session()
+    try:
+        for i in range(30):
+            assert Agent(app, sid).ask(f"ask {i} {tag} " + "the ask's words " * 50).status == "done"
+    finally:
+        app.close()
+    app = App.open(home, "default", tmp_path, environ={})  # a new App: no message object kept
+    try:
+        before = encoded_chars[0]
+        assert Agent(app, sid).ask("one more ask").status == "done"
+        encoded = encoded_chars[0] - before
+    finally:
+        app.close()
+    # Never sent: the last reply (logged after the first App's last request) and the
+    # new ask; and a breakpoint moved onto a block or two already sent.
+    reply = len(f"{tag} " + "a long reply " * 400)
+    sent = len(json.dumps(srv.model_requests[-1].body))
+    allowance = 3 * reply + 2000
+    assert sent > 10 * allowance and encoded < allowance, (encoded, sent)
+
+
+def _traced_by_statement(app: App, fn, *args) -> dict[str, int]:
+    """The SQLite VM steps, in hundreds, of each statement ``fn`` runs (by its text)."""
+    steps: dict[str, int] = {}
+    current = [""]
+
+    def trace(sql: str) -> None:
+        current[0] = sql
+        steps.setdefault(sql, 0)
+
+    def step() -> int:
+        steps[current[0]] += 1
+        return 0
+
+    app.store.db.set_trace_callback(trace)
+    app.store.db.set_progress_handler(step, 100)
+    try:
+        fn(*args)
+    finally:
+        app.store.db.set_trace_callback(None)
+        app.store.db.set_progress_handler(None, 0)
+    return steps
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_an_apps_first_ask_reads_as_much_of_the_request_log_at_any_session_size(
+    ptype, loopback, tmp_path
+):
+    """The sent-list delta of a new App's first request starts from the previous
+    request's list without rebuilding it from every request event before it; the
+    list it records is still the one sent."""
+    from nodecode.context.sent import sent_of
+    from nodecode.store import Store
+
+    srv = loopback(TURN * 100)
+    home = write_config(tmp_path / "home", srv, ptype)
+    app = App.open(home, "default", tmp_path, environ={})
+    sid = app.new_session()
+    app.close()
+    reads, clock = [], _Hours()
+    for asks in (6, 30):
+        _grow_to(home, tmp_path, clock, sid, asks)
+        app = _open(home, tmp_path, clock)
+        try:
+            steps = _traced_by_statement(app, Agent(app, sid).ask, "measured")
+            sent = app.store.cache["sent"][sid]  # what this App sent and remembered
+            fresh = Store(app.store.path)
+            try:
+                assert sent_of(fresh, sid, fresh.last_event(sid, "request")) == sent[1]
+            finally:
+                fresh.close()
+        finally:
+            app.close()
+        reads.append(sum(n for sql, n in steps.items() if "'request'" in sql))
+    assert reads[1] <= reads[0] + 1, reads  # rebuilding the chain: 1 then 4 (hundreds)
+
+
+class _FirstText(TurnCallbacks):
+    """The statements run on the store by the time the reply's first text arrived."""
+
+    def __init__(self, statements: list[str]) -> None:
+        self.statements, self.at = statements, None
+
+    def on_text(self, chunk: str) -> None:
+        if self.at is None:
+            self.at = len(self.statements)
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_an_ask_commits_once_before_its_request_is_answered(ptype, loopback, tmp_path):
+    """The lease, the turn and the ask land in one transaction: a commit is the
+    costliest statement on the way to the first token."""
+    srv = loopback([{"text": "one"}, {"text": "two"}])
+    home = write_config(tmp_path / "home", srv, ptype)
+    app = App.open(home, "default", tmp_path, environ={})
+    try:
+        sid = app.new_session()
+        assert Agent(app, sid).ask("warm").status == "done"
+        statements: list[str] = []
+        seen = _FirstText(statements)
+        app.store.db.set_trace_callback(statements.append)
+        try:
+            assert Agent(app, sid).ask("measured", seen).status == "done"
+        finally:
+            app.store.db.set_trace_callback(None)
+    finally:
+        app.close()
+    assert seen.at is not None
+    assert [s for s in statements[: seen.at] if s == "COMMIT"] == ["COMMIT"], statements[: seen.at]
+    assert len(srv.model_requests) == 2
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_every_request_records_the_length_and_hash_of_the_whole_list_it_sent(
+    ptype, loopback, tmp_path
+):
+    """What the next App's first request trusts instead of the chain: each request's
+    ``n`` and ``hash`` are those of its whole list, through appends, a take that
+    rewrites a message in the middle, and Apps that did not send the one before."""
+    import hashlib
+
+    from nodecode.context.sent import sent_of
+    from nodecode.store import Store
+
+    srv = loopback(TURN * 60)
+    home = write_config(tmp_path / "home", srv, ptype)
+    clock = _Hours()
+    app = _open(home, tmp_path, clock)
+    sid = app.new_session()
+    app.close()
+    for step in range(3):
+        app = _open(home, tmp_path, clock)  # each step's first request: a new App
+        try:
+            for i in range(3):
+                assert Agent(app, sid).ask(f"a question {step} {i} " * 5).status == "done"
+            if step == 1:
+                _take_file_edits(app, sid, 1)
+        finally:
+            app.close()
+    fresh = Store(home / "store" / "default.db")
+    try:
+        requests = fresh.events(sid, kinds=("request",))
+        assert len(requests) >= 20
+        for e in requests:
+            whole = sent_of(fresh, sid, e)
+            text = ",".join(f"{i}:{d}" for i, d in whole)
+            recorded = e.payload["sent"]
+            assert recorded["n"] == len(whole), e.seq
+            assert recorded["hash"] == hashlib.sha256(text.encode()).hexdigest()[:16], e.seq
+    finally:
+        fresh.close()
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_a_second_app_hashes_only_the_messages_this_process_never_read(
+    ptype, loopback, tmp_path, monkeypatch
+):
+    """A message's digest names its id, role and text (and a call's input): a new App
+    on a store this process read looks the ones it knows up instead of hashing them."""
+    import hashlib
+    import re
+
+    srv = loopback(TURN * 40)
+    home = write_config(tmp_path / "home", srv, ptype)
+    clock = _Hours()
+    app = _open(home, tmp_path, clock)
+    sid = app.new_session()
+    app.close()
+    _grow_to(home, tmp_path, clock, sid, 12)
+    calls = [0]
+    real = hashlib.sha256
+
+    head = re.compile(rb"\d+\0(user|assistant|tool)\0")
+
+    class Spy:  # counts the hashes begun with a message's id and role
+        def __init__(self, data: bytes = b"") -> None:
+            self.h = real()
+            self.fresh = True
+            if data:
+                self.update(data)
+
+        def update(self, data: bytes) -> None:
+            calls[0] += self.fresh and bool(head.match(data))
+            self.fresh = False
+            self.h.update(data)
+
+        def __getattr__(self, name: str):
+            return getattr(self.h, name)
+
+    spy = Spy
+
+    app = _open(home, tmp_path, clock)
+    try:
+        messages = len(app.store.events(sid, kinds=("user", "assistant", "tool")))
+        monkeypatch.setattr(hashlib, "sha256", spy)
+        assert Agent(app, sid).ask("measured").status == "done"
+    finally:
+        monkeypatch.undo()
+        app.close()
+    assert messages >= 30 and calls[0] <= 3, (calls[0], messages)  # the ask and reply

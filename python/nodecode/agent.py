@@ -120,9 +120,13 @@ class Agent:
         config = self.app.config
         config.require_provider(self.app.environ)
         # Held for the whole turn: a heartbeat renews it while any step waits.
-        lease = Lease(self.store, self.sid, lease_seconds(self.app.environ)).acquire()
+        lease = Lease(self.store, self.sid, lease_seconds(self.app.environ))
+        turn = _Turn(self, cb, cancel, lease)
         try:
-            return _Turn(self, cb, cancel, lease).run(text)
+            with self.store.atomic():  # the lease, the turn and its ask: one commit
+                lease.acquire()
+                turn.begin(text)
+            return turn.run()
         finally:
             lease.release()
 
@@ -156,11 +160,15 @@ class _Turn:
             payload=self.app.redactor.apply_obj(payload) if payload else None,
         )
 
-    def run(self, ask: str) -> TurnResult:
-        with self.store.atomic():  # the turn and its ask land together
+    def begin(self, ask: str) -> None:
+        """The turn and its ask, logged together (inside the caller's transaction)."""
+        with self.store.atomic():
             turn = turn_tree.begin(self.store, self.sid, self.store.last_seq(self.sid) + 1)
             self.number = turn.number
             self.log("user", role="user", text=self.redact(ask))
+
+    def run(self) -> TurnResult:
+        """The turn's rounds after ``begin``; it is finished whatever happens."""
         status = "failed"
         try:
             result = self.rounds()
@@ -259,8 +267,9 @@ class _Turn:
             self.ptype, self.provider_id, self.config.model, SYSTEM_PROMPT, TOOLS
         )
         placed: list[cache_state.Placed] = []
+        arranged = ready.arranged or self.meter.arranged(ready.messages)
 
-        def marks(arranged: list) -> list[tuple[int, float]]:
+        def marks(_: list) -> list[tuple[int, float]]:
             meter = self.meter
             placed.append(
                 cache_state.place(
@@ -271,13 +280,14 @@ class _Turn:
                     meter.system + meter.tools,
                     now,
                     mode=self.config.cache,
+                    tokens=meter.tokens(arranged),
                 )
             )
             return placed[0].marks()
 
         built = request_builder.build(
             self.ptype,
-            ready.messages,
+            arranged,
             model=self.config.model,
             system=SYSTEM_PROMPT,
             tools=TOOLS,
@@ -329,7 +339,7 @@ class _Turn:
             if placed:
                 cache_state.record(self.store, placed[0], now, u.cache_read)
             else:
-                cache_state.record_end(self.store, scope, built.arranged, now)
+                cache_state.record_end(self.store, scope, arranged, now)
         sent_log.remember(self.store, self.sid, event.seq, built.sent)
         self._request_finished(info, reply, event.seq)
         return reply

@@ -24,10 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nodecode.context import arrange as arrangement
 from nodecode.context.model import Message, State, state
 from nodecode.context.request import (
     CONTEXT_BEGINS,
     USER_SIDE,
+    Arranged,
     arrange,
     missing_result,
     sendable,
@@ -453,6 +455,21 @@ class Meter:
         m.__dict__[self._memo] = memo
         return memo
 
+    def arranged(self, messages: list[Message]) -> Arranged:
+        """``messages`` as this meter's wire format sends them, arranged (reusing the
+        session's previous request's arrangement)."""
+        return arrangement.arranged(
+            self.store.cache, self.sid, messages, self.ptype, self.send_back
+        )
+
+    def tokens(self, arranged: Arranged) -> list[int]:
+        """Cumulative tokens of an arranged request: entry 0 is the system prompt
+        and tools, entry i + 1 adds ``arranged.out[i]`` (the previous request's
+        entries are kept for the messages both share)."""
+        return arranged.series(
+            ("tokens", self._memo), self.system + self.tools, lambda t, m: t + self.message(m)
+        )
+
     def count(self, messages: Iterable[Message], cached: bool = True) -> Count:
         """The request's tokens as our tokenizer sees them, message by message
         (the arranged request: what ``context.request`` sends)."""
@@ -529,21 +546,25 @@ class Meter:
     def _reported_ratio(self, newest: int, hit: tuple[int, float] | None) -> float:
         """Walk the request events back from ``newest`` to the first that reported
         usage (stopping at the one an earlier memo ``hit`` already read)."""
-        rows = self.store.read(
-            "SELECT seq FROM events WHERE session = ? AND kind = 'request' AND seq <= ? "
-            "ORDER BY seq DESC",
-            (self.sid, newest),
-        )
-        for (seq,) in rows:
-            if hit is not None and seq <= hit[0]:
-                return hit[1]
-            event = self.store.event(self.sid, seq)
-            payload = event.payload if event else {}
-            counted = payload.get("counted")
-            reported = Usage.of(payload.get("usage") or {}).prompt_total(self.ptype)
-            if counted and reported > 0 and payload.get("model") == self.model:
-                return reported / counted
-        return 1.0
+        below = newest + 1
+        while True:  # a few at a time: it is nearly always the newest
+            rows = self.store.read(
+                "SELECT seq FROM events WHERE session = ? AND kind = 'request' AND seq < ? "
+                "ORDER BY seq DESC LIMIT 8",
+                (self.sid, below),
+            )
+            for (seq,) in rows:
+                if hit is not None and seq <= hit[0]:
+                    return hit[1]
+                event = self.store.event(self.sid, seq)
+                payload = event.payload if event else {}
+                counted = payload.get("counted")
+                reported = Usage.of(payload.get("usage") or {}).prompt_total(self.ptype)
+                if counted and reported > 0 and payload.get("model") == self.model:
+                    return reported / counted
+            if len(rows) < 8:
+                return 1.0
+            below = rows[-1][0]
 
     def fill(self, messages: Iterable[Message]) -> int:
         """The calibrated fill of a request made of ``messages``."""

@@ -31,6 +31,7 @@ from nodecode import session as sessions
 from nodecode import tree as trees
 from nodecode import turns as turn_tree
 from nodecode.context import model
+from nodecode.context import take as takes
 from nodecode.errors import UserError
 from nodecode.paths import replace_file
 from nodecode.session import Lease
@@ -508,6 +509,9 @@ def find_blob(store: Store, prefix: str) -> bytes:
     rows = store.read(
         "SELECT hash FROM blobs WHERE hash >= ? AND hash < ? LIMIT 2", (prefix, prefix + "g")
     )
-    if len(rows) != 1:
-        raise UserError(f"blob: {'no' if not rows else 'more than one'} blob matches {prefix}")
-    return store.blob(rows[0][0]) or b""
+    found = [r[0] for r in rows]
+    if not found:  # an export's bytes are rendered again, not kept
+        found = takes.export_digests(store, prefix)[:2]
+    if len(set(found)) != 1:
+        raise UserError(f"blob: {'no' if not found else 'more than one'} blob matches {prefix}")
+    return takes.file_bytes(store, found[0]) or b""

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from nodecode import budget as budgets
 from nodecode import turns as turn_tree
 from nodecode.cells.reader import first_comment
+from nodecode.context.arrange import Arranged
 from nodecode.context.model import Message, State, message_of, snapshot, state
 from nodecode.errors import ContextOverflow, DoesNotFit, UserError
 from nodecode.paths import write_private
@@ -79,6 +80,7 @@ class Prepared:
     counted: int  # our tokenizer's figure for the whole request
     fill: int  # calibrated: what the provider should report
     notices: list[str] = field(default_factory=list)
+    arranged: Arranged | None = None  # the messages as sent, with what is derived of them
 
     def log_fields(self) -> dict[str, Any]:
         """What the request event records (the armed state and calibration read it)."""
@@ -103,7 +105,8 @@ def before_request(
     store = ws.store
     st = state(store, sid)
     ratio = meter.ratio()
-    counted = meter.total(st.messages)
+    arranged = meter.arranged(st.messages)
+    counted = meter.tokens(arranged)[-1]
     fill = round(counted * ratio)
     notices: list[str] = []
     limit = plan.tokens
@@ -128,7 +131,8 @@ def before_request(
         if done is not None:
             notices.append(done.receipt)
             st = state(store, sid)
-            counted = meter.total(st.messages)
+            arranged = meter.arranged(st.messages)
+            counted = meter.tokens(arranged)[-1]
             fill = round(counted * ratio)
         if fill > limit:
             raise DoesNotFit(budgets.does_not_fit(fill, plan, meter, st, ratio))
@@ -144,9 +148,10 @@ def before_request(
         )
         notices.append(text)
         st = state(store, sid)
-        counted = meter.total(st.messages)
+        arranged = meter.arranged(st.messages)
+        counted = meter.tokens(arranged)[-1]
         fill = round(counted * ratio)
-    return Prepared(plan, st.messages, counted, fill, notices)
+    return Prepared(plan, st.messages, counted, fill, notices, arranged)
 
 
 def after_overflow(
@@ -536,7 +541,7 @@ def _apply(
             turn=turn,
             text=lambda seq: f"{head}\nevicted at seq {seq}: {line}",
             payload={
-                "context": snapshot(store, order),
+                "context": snapshot(store, order, st),
                 "reason": reason,
                 "evicted": sorted(evicted),
                 "stubs": [s.id for s in stubs],

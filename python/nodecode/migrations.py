@@ -10,6 +10,10 @@ import sqlite3
 import time
 from collections.abc import Callable
 
+import msgpack
+
+from nodecode import delta
+
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[Migration] = []
 
@@ -133,6 +137,65 @@ def m010_create_shell_runs(db: sqlite3.Connection) -> None:
     db.execute("""CREATE TABLE shell_runs (session TEXT NOT NULL, turn INTEGER NOT NULL,
                                            workspace TEXT NOT NULL, tree TEXT, untracked TEXT,
                                            PRIMARY KEY (session, turn))""")
+
+
+@migration
+def m011_encode_file_blobs_as_deltas(db: sqlite3.Connection) -> None:
+    # Each export and each file edit kept the whole context file as a blob (two
+    # copies per taken edit). From here a blob may be a delta against another
+    # (``base``; see nodecode.delta), and the files already kept become deltas:
+    # every export against its session's newest one (its nonce substituted),
+    # every file edit against its export. Only the rows' encoding changes; their
+    # hashes, and every event, stay as they were.
+    db.execute("ALTER TABLE blobs ADD COLUMN base TEXT")
+    for (sid,) in db.execute("SELECT id FROM sessions").fetchall():
+        for digest, packed, base in _file_deltas(db, sid):
+            db.execute(
+                "UPDATE blobs SET data = ?, base = ? WHERE hash = ? AND base IS NULL",
+                (packed, base, digest),
+            )
+
+
+def _file_deltas(db: sqlite3.Connection, sid: str) -> list[tuple[str, bytes, str]]:
+    """(hash, delta, base hash) for the session's export and file-edit blobs."""
+    exports: dict[int, tuple[str, str]] = {}
+    edits: list[tuple[str, int]] = []
+    rows = db.execute(
+        "SELECT kind, payload FROM events WHERE session = ? AND kind IN ('export', 'edit') "
+        "AND payload IS NOT NULL ORDER BY seq",
+        (sid,),
+    ).fetchall()
+    for kind, packed in rows:
+        p = msgpack.unpackb(packed, raw=False)
+        if kind == "export" and isinstance(p.get("blob"), str):
+            exports[p["number"]] = (p["blob"], p["nonce"])
+        elif kind == "edit" and p.get("source") == "file" and isinstance(p.get("blob"), str):
+            edits.append((p["blob"], p.get("export")))
+    if not exports:
+        return []
+    newest, nonce = exports[max(exports)]
+    plan = [  # (blob, its base, the substitution that makes the base's headers its own)
+        (h, newest, (f"[[m:{nonce} ".encode(), f"[[m:{own} ".encode()))
+        for h, own in exports.values()
+        if h != newest
+    ]
+    kept = {h for h, _ in exports.values()}  # an export is never an edit's delta
+    plan += [(h, exports[n][0], None) for h, n in edits if n in exports and h not in kept]
+    whole = {h: _raw_blob(db, h) for h in {h for p in plan for h in p[:2]}}
+    out: list[tuple[str, bytes, str]] = []
+    for digest, base, sub in plan:
+        data, base_bytes = whole[digest], whole[base]
+        if data is None or base_bytes is None:
+            continue  # not kept whole
+        packed = delta.encode(base_bytes, data, sub)
+        if len(packed) < len(data) and delta.decode(base_bytes, packed) == data:
+            out.append((digest, packed, base))
+    return out
+
+
+def _raw_blob(db: sqlite3.Connection, digest: str) -> bytes | None:
+    row = db.execute("SELECT data FROM blobs WHERE hash = ? AND base IS NULL", (digest,)).fetchone()
+    return bytes(row[0]) if row else None
 
 
 def apply(db: sqlite3.Connection) -> list[str]:

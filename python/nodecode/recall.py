@@ -8,7 +8,7 @@ SQL with a LIMIT on an index: ``(session, seq)`` for the log, FTS5 for search.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import msgpack
@@ -16,6 +16,7 @@ import msgpack
 from nodecode import turns as turn_tree
 from nodecode.cells.env import CellEnv
 from nodecode.cells.registry import verb
+from nodecode.context import model
 from nodecode.errors import CellError
 from nodecode.store import Store
 
@@ -210,8 +211,23 @@ def entry_hit(store: Store, sid: str, n: int) -> Hit:
 def recall_entry(store: Store, sid: str, n: int) -> str:
     """The header line, then the whole text (a cut result's full output; a call's cell)."""
     hit = entry_hit(store, sid, n)
-    body = _whole_text(hit)
+    body = _whole_text(replace(hit, payload=_as_recorded(store, hit)))
     return head(hit) + ("\n" + body if body else "")
+
+
+def _as_recorded(store: Store, hit: Hit) -> dict[str, Any]:
+    """The payload with its snapshot whole, as such events were always shown: a
+    delta is decoded, and an export's order is shown as its ``ids``."""
+    context = hit.payload.get("context")
+    if not isinstance(context, dict) or (hit.kind != "export" and "after" not in context):
+        return hit.payload
+    snap = model.decoded(store, hit.session, hit.seq)
+    if hit.kind == "export":
+        return {
+            ("ids" if k == "context" else k): (snap.order if k == "context" else v)
+            for k, v in hit.payload.items()
+        }
+    return {**hit.payload, "context": model.whole(snap)}
 
 
 def _whole_text(hit: Hit) -> str:

@@ -150,8 +150,7 @@ class Lease:
         self.owner = uuid.uuid4().hex
         self.host = socket.gethostname()
         self._renewed = 0.0
-        self._stop = threading.Event()
-        self._beat: threading.Thread | None = None
+        self.every = max(0.05, min(HEARTBEAT_SECONDS, seconds / 3))  # between heartbeats
 
     def acquire(self) -> Lease:
         now = time.time()
@@ -180,7 +179,7 @@ class Lease:
                 ),
             )
         self._renewed = now
-        self._start_heartbeat()
+        _KEEPER.add(self)
         return self
 
     def renew(self) -> None:
@@ -196,39 +195,75 @@ class Lease:
         self._renewed = now
 
     def release(self) -> None:
-        # Not joined: the caller may hold the store's lock the heartbeat waits for.
+        # Not waited for: the caller may hold the store's lock a beat waits for.
         # A last beat after the delete updates no row (it names this owner).
-        self._stop.set()
+        _KEEPER.remove(self)
         with self.store.atomic() as db:
             db.execute("DELETE FROM leases WHERE session = ? AND owner = ?", (self.sid, self.owner))
 
-    def _start_heartbeat(self) -> None:
-        if self._beat is not None and not self._stop.is_set():
-            return
-        self._stop = threading.Event()  # a fresh one: a released lease may be taken again
-        self._beat = threading.Thread(
-            target=self._heartbeat,
-            args=(self._stop,),
-            name=f"nodecode-lease-{self.sid}",
-            daemon=True,
-        )
-        self._beat.start()
-
-    def _heartbeat(self, stop: threading.Event) -> None:
-        every = max(0.05, min(HEARTBEAT_SECONDS, self.seconds / 3))
-        while not stop.wait(every):
-            try:
-                self.renew()
-            except sqlite3.ProgrammingError:
-                return  # the store was closed under us: nothing left to hold
-            except (sqlite3.Error, StoreError):
-                continue  # busy for longer than the busy timeout: try at the next beat
+    def beat(self) -> bool:
+        """One heartbeat; False once there is nothing left to hold."""
+        try:
+            self.renew()
+        except sqlite3.ProgrammingError:
+            return False  # the store was closed under us
+        except (sqlite3.Error, StoreError):
+            pass  # busy for longer than the busy timeout: try at the next beat
+        return True
 
     def __enter__(self) -> Lease:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+class _Keeper:
+    """One daemon thread renewing every held lease of the process, each at its own
+    pace: a turn starts no thread of its own (a thread start costs milliseconds on a
+    busy machine, on the way to the first token)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._due: dict[Lease, float] = {}  # lease → when its next beat is due
+        self._thread: threading.Thread | None = None
+
+    def add(self, lease: Lease) -> None:
+        with self._cond:
+            self._due[lease] = time.monotonic() + lease.every
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="nodecode-leases", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+
+    def remove(self, lease: Lease) -> None:
+        with self._cond:
+            self._due.pop(lease, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._due:
+                    self._cond.wait()
+                now = time.monotonic()
+                first = min(self._due.values())
+                if first > now:
+                    self._cond.wait(first - now)
+                    continue
+                ready = [lease for lease, due in self._due.items() if due <= now]
+                for lease in ready:
+                    self._due[lease] = now + lease.every
+            # Outside the condition: a beat may wait on its store (up to the busy
+            # timeout, delaying the other leases' beats by as much; their processes
+            # still hold them on this host, where a lease lasts as its process does).
+            for lease in ready:
+                if not lease.beat():
+                    self.remove(lease)
+
+
+_KEEPER = _Keeper()
 
 
 def lease_live(store: Store, sid: str) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgpack
 
-from nodecode import migrations
+from nodecode import delta, migrations
 from nodecode.errors import StoreError
 from nodecode.paths import ensure_dir
 
@@ -41,9 +41,43 @@ class Event:
 _COLUMNS = "session, seq, kind, role, turn, text, payload, time"
 
 
+_FIELDS = ("session", "seq", "kind", "role", "turn", "text", "payload", "time")
+
+
+def unpack_payload(packed: bytes) -> dict[str, Any]:
+    """A payload as the events table stores it (msgpack), decoded."""
+    return msgpack.unpackb(packed, raw=False)
+
+
 def _event(row: tuple) -> Event:
+    """An Event of a row, its fields set directly: a frozen dataclass's __init__
+    costs twice as much, and a new App's first request decodes thousands."""
     payload = msgpack.unpackb(row[6], raw=False) if row[6] is not None else {}
-    return Event(row[0], row[1], row[2], row[3], row[4], row[5], payload, row[7])
+    event = object.__new__(Event)
+    event.__dict__.update(zip(_FIELDS, (*row[:6], payload, row[7]), strict=True))
+    return event
+
+
+def _context_query(
+    columns: str,
+    session: str,
+    turns: list[int] | None,
+    upto: int | None,
+    kinds: tuple[str, ...],
+    turnless: bool,
+) -> tuple[str, tuple]:
+    """The SELECT of ``Store.context_events`` with its parameters."""
+    kind_marks = ",".join("?" * len(kinds)) or "NULL"
+    if turns is None:
+        where = "" if turnless else "AND turn IS NOT NULL "
+    else:
+        marks = ",".join("?" * len(turns)) or "NULL"
+        where = f"AND (turn IN ({marks})" + (" OR turn IS NULL" if turnless else "") + ") "
+    sql = (
+        f"SELECT {columns} FROM events WHERE session = ? AND seq <= ? {where}"
+        f"AND (role IS NOT NULL OR kind IN ({kind_marks})) ORDER BY seq"
+    )
+    return sql, (session, upto if upto is not None else 2**62, *(turns or ()), *kinds)
 
 
 class Store:
@@ -72,7 +106,7 @@ class Store:
                 os.chmod(side, 0o600)
         self._lock = threading.RLock()
         self._depth = 0
-        self._commits = 0  # this connection's committed write transactions
+        self._writes = 0  # write blocks this connection entered: any may have changed a row
         self.cache: dict[str, Any] = {}  # derived views, rebuilt from the log when stale
         # Held while a derived view is read or filled. It is the connection's own lock
         # on purpose: a fill reads the log, so with one lock it neither deadlocks
@@ -89,6 +123,7 @@ class Store:
     def atomic(self) -> Iterator[sqlite3.Connection]:
         """A write transaction (BEGIN IMMEDIATE); nested uses join the outer one."""
         with self._lock:
+            self._writes += 1
             if self._depth:
                 self._depth += 1
                 try:
@@ -103,17 +138,19 @@ class Store:
             except BaseException:
                 self._depth = 0
                 self.db.execute("ROLLBACK")
+                # Views filled inside the transaction may hold rows it no longer has.
+                self.cache.clear()
                 raise
             self._depth = 0
             self.db.execute("COMMIT")
-            self._commits += 1
 
     def version(self) -> tuple[int, int]:
-        """Changes whenever the database may have: a commit of this connection or of
-        any other (SQLite's ``data_version``, any process's). A view derived from the
-        log is current while the version it was made at is."""
+        """Changes whenever the database may have: a write of this connection (a
+        write block entered, committed or not) or a commit of any other (SQLite's
+        ``data_version``, any process's). A view derived from the log is current
+        while the version it was made at is."""
         with self._lock:
-            return self._commits, self.db.execute("PRAGMA data_version").fetchone()[0]
+            return self._writes, self.db.execute("PRAGMA data_version").fetchone()[0]
 
     def data_version(self) -> int:
         """SQLite's ``data_version``: changes when another connection (of any
@@ -168,10 +205,21 @@ class Store:
         after: int = 0,
         upto: int | None = None,
         kinds: tuple[str, ...] | None = None,
+        payload_of: tuple[str, ...] | None = None,
     ) -> list[Event]:
-        """This session's own events with after < seq <= upto, in seq order."""
-        sql = f"SELECT {_COLUMNS} FROM events WHERE session = ? AND seq > ?"
-        params: list[Any] = [session, after]
+        """This session's own events with after < seq <= upto, in seq order. With
+        ``kinds``, through the (session, kind, seq) index: left to itself SQLite walks
+        (session, seq) to save the sort, every event after ``after`` (2 ms at 2,000
+        messages for the few edits and exports of a session). With ``payload_of``,
+        only events of those kinds carry their payload (a snapshot's is large)."""
+        table = "events INDEXED BY events_session_kind" if kinds else "events"
+        columns, params = _COLUMNS, []
+        if payload_of is not None:
+            marks = ",".join("?" * len(payload_of)) or "NULL"
+            columns = _COLUMNS.replace("payload", f"CASE WHEN kind IN ({marks}) THEN payload END")
+            params.extend(payload_of)
+        sql = f"SELECT {columns} FROM {table} WHERE session = ? AND seq > ?"
+        params += [session, after]
         if upto is not None:
             sql += " AND seq <= ?"
             params.append(upto)
@@ -183,23 +231,27 @@ class Store:
     def context_events(
         self,
         session: str,
-        turns: list[int],
+        turns: list[int] | None,
         *,
         upto: int | None,
         kinds: tuple[str, ...],
         turnless: bool,
     ) -> list[Event]:
-        """Messages and events of ``kinds`` in the given turns (and, when
-        ``turnless``, of no turn), with seq <= upto, in seq order."""
-        marks = ",".join("?" * len(turns)) or "NULL"
-        kind_marks = ",".join("?" * len(kinds)) or "NULL"
-        sql = (
-            f"SELECT {_COLUMNS} FROM events WHERE session = ? AND seq <= ? "
-            f"AND (turn IN ({marks})" + (" OR turn IS NULL" if turnless else "") + ") "
-            f"AND (role IS NOT NULL OR kind IN ({kind_marks})) ORDER BY seq"
-        )
-        params = (session, upto if upto is not None else 2**62, *turns, *kinds)
+        """Messages and events of ``kinds`` in the given turns (None: in any turn)
+        (and, when ``turnless``, of no turn), with seq <= upto, in seq order."""
+        sql, params = _context_query(_COLUMNS, session, turns, upto, kinds, turnless)
         return [_event(r) for r in self.read(sql, params)]
+
+    def message_rows(
+        self, session: str, turns: list[int] | None, *, upto: int | None, turnless: bool
+    ) -> list[tuple]:
+        """The rows ``context_events`` reads for messages alone, as (seq, role, turn,
+        text, packed payload) tuples: the state of a session makes thousands of
+        messages of them, and an Event of each on the way costs as much as the read."""
+        sql, params = _context_query(
+            "seq, role, turn, text, payload", session, turns, upto, (), turnless
+        )
+        return self.read(sql, params)
 
     def payloads(self, session: str, kind: str, upto: int) -> Iterator[tuple[int, dict[str, Any]]]:
         """(seq, payload) of the session's events of ``kind`` with seq <= upto, newest
@@ -245,19 +297,44 @@ class Store:
 
     # -- blobs ----------------------------------------------------------------
 
-    def put_blob(self, data: bytes) -> str:
-        """Store ``data`` content-addressed; return its sha256."""
+    def put_blob(self, data: bytes, *, base: tuple[str, bytes] | None = None) -> str:
+        """Store ``data`` content-addressed; return its sha256. With ``base`` (a
+        digest and its bytes, which need not be a stored blob), the row holds
+        only a delta against it (``nodecode.delta``) when that is smaller."""
         digest = hashlib.sha256(data).hexdigest()
+        packed = None
+        if base is not None and base[0] != digest:
+            packed = delta.encode(base[1], data)
+            if len(packed) >= len(data) or delta.decode(base[1], packed) != data:
+                packed = None
         with self.atomic() as db:
-            db.execute(
-                "INSERT OR IGNORE INTO blobs (hash, size, data) VALUES (?, ?, ?)",
-                (digest, len(data), data),
-            )
+            if packed is not None:
+                db.execute(
+                    "INSERT OR IGNORE INTO blobs (hash, size, data, base) VALUES (?, ?, ?, ?)",
+                    (digest, len(data), packed, base[0]),
+                )
+            else:  # whole bytes replace a delta: they need no base to be read
+                db.execute(
+                    "INSERT INTO blobs (hash, size, data) VALUES (?, ?, ?) "
+                    "ON CONFLICT(hash) DO UPDATE SET data = excluded.data, base = NULL "
+                    "WHERE blobs.base IS NOT NULL",
+                    (digest, len(data), data),
+                )
         return digest
 
-    def blob(self, digest: str) -> bytes | None:
-        rows = self.read("SELECT data FROM blobs WHERE hash = ?", (digest,))
-        return bytes(rows[0][0]) if rows else None
+    def blob(
+        self, digest: str, *, bases: Callable[[str], bytes | None] | None = None
+    ) -> bytes | None:
+        """A blob's bytes. A delta's base is read the same way; one that is not a
+        stored blob (a re-rendered export) is asked of ``bases``."""
+        rows = self.read("SELECT data, base FROM blobs WHERE hash = ?", (digest,))
+        if not rows:
+            return bases(digest) if bases is not None else None
+        data, base = bytes(rows[0][0]), rows[0][1]
+        if base is None:
+            return data
+        whole = self.blob(base, bases=bases)
+        return delta.decode(whole, data) if whole is not None else None
 
     # -- meta -----------------------------------------------------------------
 

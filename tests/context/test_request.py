@@ -161,3 +161,79 @@ def test_the_bytes_sent_are_the_bodys_json_whatever_was_encoded_before():
             body = {**build(msgs, **KW, marks=marks).body, "stream": True}
             expected = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
             assert encode_body(body) == expected.encode("utf-8")
+    from nodecode.providers.types import EncodedList
+
+    assert encode_body({}) == b"{}"
+    assert encode_body({"a": EncodedList([], []), "b": 1}) == b'{"a":[],"b":1}'
+    assert encode_body({"a": EncodedList([1], [b"1"])}) == b'{"a":[1]}'
+
+
+def _random_messages(draw, st, start: int, n: int, calls: list[int]) -> list[Message]:
+    """``n`` messages from seq ``start``; results answer any call in ``calls`` (those
+    made before too: a result may come long after its call, or before it)."""
+    out = []
+    for i in range(start, start + n):
+        kind = draw(st.sampled_from(["user", "assistant", "note", "call", "tool", "stub", "blank"]))
+        if kind == "call":
+            calls.append(i)
+            out.append(call(i, f"(read-file {i})"))
+        elif kind == "tool":
+            target = draw(st.sampled_from(calls)) if calls and draw(st.booleans()) else i + 1
+            out.append(result(i, target))
+        elif kind == "blank":
+            out.append(reply(i, " "))
+        else:
+            out.append(Message(i, kind, f"{kind} {i}"))
+    return out
+
+
+def test_a_request_made_from_the_previous_ones_parts_is_the_one_made_afresh():
+    """Whatever changed between two requests (an append, a deletion, a rewrite,
+    other breakpoints), reusing the previous request's parts changes nothing."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from nodecode.budget import Meter
+    from nodecode.context import cache_state
+    from nodecode.context.request import Arranged
+    from nodecode.providers.types import encode_body
+
+    meter = Meter(None, "s", None)  # counting only: no store needed
+    scope = cache_state.scope_of("anthropic", "p", "m", SYSTEM_PROMPT, TOOLS)
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.data())
+    def check(data):
+        calls: list[int] = []
+        first = _random_messages(data.draw, st, 1, data.draw(st.integers(0, 14)), calls)
+        second = list(first)
+        for _ in range(data.draw(st.integers(1, 3))):
+            change = data.draw(st.sampled_from(["append", "delete", "rewrite", "none"]))
+            if change == "append":
+                top = max((m.id for m in first + second), default=0)  # ids never reused
+                second += _random_messages(data.draw, st, top + 1, 3, calls)
+            elif second and change == "delete":
+                del second[data.draw(st.integers(0, len(second) - 1))]
+            elif second and change == "rewrite":
+                k = data.draw(st.integers(0, len(second) - 1))
+                m = second[k]
+                second[k] = Message(m.id, m.role, m.text + " again", m.turn, m.payload)
+        for build in (anthropic_body, openai_body):
+            old = Arranged(first)
+            marks_a = data.draw(st.lists(st.integers(-1, 30), max_size=4))
+            marks_b = data.draw(st.lists(st.integers(-1, 30), max_size=4))
+
+            def at(picks):
+                return lambda out: sorted({(min(p, len(out) - 1), 3600.0) for p in picks})
+
+            build(old, **KW, marks=at(marks_a))
+            meter.tokens(old), cache_state.prefix_keys(scope, old)
+            new, fresh = Arranged(second, old), Arranged(second)
+            got, want = build(new, **KW, marks=at(marks_b)), build(fresh, **KW, marks=at(marks_b))
+            assert new.out == fresh.out
+            assert encode_body(got.body) == encode_body(want.body)
+            assert got.sent == want.sent and got.breakpoints == want.breakpoints
+            assert meter.tokens(new) == meter.tokens(fresh)
+            assert cache_state.prefix_keys(scope, new) == cache_state.prefix_keys(scope, fresh)
+            assert meter.tokens(fresh)[-1] == meter.total(second)
+
+    check()

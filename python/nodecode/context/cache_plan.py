@@ -59,9 +59,11 @@ appends survive any pause under an hour, at a higher write cost), or
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 SHORT, LONG = 300.0, 3600.0  # the two lifetimes, seconds
 LOOKBACK = 20  # blocks a lookup walks back, the breakpoint itself first
@@ -151,10 +153,13 @@ class Model:
                     found.append(j)
                     break
         best = max(found, default=-1)
-        refreshed = range(best + 1) if self.refresh_prefix else found
-        for j in refreshed:
-            e = self.live(prefix[j], now)
-            if e is not None:
+        if self.refresh_prefix:  # every live entry on the prefix read: few, the prefix long
+            read = set(prefix[: best + 1])
+            refreshed = [e for key, e in self.entries.items() if key in read]
+        else:
+            refreshed = [self.entries[prefix[j]] for j in found]
+        for e in refreshed:
+            if e.expires > now:
                 e.expires = now + e.ttl
         for m in marks:
             if tokens[m.index] >= minimum and not self.live(prefix[m.index], now):
@@ -286,17 +291,54 @@ def keep_set(
     tokens: Sequence[int], anchors: Sequence[bool], top: int, minimum: int = 0
 ) -> list[int]:
     """Anchor positions up to ``top``: each position has one at most SPACING below it.
-    None under ``minimum``: no entry can live there, so a breakpoint there is wasted."""
-    first = next((p for p in range(top + 1) if tokens[p] >= minimum and anchors[p]), None)
-    if first is None:
+    None under ``minimum``: no entry can live there, so a breakpoint there is wasted.
+    ``tokens`` are cumulative (they never decrease). The last chain made is kept: a
+    request's tokens share their leading entries with the previous one's, so only
+    the anchors after the change are looked for."""
+    global _LAST_CHAIN
+    n = len(tokens)
+    first = _next_anchor(anchors, bisect.bisect_left(tokens, minimum), n)
+    if top < 0 or first > top:
         return []
-    chosen = [first]
-    last = first
-    for p in range(first + 1, top + 1):
-        if anchors[p] and tokens[last] < (1 - SPACING) * tokens[p]:
-            chosen.append(p)
-            last = p
-    return chosen
+    chain = [first]
+    last = _LAST_CHAIN
+    if last is not None and last[2] == minimum:
+        same = min(_same_prefix(last[0], tokens), _same_prefix(last[1], anchors))
+        chain = [p for p in last[3] if p < same] or [first]
+    at = chain[-1]
+    while True:  # tokens only grow: the next far enough is found by bisection
+        floor = tokens[at]
+        p = bisect.bisect_left(tokens, True, at + 1, n, key=lambda t: floor < (1 - SPACING) * t)
+        p = _next_anchor(anchors, p, n)
+        if p >= n:
+            break
+        chain.append(p)
+        at = p
+    _LAST_CHAIN = (list(tokens), list(anchors), minimum, chain)
+    return [p for p in chain if p <= top]
+
+
+_LAST_CHAIN: tuple[list[int], list[bool], int, list[int]] | None = None
+
+
+def _next_anchor(anchors: Sequence[bool], p: int, n: int) -> int:
+    while p < n and not anchors[p]:
+        p += 1
+    return p
+
+
+def _same_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """How many leading items of ``a`` and ``b`` are equal, by halving slices (C loops)."""
+    lo, hi = 0, min(len(a), len(b))
+    if a[:hi] == b[:hi]:
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo if a[lo] != b[lo] else hi
 
 
 def _keepers(

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodecode.context import cache_plan
+from nodecode.context.arrange import Arranged
 from nodecode.context.model import Message
 from nodecode.store import Store
 
@@ -60,20 +61,37 @@ def scope_of(
     return Scope(ptype, provider or ptype, model or "", system, tools_json, minimum)
 
 
-def prefix_keys(scope: Scope, arranged: Sequence[Message]) -> list[str]:
+def prefix_keys(scope: Scope, arranged: Sequence[Message] | Arranged) -> list[str]:
     """The hash of each prefix: block 0 is the system prompt (after the tools), block
-    i + 1 is ``arranged[i]``. Cached on each message object with its predecessor's."""
-    out = cache_plan.chain(scope.seed, ["system"])
-    previous = out[0]
+    i + 1 is ``arranged[i]``. Cached on each message object with its predecessor's,
+    and, given an ``Arranged``, kept from the previous request for what both share."""
+    first = cache_plan.chain(scope.seed, ["system"])[0]
+    if isinstance(arranged, Arranged):
+        return arranged.series(("prefix", first), first, _next_key)
+    out = [first]
     for m in arranged:
-        memo = m.__dict__.get("_nc_prefix")
-        if memo is None or memo[0] != previous:
-            digest = hashlib.sha256(f"{previous}{m.id}:{m.digest}".encode()).hexdigest()[:24]
-            memo = (previous, digest)
-            m.__dict__["_nc_prefix"] = memo
-        previous = memo[1]
-        out.append(previous)
+        out.append(_next_key(out[-1], m))
     return out
+
+
+# Prefix hashes for the process by (the hash before, the message's digest): an App
+# opening a store this process already sent from hashes none of it again.
+_KEYS: dict[tuple[str, str], str] = {}
+MAX_KEYS = 200_000
+
+
+def _next_key(previous: str, m: Message) -> str:
+    memo = m.__dict__.get("_nc_prefix")
+    if memo is None or memo[0] != previous:
+        digest = _KEYS.get((previous, m.digest))
+        if digest is None:
+            digest = hashlib.sha256(f"{previous}{m.id}:{m.digest}".encode()).hexdigest()[:24]
+            if len(_KEYS) >= MAX_KEYS:
+                _KEYS.clear()
+            _KEYS[(previous, m.digest)] = digest
+        memo = (previous, digest)
+        m.__dict__["_nc_prefix"] = memo
+    return memo[1]
 
 
 Rows = dict[tuple[str, int], tuple[float, float]]  # (hash, reading) → (ttl, expires)
@@ -140,24 +158,30 @@ class Placed:
 def place(
     store: Store,
     scope: Scope,
-    arranged: Sequence[Message],
+    arranged: Sequence[Message] | Arranged,
     count: Callable[[Message], int],
     fixed: int,
     now: float,
     *,
     mode: str = "auto",
+    tokens: list[int] | None = None,
 ) -> Placed:
     """Plan where this request's breakpoints go (``count`` gives a message's tokens,
-    ``fixed`` the tools' and system prompt's)."""
+    ``fixed`` the tools' and system prompt's; ``tokens``, when given, are the
+    cumulative figures already made from them)."""
     prefix = prefix_keys(scope, arranged)
-    tokens, total = [fixed], fixed
-    for m in arranged:
-        total += count(m)
-        tokens.append(total)
+    if tokens is None:
+        tokens, total = [fixed], fixed
+        for m in arranged.out if isinstance(arranged, Arranged) else arranged:
+            total += count(m)
+            tokens.append(total)
     minimum = scope.minimum if scope.minimum is not None else cache_plan.min_tokens(scope.model)
     ledger = load(store, scope, now)
     # A thinking block cannot carry cache_control: never a breakpoint there.
-    anchors = [True] + [m.role != "thinking" for m in arranged]
+    if isinstance(arranged, Arranged):  # kept from the previous request for what both share
+        anchors = arranged.series("anchors", True, lambda _, m: m.role != "thinking")
+    else:
+        anchors = [True] + [m.role != "thinking" for m in arranged]
     planned = cache_plan.plan(prefix, tokens, anchors, ledger, now, mode=mode, minimum=minimum)
     return Placed(scope, prefix, tokens, planned, minimum)
 
@@ -174,7 +198,9 @@ def record(store: Store, placed: Placed, now: float, cache_read: int) -> None:
     save(store, placed.scope, ledger, now)
 
 
-def record_end(store: Store, scope: Scope, arranged: Sequence[Message], now: float) -> None:
+def record_end(
+    store: Store, scope: Scope, arranged: Sequence[Message] | Arranged, now: float
+) -> None:
     """An OpenAI-compatible request: its whole prefix is believed cached for 5 minutes."""
     prefix = prefix_keys(scope, arranged)
     ledger = load(store, scope, now)

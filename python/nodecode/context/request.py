@@ -1,9 +1,9 @@
 """Turn the context into a valid provider request, whatever was edited.
 
-``arrange`` applies SPEC §2 "Valid requests" to the message list (call
-batches whole, results after their calls, a note never last, a user message
-first, empty texts dropped); ``anthropic_body`` and ``openai_body`` map the
-arranged list onto each wire format. The same messages always give the same
+``arrange`` (in ``context.arrange``) applies SPEC §2 "Valid requests" to the
+message list; ``anthropic_body`` and ``openai_body`` map the arranged list onto
+each wire format, keeping each message's block and its JSON so that a request
+encodes only what the one before it did not send. The same messages always give the same
 bytes: nothing here depends on time or on what the provider streamed.
 
 Thinking messages go back as they arrived (doc/nodecode.txt,
@@ -15,20 +15,44 @@ fields of its assistant message, only when the model's setting says
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
+from nodecode.context.arrange import (
+    ASSISTANT_SIDE,
+    CONTEXT_BEGINS,
+    USER_SIDE,
+    Arranged,
+    arrange,
+    missing_result,
+    sendable,
+    sends_thinking,
+)
 from nodecode.context.model import Message
-from nodecode.providers.types import EncodedList, dumps
+from nodecode.providers.types import EncodedList, dumpb
+
+__all__ = [  # with what it re-exports of context.arrange, which it was once part of
+    "CONTEXT_BEGINS",
+    "USER_SIDE",
+    "Arranged",
+    "Built",
+    "anthropic_body",
+    "arrange",
+    "build",
+    "missing_result",
+    "openai_body",
+    "sendable",
+    "sends_thinking",
+    "wire_tool_id",
+]
 
 if TYPE_CHECKING:
     from nodecode.config import Thinking
 
-CONTEXT_BEGINS = "(context begins)"
-USER_SIDE = ("user", "stub", "notice")
-ASSISTANT_SIDE = ("assistant", "note", "call", "thinking")
 THINKING_BLOCKS = ("thinking", "redacted_thinking")
 CACHE = {"type": "ephemeral"}  # a 5-minute entry
 CACHE_1H = {"type": "ephemeral", "ttl": "1h"}
@@ -36,88 +60,6 @@ SHORT, LONG = 300.0, 3600.0
 # Where a request's cache breakpoints go: arranged messages → (index, ttl seconds),
 # index -1 being the system prompt (see context.cache_plan).
 Marks = Callable[[list[Message]], list[tuple[int, float]]]
-
-
-def missing_result(call: Message) -> Message:
-    """The result a call gets when none was logged (a stopped turn)."""
-    text = f"[no result: the turn stopped before this call ran] [seq {call.id}]"
-    return Message(-call.id, "tool", text, call.turn, {"call": call.id, "error": True})
-
-
-def sends_thinking(m: Message, provider_type: str, send_back: bool) -> bool:
-    """Whether a thinking message goes into a request of this wire format: an
-    Anthropic block always (finished turns' too, so the prefix keeps its bytes),
-    OpenAI-compatible reasoning when ``send_back``; another format's never."""
-    fmt = m.payload.get("format")
-    if provider_type == "anthropic":
-        return fmt == "anthropic"
-    return send_back and fmt == "openai"
-
-
-def sendable(messages: list[Message], provider_type: str, send_back: bool) -> list[Message]:
-    """``messages`` without the thinking this request does not carry."""
-    return [
-        m for m in messages if m.role != "thinking" or sends_thinking(m, provider_type, send_back)
-    ]
-
-
-def arrange(messages: list[Message]) -> list[Message]:
-    """The messages in an order every provider accepts."""
-    kept = [m for m in messages if m.role in ("call", "tool", "thinking") or m.text.strip()]
-    out = _batches(kept)
-    out = _note_not_last(out)
-    if not out or out[0].role not in USER_SIDE:
-        out.insert(0, Message(0, "user", CONTEXT_BEGINS))
-    return out
-
-
-def _batches(msgs: list[Message]) -> list[Message]:
-    """Each run of calls is followed at once by all its results, in call order;
-    whatever stood between a batch's calls and its last result moves after it."""
-    result_at: dict[int, int] = {}
-    for i, m in enumerate(msgs):
-        if m.role == "tool" and m.call_id is not None:
-            result_at.setdefault(m.call_id, i)
-    used: set[int] = set()
-    out: list[Message] = []
-    i = 0
-    while i < len(msgs):
-        m = msgs[i]
-        if i in used or m.role == "tool":  # a result already placed, or an orphan
-            i += 1
-            continue
-        if m.role != "call":
-            out.append(m)
-            i += 1
-            continue
-        j = i
-        calls = []
-        while j < len(msgs) and msgs[j].role == "call":
-            calls.append(msgs[j])
-            j += 1
-        out.extend(calls)
-        for call in calls:
-            at = result_at.get(call.id)
-            if at is not None and at > i and at not in used:
-                used.add(at)
-                out.append(msgs[at])
-            else:
-                out.append(missing_result(call))
-        i = j
-    return out
-
-
-def _note_not_last(out: list[Message]) -> list[Message]:
-    """Trailing notes go to the start of the newest reply instead of ending the
-    request; with no reply after the last ask, just before that ask."""
-    tail: list[Message] = []
-    while out and out[-1].role == "note":
-        tail.insert(0, out.pop())
-    if not tail:
-        return out
-    last_user = max((k for k, m in enumerate(out) if m.role in USER_SIDE), default=-1)
-    at = last_user if last_user == len(out) - 1 else last_user + 1
-    return out[: max(at, 0)] + tail + out[max(at, 0) :]
 
 
 def _input(call: Message) -> Any:
@@ -150,7 +92,7 @@ def _cache(ttl: float) -> dict[str, str]:
 
 
 def anthropic_body(
-    messages: list[Message],
+    messages: list[Message] | Arranged,
     *,
     model: str,
     system: str,
@@ -159,76 +101,147 @@ def anthropic_body(
     marks: Marks | None = None,
     thinking: Thinking | None = None,
 ) -> Built:
-    arranged = arrange(sendable(messages, "anthropic", False))
-    sent = [(m.id, m.digest) for m in arranged]
+    arr = (
+        messages
+        if isinstance(messages, Arranged)
+        else Arranged(sendable(messages, "anthropic", False))
+    )
+    arranged = arr.out
     placed = sorted(p for p in (marks or default_marks)(arranged) if _markable(arranged, p[0]))
-    system_block: dict[str, Any] = {"type": "text", "text": system}
+    system_ttl: float | None = None
     ttl_at: dict[int, float] = {}
     for at, ttl in placed:
         if at < 0:
-            system_block["cache_control"] = _cache(ttl)
+            system_ttl = ttl
         else:
             ttl_at[at] = ttl
-    wire: list[dict[str, Any]] = []
-    parts: list[list[str]] = []  # each wire message's blocks, as JSON
-    for i, m in enumerate(arranged):
-        block, encoded = _block_of(m, ttl_at.get(i))
-        role = "assistant" if m.role in ASSISTANT_SIDE else "user"
-        if wire and wire[-1]["role"] == role:
-            wire[-1]["content"].append(block)
-            parts[-1].append(encoded)
-        else:
-            wire.append({"role": role, "content": [block]})
-            parts.append([encoded])
-    for msg, texts in zip(wire, parts, strict=True):  # results first in their message (stable)
-        content = msg["content"]
-        if len(content) > 1:  # results first in a user message, thinking in an assistant's
-            if msg["role"] == "user":
-                order = sorted(
-                    range(len(content)), key=lambda k: content[k]["type"] != "tool_result"
-                )
-            else:
-                order = sorted(
-                    range(len(content)), key=lambda k: content[k]["type"] not in THINKING_BLOCKS
-                )
-            msg["content"] = [content[k] for k in order]
-            texts[:] = [texts[k] for k in order]
-    encoded = ",".join(
-        f'{{"role":"{msg["role"]}","content":[{",".join(texts)}]}}'
-        for msg, texts in zip(wire, parts, strict=True)
-    )
-    body: dict[str, Any] = {
+    wire, parts = _anthropic_wire(arr, ttl_at)
+    body = {
         "model": model,
         "max_tokens": max_tokens,
-        "system": [system_block],
+        "system": _system_blocks(system, system_ttl),
         "tools": _tools(tools, "anthropic"),
-        "messages": EncodedList(wire, f"[{encoded}]"),
+        "messages": EncodedList(wire, parts),
     }
     if thinking is not None and thinking.wire is not None:
         body["thinking"] = dict(thinking.wire)
     if thinking is not None and thinking.effort is not None:
         body["output_config"] = {"effort": thinking.effort}
     ids = [arranged[i].id if i >= 0 else 0 for i, _ in placed]
-    return Built(body, sent, ids, [ttl for _, ttl in placed], arranged)
+    return Built(body, arr.sent, ids, [ttl for _, ttl in placed], arranged)
 
 
 def _markable(arranged: list[Message], at: int) -> bool:
     return at < 0 or arranged[at].role != "thinking"
 
 
-def _block_of(m: Message, ttl: float | None = None) -> tuple[dict[str, Any], str]:
+def _side(m: Message) -> str:
+    return "assistant" if m.role in ASSISTANT_SIDE else "user"
+
+
+_SIDES = {role: "assistant" for role in ASSISTANT_SIDE}
+_HEADS = {side: b'{"role":"%s","content":[' % side.encode() for side in ("user", "assistant")}
+
+
+def _anthropic_wire(
+    arr: Arranged, ttl_at: dict[int, float]
+) -> tuple[list[dict[str, Any]], list[bytes]]:
+    """The wire messages (runs of one side) and their JSON. The previous request's
+    are kept where they cover only positions it shares with this one and no
+    breakpoint of either; the rest are made from the messages' kept blocks."""
+    out = arr.out
+    starts: list[int] = []
+    ends: list[int] = []  # exclusive
+    msgs: list[dict[str, Any]] = []
+    texts: list[bytes] = []
+    old = arr.previous.memo.get("anthropic-wire") if arr.previous is not None else None
+    if old is not None:
+        kept = bisect.bisect_left(old[1], arr.same)  # runs that end before a change
+        starts, ends, msgs, texts = (list(x[:kept]) for x in old[:4])
+        marked = old[4] | ttl_at.keys()  # breakpoints then and now
+        for i in marked:
+            w = bisect.bisect_right(starts, i) - 1
+            if 0 <= w < kept and i < ends[w]:  # its run is made again, with today's
+                msgs[w], texts[w] = _anthropic_message(out, starts[w], ends[w], ttl_at)
+    i = ends[-1] if ends else 0
+    n, first = len(out), i
+    sides = [_SIDES.get(m.role, "user") for m in islice(out, i, None)]  # constant strings
+    while i < n:
+        side, j = sides[i - first], i + 1
+        while j < n and sides[j - first] is side:
+            j += 1
+        if j == i + 1:  # most runs are one block: made inline
+            block, text = _block_of(out[i], ttl_at.get(i))
+            msg, text = {"role": side, "content": [block]}, _HEADS[side] + text + b"]}"
+        else:
+            msg, text = _anthropic_message(out, i, j, ttl_at)
+        starts.append(i)
+        ends.append(j)
+        msgs.append(msg)
+        texts.append(text)
+        i = j
+    arr.memo["anthropic-wire"] = (starts, ends, msgs, texts, set(ttl_at))
+    return msgs, texts
+
+
+def _anthropic_message(
+    out: list[Message], i: int, j: int, ttl_at: dict[int, float]
+) -> tuple[dict[str, Any], bytes]:
+    """The wire message of ``out[i:j]`` (one side), results first (stable), and its JSON."""
+    side = _side(out[i])
+    blocks = [_block_of(out[k], ttl_at.get(k)) for k in range(i, j)]
+    if len(blocks) > 1:  # results first in a user message, thinking in an assistant's
+        if side == "user":
+            blocks.sort(key=lambda b: b[0]["type"] != "tool_result")
+        else:
+            blocks.sort(key=lambda b: b[0]["type"] not in THINKING_BLOCKS)
+    msg = {"role": side, "content": [b for b, _ in blocks]}
+    return msg, _HEADS[side] + b",".join([t for _, t in blocks]) + b"]}"
+
+
+def _block_of(m: Message, ttl: float | None = None) -> tuple[dict[str, Any], bytes]:
     """The message's block (with a breakpoint of ``ttl``) and its JSON, made once
     per message object (messages are immutable): a request encodes only the new."""
-    memo = m.__dict__.setdefault("_anthropic_block", {})
-    hit = memo.get(ttl)
+    if ttl is None:
+        hit = m.__dict__.get("_nc_block")
+        if hit is None:
+            key = ("anthropic", m.digest, *_tool_of(m))
+            hit = _PARTS.get(key)
+            if hit is None:
+                block = _anthropic_block(m)
+                hit = _keep(key, (block, dumpb(block)))
+            m.__dict__["_nc_block"] = hit
+        return hit
+    marked = m.__dict__.setdefault("_nc_marked", {})
+    hit = marked.get(ttl)
     if hit is None:
-        block = (
-            _anthropic_block(m)
-            if ttl is None
-            else {**_block_of(m)[0], "cache_control": _cache(ttl)}
-        )
-        hit = memo[ttl] = (block, dumps(block))
+        key = ("anthropic", m.digest, *_tool_of(m), ttl)
+        hit = _PARTS.get(key)
+        if hit is None:
+            block = {**_block_of(m)[0], "cache_control": _cache(ttl)}
+            hit = _keep(key, (block, dumpb(block)))
+        marked[ttl] = hit
     return hit
+
+
+# Blocks and wire messages with their JSON, for the process, by what they are made
+# of (digests name the id, role, text and a call's input; a result's call and error
+# flag are added): an App opening a store this process has sent from before (a
+# host's second App on it, a command after an ask) encodes none of it again.
+_PARTS: dict[tuple[Any, ...], Any] = {}
+MAX_PARTS = 100_000
+
+
+def _keep(key: tuple[Any, ...], value: Any) -> Any:
+    if len(_PARTS) >= MAX_PARTS:
+        _PARTS.clear()
+    _PARTS[key] = value
+    return value
+
+
+def _tool_of(m: Message) -> tuple[Any, ...]:
+    """What of a result its digest does not name: its call and whether it failed."""
+    return (m.call_id, bool(m.payload.get("error"))) if m.role == "tool" else ()
 
 
 def _anthropic_block(m: Message) -> dict[str, Any]:
@@ -254,7 +267,7 @@ def _anthropic_block(m: Message) -> dict[str, Any]:
 
 
 def openai_body(
-    messages: list[Message],
+    messages: list[Message] | Arranged,
     *,
     model: str,
     system: str,
@@ -264,22 +277,51 @@ def openai_body(
     thinking: Thinking | None = None,
 ) -> Built:
     send_back = thinking is not None and thinking.send_back
-    arranged = arrange(sendable(messages, "openai", send_back))
-    wire: list[dict[str, Any]] = [{"role": "system", "content": system}]
-    parts = [_system_json(system)]
-    for group in _openai_groups(arranged):
-        msg, encoded = _openai_message(group)
-        if msg["role"] == "assistant" and not msg["content"] and not msg.get("tool_calls"):
-            continue  # reasoning alone (a reply that only thought) is no message a server takes
-        wire.append(msg)
-        parts.append(encoded)
+    arr = (
+        messages
+        if isinstance(messages, Arranged)
+        else Arranged(sendable(messages, "openai", send_back))
+    )
+    wire, parts = _openai_wire(arr)
     body = {
         "model": model,
         "max_tokens": max_tokens,
-        "messages": EncodedList(wire, f"[{','.join(parts)}]"),
+        "messages": EncodedList(
+            [{"role": "system", "content": system}, *wire],
+            [_system_json(system), *parts],
+        ),
         "tools": _tools(tools, "openai"),
     }
-    return Built(body, [(m.id, m.digest) for m in arranged], arranged=arranged)
+    return Built(body, arr.sent, arranged=arr.out)
+
+
+def _openai_wire(arr: Arranged) -> tuple[list[dict[str, Any]], list[bytes]]:
+    """The wire messages after the system prompt and their JSON; the previous
+    request's are kept where they cover only positions it shares with this one."""
+    ends: list[int] = []
+    msgs: list[dict[str, Any]] = []
+    texts: list[bytes] = []
+    old = arr.previous.memo.get("openai-wire") if arr.previous is not None else None
+    if old is not None:
+        kept = bisect.bisect_left(old[0], arr.same)
+        ends, msgs, texts = (list(x[:kept]) for x in old)
+    at = ends[-1] if ends else 0
+    for group in _openai_groups(arr.out[at:]):  # a kept message's end starts a new one
+        msg, text = _openai_message(group)
+        at += len(group)
+        ends.append(at)
+        msgs.append(msg)
+        texts.append(text)
+    arr.memo["openai-wire"] = (ends, msgs, texts)
+    if not any(m.role == "thinking" for m in arr.out):
+        return msgs, texts
+    # reasoning alone (a reply that only thought) is no message a server takes
+    shown = [k for k, m in enumerate(msgs) if not _reasoning_only(m)]
+    return [msgs[k] for k in shown], [texts[k] for k in shown]
+
+
+def _reasoning_only(msg: dict[str, Any]) -> bool:
+    return msg["role"] == "assistant" and not msg["content"] and not msg.get("tool_calls")
 
 
 def _openai_groups(arranged: list[Message]) -> list[list[Message]]:
@@ -305,14 +347,18 @@ def _openai_groups(arranged: list[Message]) -> list[list[Message]]:
     return groups
 
 
-def _openai_message(group: list[Message]) -> tuple[dict[str, Any], str]:
+def _openai_message(group: list[Message]) -> tuple[dict[str, Any], bytes]:
     """One wire message and its JSON, made once per group of message objects (kept
     on the first, keyed by every member's id and digest)."""
     first = group[0]
-    key = tuple((m.id, m.digest) for m in group)
+    key = ("openai", *((m.id, m.digest) for m in group), *_tool_of(first))
     memo = first.__dict__.get("_openai_message")
     if memo is not None and memo[0] == key:
         return memo[1], memo[2]
+    hit = _PARTS.get(key)
+    if hit is not None:
+        first.__dict__["_openai_message"] = (key, *hit)
+        return hit
     if first.role in USER_SIDE:
         msg: dict[str, Any] = {"role": "user", "content": first.text}
     elif first.role == "tool":
@@ -341,21 +387,35 @@ def _openai_message(group: list[Message]) -> tuple[dict[str, Any], str]:
                 msg["content"] = (
                     m.text if msg["content"] is None else (msg["content"] + "\n\n" + m.text)
                 )
-    encoded = dumps(msg)
+    encoded = dumpb(msg)
     first.__dict__["_openai_message"] = (key, msg, encoded)
-    return msg, encoded
+    return _keep(key, (msg, encoded))
 
 
 _ENCODED: dict[Any, Any] = {}  # what every request starts with, encoded once per process
 
 
-def _system_json(system: str) -> str:
+def _system_json(system: str) -> bytes:
     key = ("system", system)
     hit = _ENCODED.get(key)
     if hit is None:
         if len(_ENCODED) > 32:
             _ENCODED.clear()
-        hit = _ENCODED[key] = dumps({"role": "system", "content": system})
+        hit = _ENCODED[key] = dumpb({"role": "system", "content": system})
+    return hit
+
+
+def _system_blocks(system: str, ttl: float | None) -> EncodedList:
+    """The Anthropic system prompt's block list (a breakpoint on it when ``ttl``)."""
+    key = ("system-blocks", system, ttl)
+    hit = _ENCODED.get(key)
+    if hit is None:
+        block: dict[str, Any] = {"type": "text", "text": system}
+        if ttl is not None:
+            block["cache_control"] = _cache(ttl)
+        if len(_ENCODED) > 32:
+            _ENCODED.clear()
+        hit = _ENCODED[key] = EncodedList([block], [dumpb(block)])
     return hit
 
 
@@ -368,7 +428,7 @@ def _tools(tools: list[dict], fmt: str) -> EncodedList:
         items = tools if fmt == "anthropic" else [_openai_tool(t) for t in tools]
         if len(_ENCODED) > 32:
             _ENCODED.clear()
-        hit = _ENCODED[key] = (tools, EncodedList(list(items), dumps(items)))
+        hit = _ENCODED[key] = (tools, EncodedList(list(items), [dumpb(t) for t in items]))
     return hit[1]
 
 
@@ -396,6 +456,6 @@ def _openai_tool(tool: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def build(provider_type: str, messages: list[Message], **kw: Any) -> Built:
+def build(provider_type: str, messages: list[Message] | Arranged, **kw: Any) -> Built:
     fn = anthropic_body if provider_type == "anthropic" else openai_body
     return fn(messages, **kw)

@@ -2,16 +2,22 @@
 
 SPEC §8: a request event records the ids and hashes of the messages sent. Each
 request shares most of them with the previous request, so an event stores only
-``{"after": SEQ, "keep": K, "add": [[id, digest], …]}``: the first K of the
-request at seq SEQ, then the added pairs. Storage stays proportional to what
-changed, and ``sent_of`` rebuilds any request's whole list. Events written
+``{"after": SEQ, "keep": K, "add": [[id, digest], …], "n": N, "hash": H}``: the
+first K of the request at seq SEQ, then the added pairs; N and H are the whole
+list's length and hash. Storage stays proportional to what changed, and
+``sent_of`` rebuilds any request's whole list. The next request, in an App that
+did not send this one, checks its own first N pairs against H instead of
+rebuilding this list from the chain of every request before it (a rebuild only
+when they differ: an edit or an eviction changed the prefix). Events written
 before this format keep their whole ``sent`` list and are read as they are.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
+from nodecode.context.arrange import common_prefix
 from nodecode.store import Event, Store
 
 Pairs = list[tuple[int, str]]
@@ -20,20 +26,55 @@ Pairs = list[tuple[int, str]]
 def delta(store: Store, sid: str, sent: Pairs) -> dict[str, Any]:
     """The payload field for a request about to be logged (after the session's last one)."""
     last = store.last_event(sid, "request")
-    if last is None:
-        return {"after": None, "keep": 0, "add": [list(p) for p in sent]}
-    before = sent_of(store, sid, last)
-    keep = 0
-    for a, b in zip(sent, before, strict=False):
-        if tuple(a) != tuple(b):
-            break
-        keep += 1
-    return {"after": last.seq, "keep": keep, "add": [list(p) for p in sent[keep:]]}
+    keep, head = 0, None  # head: a hash of sent[:keep], when one was made on the way
+    if last is not None:
+        hit = store.cache.get("sent", {}).get(sid)
+        before = last.payload.get("sent")
+        n = before.get("n") if isinstance(before, dict) else None
+        if hit is not None and hit[0] == last.seq:  # this App sent it: the list is here
+            keep = common_prefix(sent, hit[1])
+            head = hit[2] if keep == len(hit[1]) else None
+        else:
+            if isinstance(n, int) and n <= len(sent):
+                head = _hasher(sent[:n])
+                if _hash(head) != before.get("hash"):
+                    head = None
+            # Starting with all of the last list, there is no chain to rebuild.
+            keep = n if head is not None else common_prefix(sent, sent_of(store, sid, last))
+    whole = _extend(head.copy(), sent[keep:], keep) if head is not None else _hasher(sent)
+    store.cache.setdefault("sent-hash", {})[sid] = (sent, whole)  # for remember(sent)
+    return {
+        "after": last.seq if last is not None else None,
+        "keep": keep,
+        "add": [list(p) for p in sent[keep:]],
+        "n": len(sent),
+        "hash": _hash(whole),
+    }
+
+
+def _hasher(pairs: Pairs) -> Any:
+    """A sha256 of ``pairs`` written ``id:digest,id:digest…``, open to extend."""
+    return _extend(hashlib.sha256(), pairs, 0)
+
+
+def _extend(h: Any, pairs: Pairs, before: int) -> Any:
+    """``h`` (of ``before`` pairs) extended by ``pairs``."""
+    if pairs:
+        text = ",".join(f"{i}:{d}" for i, d in pairs)
+        h.update((("," if before else "") + text).encode())
+    return h
+
+
+def _hash(h: Any) -> str:
+    return h.hexdigest()[:16]
 
 
 def remember(store: Store, sid: str, seq: int, sent: Pairs) -> None:
-    """Keep a just-logged request's list in memory: the next delta starts from it."""
-    store.cache.setdefault("sent", {})[sid] = (seq, [tuple(p) for p in sent])
+    """Keep a just-logged request's list in memory, with its hash open to extend:
+    the next delta starts from them."""
+    made = store.cache.get("sent-hash", {}).pop(sid, None)
+    hasher = made[1] if made is not None and made[0] is sent else _hasher(sent)
+    store.cache.setdefault("sent", {})[sid] = (seq, list(map(tuple, sent)), hasher)
 
 
 def sent_of(store: Store, sid: str, event: Event) -> Pairs:
@@ -53,11 +94,12 @@ def sent_of(store: Store, sid: str, event: Event) -> Pairs:
             break
         want = value["after"]
     pairs: Pairs = []
-    for value in reversed(chain):
+    for value in reversed(chain):  # in place: a chain of appends costs what it added
         if isinstance(value, list):  # the older format: the whole list
             pairs = [tuple(p) for p in value]
         elif isinstance(value, dict):
-            pairs = pairs[: value.get("keep", 0)] + [tuple(p) for p in value.get("add", [])]
+            del pairs[value.get("keep", 0) :]
+            pairs += map(tuple, value.get("add", []))
     if event.seq == (store.last_event(sid, "request") or event).seq:
         remember(store, sid, event.seq, pairs)
     return pairs

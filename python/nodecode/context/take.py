@@ -1,10 +1,13 @@
 """Exports, pending edits, and the take at the start of every request (SPEC §2).
 
-An export writes context.txt and logs an ``export`` event (its bytes as a
-blob). A changed file, or a (context …) form, becomes an ``edit`` event: a
-pending edit with a base (the number of takes when it was made). At the next
-request ``take`` refuses stale or invalid edits and takes the rest together,
-logging one ``receipt`` event that carries the new order (a snapshot).
+An export writes context.txt and logs an ``export`` event: the digest of its
+bytes and the order it rendered (a snapshot payload; the bytes are rendered
+again when needed, never stored). A changed file, or a (context …) form,
+becomes an ``edit`` event: a pending edit with a base (the number of takes
+when it was made). At the next request ``take`` refuses stale or invalid
+edits and takes the rest together, logging one ``receipt`` event that carries
+the new order (a snapshot). A file edit's bytes are a blob kept as a delta
+against its export's bytes.
 """
 
 from __future__ import annotations
@@ -18,9 +21,19 @@ from pathlib import Path
 from typing import Any
 
 from nodecode import session as sessions
-from nodecode.context import fileformat
+from nodecode import turns as turn_tree
+from nodecode.context import fileformat, takelog
 from nodecode.context.edits import Applied, Edit, apply, read_file_edit, read_form_edit
-from nodecode.context.model import Message, State, message_of, snapshot, state, take_count
+from nodecode.context.model import (
+    Message,
+    State,
+    blob_text,
+    decoded,
+    message_of,
+    snapshot,
+    state,
+    take_count,
+)
 from nodecode.errors import UserError
 from nodecode.paths import write_private
 from nodecode.store import Event, Store
@@ -47,11 +60,7 @@ def receipt_file(ws: Workspace, sid: str) -> Path:
 
 
 def latest_export(store: Store, sid: str) -> Event | None:
-    rows = store.read(
-        "SELECT seq FROM events WHERE session = ? AND kind = 'export' ORDER BY seq DESC LIMIT 1",
-        (sid,),
-    )
-    return store.event(sid, rows[0][0]) if rows else None
+    return takelog.of(store, sid).latest_export
 
 
 def head_turn(store: Store, sid: str) -> int | None:
@@ -98,6 +107,7 @@ def export(ws: Workspace, sid: str) -> Path:
         nonce = fileformat.choose_nonce(st.messages)
         text = fileformat.render(ws.store_name, sid, number, nonce, st.messages)
         raw = text.encode("utf-8", "surrogatepass")
+        digest = hashlib.sha256(raw).hexdigest()
         store.append(
             sid,
             "export",
@@ -107,10 +117,11 @@ def export(ws: Workspace, sid: str) -> Path:
                 "number": number,
                 "nonce": nonce,
                 "base": take_count(store, sid),
-                "blob": store.put_blob(raw),
-                "ids": [m.id for m in st.messages],
+                "blob": digest,
+                "context": snapshot(store, st.messages, st),
             },
         )
+        _keep_export(store, digest, raw)
     # Written once the export is committed: a crash in between must not leave a
     # file naming an export the log does not have.
     path = context_file(ws, sid)
@@ -142,7 +153,8 @@ def record_file_edit(ws: Workspace, sid: str) -> Event | None:
         if digest == exp.payload["blob"] or digest in _recorded_files(store, sid):
             return None
     exp = _named_export(store, sid, raw) or exp
-    store.put_blob(raw)
+    base = export_bytes(store, exp, state(store, sid).path_messages)
+    store.put_blob(raw, base=(exp.payload["blob"], base) if base is not None else None)
     return store.append(
         sid,
         "edit",
@@ -184,20 +196,14 @@ def _named_export(store: Store, sid: str, raw: bytes) -> Event | None:
     parsed = fileformat.parse_first(raw.split(b"\n", 1)[0].decode("utf-8", "replace"))
     if parsed is None or parsed[1] != sid:
         return None
-    for e in store.events(sid, kinds=("export",)):
-        if e.payload.get("number") == parsed[2] and e.payload.get("nonce") == parsed[3]:
-            return e
-    return None
+    e = takelog.of(store, sid).exports.get(parsed[2])
+    return e if e is not None and e.payload.get("nonce") == parsed[3] else None
 
 
 def _recorded_files(store: Store, sid: str) -> set[str]:
     # Any export's own bytes are no edit either: a crash between an export's
     # commit and its file write leaves the previous export on disk.
-    return {
-        e.payload.get("blob")
-        for e in store.events(sid, kinds=("edit", "export"))
-        if e.kind == "export" or e.payload.get("source") == "file"
-    }
+    return takelog.of(store, sid).recorded
 
 
 def record_form_edit(store: Store, sid: str, form: dict[str, Any], turn: int | None) -> Event:
@@ -206,17 +212,14 @@ def record_form_edit(store: Store, sid: str, form: dict[str, Any], turn: int | N
         "edit",
         turn=turn,
         text="(context …) form",
-        payload={"source": "form", "base": take_count(store, sid), **form},
+        payload={"source": "form", "base": takelog.of(store, sid).takes, **form},
     )
 
 
 def pending_edits(store: Store, sid: str) -> list[Event]:
     """Edits not yet taken or refused. A take processes every pending edit under
     one write lock, so they are exactly the edits logged after the last receipt."""
-    last = store.read("SELECT MAX(seq) FROM events WHERE session = ? AND kind = 'receipt'", (sid,))[
-        0
-    ][0]
-    return store.events(sid, after=last or 0, kinds=("edit",))
+    return list(takelog.of(store, sid).pending)
 
 
 # -- the take -----------------------------------------------------------------
@@ -226,7 +229,11 @@ def read_edit(store: Store, sid: str, e: Event, order: list[Message], st: State)
     if e.payload.get("source") == "form":
         return read_form_edit(e.payload, order, st, made_at=e.seq)
     exp = _export(store, sid, e.payload["export"])
-    raw = store.blob(e.payload["blob"]) or b""
+    export_raw = export_bytes(store, exp, st.path_messages)
+    if export_raw is None:
+        return Edit(errors=[(None, _UNRENDERED.format(exp.payload["number"]))])
+    digest = exp.payload["blob"]
+    raw = store.blob(e.payload["blob"], bases=lambda d: export_raw if d == digest else None) or b""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -238,15 +245,98 @@ def read_edit(store: Store, sid: str, e: Event, order: list[Message], st: State)
                 )
             ]
         )
-    export_text = (store.blob(exp.payload["blob"]) or b"").decode("utf-8", "surrogatepass")
+    export_text = export_raw.decode("utf-8", "surrogatepass")
     return read_file_edit(text, export_text, exp.payload["nonce"], st)
 
 
+_UNRENDERED = "export {} no longer renders to the bytes it wrote: run (context) again"
+
+
+# -- an export's bytes, rendered again --------------------------------------------
+
+
+def export_bytes(store: Store, exp: Event, known: dict[int, Message] | None = None) -> bytes | None:
+    """The bytes export ``exp`` wrote: rendered again from the order it recorded
+    (or, for an export logged before issue 12, its blob). None if they no
+    longer hash to its digest. ``known`` holds messages already read, by id."""
+    digest = exp.payload["blob"]
+    kept = store.cache.get("exports", {}).get(digest)
+    if kept is not None:
+        return kept
+    if "context" not in exp.payload:
+        return store.blob(digest)
+    snap = decoded(store, exp.session, exp.seq)
+    sid = exp.session
+    texts = _original_texts(store, sid, snap.order, known or {})
+    messages = [
+        Message(i, role, blob_text(store, snap.texts[i]) if i in snap.texts else text)
+        for i, (role, text) in ((i, texts[i]) for i in snap.order)
+    ]
+    first = fileformat.parse_first(exp.text)
+    name = first[0] if first else ""
+    raw = fileformat.render(name, sid, exp.payload["number"], exp.payload["nonce"], messages)
+    data = raw.encode("utf-8", "surrogatepass")
+    if hashlib.sha256(data).hexdigest() != digest:
+        return None
+    _keep_export(store, digest, data)
+    return data
+
+
+def _original_texts(
+    store: Store, sid: str, ids: list[int], known: dict[int, Message]
+) -> dict[int, tuple[str, str]]:
+    """(role, text) of each message id as logged, from ``known`` or the log
+    (this session's, then its ancestors' up to each fork point)."""
+    out = {i: (known[i].role, known[i].text) for i in ids if i in known}
+    for owner, upto in turn_tree.scopes(store, sid):
+        missing = [i for i in ids if i not in out and (upto is None or i <= upto)]
+        for k in range(0, len(missing), 500):
+            part = missing[k : k + 500]
+            rows = store.read(
+                f"SELECT seq, role, kind, text FROM events WHERE session = ? "
+                f"AND seq IN ({','.join('?' * len(part))})",
+                (owner, *part),
+            )
+            out.update((seq, (role or kind, text)) for seq, role, kind, text in rows)
+    return out
+
+
+def _keep_export(store: Store, digest: str, data: bytes) -> None:
+    """Keep the newest exports' bytes: the edit recorded and taken next reads them."""
+    kept: dict = store.cache.setdefault("exports", {})
+    if len(kept) >= 2:
+        kept.clear()
+    kept[digest] = data
+
+
+def file_bytes(store: Store, digest: str) -> bytes | None:
+    """Any blob's bytes, a file edit's and a re-rendered export's included."""
+    return store.blob(digest, bases=lambda d: _rendered(store, d))
+
+
+def export_digests(store: Store, prefix: str) -> list[str]:
+    """Digests of exports (of any session) starting with ``prefix``."""
+    found = []
+    for sid, seq in store.read("SELECT session, seq FROM events WHERE kind = 'export'"):
+        e = store.event(sid, seq)
+        if e is not None and str(e.payload.get("blob", "")).startswith(prefix):
+            found.append(e.payload["blob"])
+    return found
+
+
+def _rendered(store: Store, digest: str) -> bytes | None:
+    for sid, seq in store.read("SELECT session, seq FROM events WHERE kind = 'export'"):
+        e = store.event(sid, seq)
+        if e is not None and e.payload.get("blob") == digest:
+            return export_bytes(store, e)
+    return None
+
+
 def _export(store: Store, sid: str, number: int) -> Event:
-    for e in store.events(sid, kinds=("export",)):
-        if e.payload.get("number") == number:
-            return e
-    raise LookupError(f"export {number} of {sid} is not in the log")
+    e = takelog.of(store, sid).exports.get(number)
+    if e is None:
+        raise LookupError(f"export {number} of {sid} is not in the log")
+    return e
 
 
 def take(
@@ -261,16 +351,17 @@ def take(
     turn, the take belongs to the head (changes made while it is the head)."""
     store = ws.store
     report = TakeReport()
-    if not _file_changed(ws, sid) and not pending_edits(store, sid):
+    if not _file_changed(ws, sid) and not takelog.of(store, sid).pending:
         return report  # the common case: no write transaction on the request path
     with store.atomic():
         if turn is None:
             turn = head_turn(store, sid)
         record_file_edit(ws, sid)
-        pending = pending_edits(store, sid)
+        log = takelog.of(store, sid)  # read again inside the write lock: it is final
+        pending = list(log.pending)
         if not pending:
             return report
-        current = take_count(store, sid)
+        current = log.takes
         st = state(store, sid)
         order = list(st.messages)
         sections: list[str] = []
@@ -291,7 +382,7 @@ def take(
             sections.append(_section(ws, sid, e, done, before, order, budget, count))
             taken.append(e.seq)
         if taken:  # refusal notices logged before the snapshot stay in it, at the end
-            _log_take(ws, sid, turn, taken, sections, order + notices, report)
+            _log_take(ws, sid, turn, taken, sections, order + notices, report, st)
     _write_receipts(ws, sid, report)
     return report
 
@@ -387,13 +478,16 @@ def _log_take(
     sections: list[str],
     order: list[Message],
     report: TakeReport,
+    base: State | None = None,
 ) -> None:
+    """The receipt of the edits taken, with the new order (a delta against the
+    snapshot ``base``, the state the take started from, starts from)."""
     store = ws.store
     event = store.append(
         sid,
         "receipt",
         turn=turn,
-        payload={"edits": taken, "context": snapshot(store, order)},
+        payload={"edits": taken, "context": snapshot(store, order, base)},
         text=lambda seq: "\n".join(s.replace("{seq}", str(seq)) for s in sections),
     )
     report.receipts.append(event.text)
@@ -418,7 +512,10 @@ def check_file(ws: Workspace, sid: str, text: str) -> tuple[dict[str, Any], list
         return {"ok": False, "errors": [[1, "no export yet: run (context) first"]]}, None
     st = state(store, sid)
     stale = exp.payload["base"] < take_count(store, sid)
-    export_text = (store.blob(exp.payload["blob"]) or b"").decode("utf-8", "surrogatepass")
+    export_raw = export_bytes(store, exp, st.path_messages)
+    if export_raw is None:
+        return {"ok": False, "errors": [[1, _UNRENDERED.format(exp.payload["number"])]]}, None
+    export_text = export_raw.decode("utf-8", "surrogatepass")
     edit = read_file_edit(text, export_text, exp.payload["nonce"], st)
     errors = [[line or 1, reason] for line, reason in edit.errors]
     if stale:

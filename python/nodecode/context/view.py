@@ -96,7 +96,8 @@ def describe(
             f"context.txt: expected an export of {ws.store_name}/{sid} on line 1 "
             f"(found {first[:80]!r}): :NodecodeContext writes a new one"
         )
-    raw = (ws.store.blob(exp.payload["blob"]) or b"").decode("utf-8", "surrogatepass")
+    # Rendered again from the order it recorded: since issue 12 an export keeps no blob.
+    raw = (takes.export_bytes(ws.store, exp) or b"").decode("utf-8", "surrogatepass")
     blocks = [
         {"id": b.id, "role": b.role, "line": b.line, "tokens": count_tokens(b.body, encoding)}
         for b in fileformat.split(raw, exp.payload["nonce"]).blocks
