@@ -18,30 +18,32 @@ OLD = FIXTURES / "store_before_issue12.db"
 SID = "s-tpd56sq9j"
 
 # What the old code printed for this store (captured with it, right after writing it).
+# A request row names the model that answered (issue 15): an old store's request
+# events recorded it already.
 RECALL_LOG = """\
 [seq 1 · turn 1 · user] what does a.txt say?
-[seq 2 · turn 1 · request] usage in=738 out=19 cache_read=0
+[seq 2 · turn 1 · request] loopback/loopback-model usage in=738 out=19 cache_read=0
 [seq 3 · turn 1 · assistant] Reading a.
 [seq 4 · turn 1 · call] ;; read a⏎(read-file "a.txt")
 [seq 5 · turn 1 · tool] alpha: the parser reads one token at a time⏎[seq 5]
-[seq 6 · turn 1 · request] usage in=781 out=12 cache_read=0
+[seq 6 · turn 1 · request] loopback/loopback-model usage in=781 out=12 cache_read=0
 [seq 7 · turn 1 · assistant] a.txt describes the parser: one token at a time.
 [seq 8 · turn 2 · user] and b.txt?
-[seq 9 · turn 2 · request] usage in=805 out=16 cache_read=0
+[seq 9 · turn 2 · request] loopback/loopback-model usage in=805 out=16 cache_read=0
 [seq 10 · turn 2 · call] ;; read b⏎(read-file "b.txt")
 [seq 11 · turn 2 · tool] beta: the writer keeps a cursor⏎beta: the writer keeps a cursor⏎\
 beta: the writer keeps a cursor⏎[seq 11]
-[seq 12 · turn 2 · request] usage in=858 out=12 cache_read=0
+[seq 12 · turn 2 · request] loopback/loopback-model usage in=858 out=12 cache_read=0
 [seq 13 · turn 2 · assistant] b.txt says the writer keeps a cursor, three times.
 [seq 14 · turn 3 · user] set VALUE to 2 in c.txt
-[seq 15 · turn 3 · request] usage in=886 out=26 cache_read=0
+[seq 15 · turn 3 · request] loopback/loopback-model usage in=886 out=26 cache_read=0
 [seq 16 · turn 3 · assistant] Editing.
 [seq 17 · turn 3 · call] (edit-file "c.txt" "VALUE = 1" "VALUE = 2")
 [seq 18 · turn 3 · tool] edited c.txt: replaced 1 occurrence (line 1)⏎[seq 18]
-[seq 19 · turn 3 · request] usage in=938 out=9 cache_read=0
+[seq 19 · turn 3 · request] loopback/loopback-model usage in=938 out=9 cache_read=0
 [seq 20 · turn 3 · assistant] c.txt now holds VALUE = 2.
 [seq 21 · turn 4 · user] summarise what you read
-[seq 22 · turn 4 · request] usage in=961 out=18 cache_read=0
+[seq 22 · turn 4 · request] loopback/loopback-model usage in=961 out=18 cache_read=0
 [seq 23 · turn 4 · assistant] Summary: a is the parser, b the writer, c a value now 2.
 [seq 24 · turn 4 · export] [[export default/s-tpd56sq9j 1 b2dru8]]
 [seq 25 · turn 5 · user] go on with the edited context
@@ -50,14 +52,14 @@ beta: the writer keeps a cursor⏎[seq 11]
 [seq 28 · turn 5 · receipt] [[receipt default/s-tpd56sq9j export 1]]⏎taken at seq 28: kept 14 · \
 deleted 1 (13) · rewrote 1 (20) · noted 1 (27) · restored 0⏎tokens: 993 → 995⏎cache: unchanged \
 through 11
-[seq 29 · turn 5 · request] usage in=987 out=9 cache_read=0
+[seq 29 · turn 5 · request] loopback/loopback-model usage in=987 out=9 cache_read=0
 [seq 30 · turn 5 · assistant] Noted: the edited context reads well.
 [seq 31 · turn 5 · stub] [history evicted: seq 1–7 · 1 turns · recall: (recall-log :match "text" \
 :before 8)]⏎;; read a
 [seq 32 · turn 5 · evict] [[receipt default/s-tpd56sq9j evict]]⏎evicted at seq 32: turn 1 \
 (seq 1–7) · tokens: 1000 → 964
 [seq 33 · turn 6 · user · undone] one more thing
-[seq 34 · turn 6 · request · undone] usage in=971 out=7 cache_read=0
+[seq 34 · turn 6 · request · undone] loopback/loopback-model usage in=971 out=7 cache_read=0
 [seq 35 · turn 6 · assistant · undone] A turn that will be undone.
 [seq 36 · turn 5 · move] undo: head turn 6 → turn 5
 [seq 37 · turn 5 · export] [[export default/s-tpd56sq9j 2 3hny01]]
