@@ -170,7 +170,7 @@ def _state(store: Store, sid: str) -> State:
     info = sessions.get(store, sid)
     made = _grow(store, sid, hit, info.head) if hit is not None and top >= hit.seen else None
     if made is None:
-        made = _compute(store, sid, info.head)
+        made = _compute(store, sid, info.head, hit.state.path_messages if hit else {})
     made.seen, made.version = top, version
     cache[sid] = made
     return _copy(made.state)
@@ -217,12 +217,19 @@ def _grow(store: Store, sid: str, hit: _Cached, head: int | None) -> _Cached | N
     return _Cached(hit.seen, head, st, index, own, hit.version)
 
 
-def _compute(store: Store, sid: str, head: int | None) -> _Cached:
+def _compute(
+    store: Store, sid: str, head: int | None, known: dict[int, Message] | None = None
+) -> _Cached:
+    """The state from the log. ``known`` is the previous computation's path
+    messages: one of the same event is reused, with its digest and token counts
+    (a take recomputes the state, and hashing 2,000 messages again was most of
+    counting the context after it)."""
     path = turn_tree.path(store, sid)
     index = {t.number: i for i, t in enumerate(path)}
     events = _path_events(store, sid, path)
     key = {e.seq: (index.get(e.turn, -1), e.seq) for e in events}
-    messages = {e.seq: message_of(e) for e in events}
+    known = known or {}
+    messages = {e.seq: _reused(known.get(e.seq), e) for e in events}
     order: list[Message] = []
     after: tuple[int, int] = (-2, 0)
     snap = _latest_snapshot(store, sid, path, index)
@@ -235,6 +242,14 @@ def _compute(store: Store, sid: str, head: int | None) -> _Cached:
     st = State(order, messages, key, running, snapshot=snap[:2] if snap else None)
     st.newest = newest_round(store, sid, path[-1] if path else None, messages, own)
     return _Cached(0, head, st, index, own, (0, 0))
+
+
+def _reused(m: Message | None, e: Event) -> Message:
+    """``m`` when it is the message event ``e`` logged (ids are seqs and events
+    never change, so the text and role only guard the case that could differ)."""
+    if m is None or m.rewritten or m.restored or m.turn != e.turn:
+        return message_of(e)
+    return m if m.text == e.text and m.role == (e.role or e.kind) else message_of(e)
 
 
 def _path_events(store: Store, sid: str, path: list[turn_tree.Turn]) -> list[Event]:
