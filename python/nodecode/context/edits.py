@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodecode.context.fileformat import NOTE_LINE, Block, split
+from nodecode.context.fileformat import NOTE_LINE, Block, Split, split
 from nodecode.context.model import Message, State, rewritten
 
 SIGNED = "a thinking block is signed by the provider: keep it or delete it"
@@ -86,10 +86,13 @@ def split_notes(body: str, original: str) -> tuple[str, list[str]]:
     return "\n".join(lines[: starts[0]]), notes
 
 
-def read_file_edit(text: str, export_text: str, nonce: str, st: State) -> Edit:
-    """Compare a saved file with its export: the changes, and every rule broken."""
+def read_file_edit(
+    text: str, export_text: str, nonce: str, st: State, exported: Split | None = None
+) -> Edit:
+    """Compare a saved file with its export: the changes, and every rule broken.
+    ``exported`` is ``split(export_text, nonce)`` when the caller has it."""
     edit = Edit()
-    exported = split(export_text, nonce)
+    exported = exported or split(export_text, nonce)
     first = text.split("\n", 1)[0]
     if first != exported.first:
         edit.errors.append(

@@ -121,6 +121,18 @@ def split(text: str, nonce: str) -> Split:
     return out
 
 
+def rendered_split(first: str, messages: list[Message]) -> Split:
+    """What ``split`` reads back from ``render`` of ``messages`` under the
+    first line ``first`` (with a nonce from ``choose_nonce``, so no body line is
+    a header), made from the messages without parsing the text."""
+    out = Split(first)
+    line = 2
+    for m in messages:
+        out.blocks.append(Block(m.id, m.role, m.text, line))
+        line += m.text.count("\n") + 2  # the header, the body's lines
+    return out
+
+
 @functools.lru_cache(maxsize=64)
 def _header_re(nonce: str) -> re.Pattern[str]:
     return re.compile(r"\[\[m:" + nonce + r" (\d+) ([a-z]+)\]\]")
