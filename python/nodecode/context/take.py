@@ -265,7 +265,8 @@ def read_edit(store: Store, sid: str, e: Event, order: list[Message], st: State)
                 )
             ]
         )
-    return read_file_edit(text, "", exp.payload["nonce"], st, export_split(store, exp, export_raw))
+    export_text, exported = export_split(store, exp, export_raw)
+    return read_file_edit(text, export_text, exp.payload["nonce"], st, exported)
 
 
 _UNRENDERED = "export {} no longer renders to the bytes it wrote: run (context) again"
@@ -301,15 +302,21 @@ def export_bytes(store: Store, exp: Event, known: dict[int, Message] | None = No
     return data
 
 
-def export_split(store: Store, exp: Event, data: bytes) -> fileformat.Split:
-    """``fileformat.split`` of export ``exp``'s bytes ``data``: made from the
-    messages it was rendered from when this process rendered them (no parse of
-    2,000 blocks at each take), else by splitting the text."""
+def export_split(store: Store, exp: Event, data: bytes) -> tuple[str, fileformat.Split]:
+    """Export ``exp``'s text (its bytes ``data``) and ``fileformat.split`` of it:
+    made from the messages it was rendered from when this process rendered them
+    (no parse of 2,000 blocks at each take, and with the blocks' offsets, so
+    the edited file is read against it), else by splitting the text."""
     kept = store.cache.get("exports", {}).get(exp.payload["blob"])
+    nonce = exp.payload["nonce"]
     if kept is None or kept[2] is None:
-        return fileformat.split(data.decode("utf-8", "surrogatepass"), exp.payload["nonce"])
+        text = data.decode("utf-8", "surrogatepass")
+        return text, fileformat.split(text, nonce)
     if kept[3] is None:
-        kept[3] = fileformat.rendered_split(kept[1], kept[2])
+        kept[3] = (
+            data.decode("utf-8", "surrogatepass"),
+            fileformat.rendered_split(kept[1], nonce, kept[2]),
+        )
     return kept[3]
 
 
@@ -341,7 +348,7 @@ def _keep_export(
     kept: dict = store.cache.setdefault("exports", {})
     if len(kept) >= 2:
         kept.clear()
-    kept[digest] = [data, first, messages, None]  # the last: the split, once made
+    kept[digest] = [data, first, messages, None]  # the last: its text and split, once made
 
 
 def file_bytes(store: Store, digest: str) -> bytes | None:
@@ -550,7 +557,8 @@ def check_file(ws: Workspace, sid: str, text: str) -> tuple[dict[str, Any], list
     export_raw = export_bytes(store, exp, st.path_messages)
     if export_raw is None:
         return {"ok": False, "errors": [[1, _UNRENDERED.format(exp.payload["number"])]]}, None
-    edit = read_file_edit(text, "", exp.payload["nonce"], st, export_split(store, exp, export_raw))
+    export_text, exported = export_split(store, exp, export_raw)
+    edit = read_file_edit(text, export_text, exp.payload["nonce"], st, exported)
     errors = [[line or 1, reason] for line, reason in edit.errors]
     if stale:
         errors.insert(0, [1, STALE])
