@@ -32,7 +32,6 @@ from nodecode.context.model import (
     message_of,
     snapshot,
     state,
-    take_count,
 )
 from nodecode.errors import UserError
 from nodecode.paths import write_private
@@ -100,10 +99,8 @@ def export(ws: Workspace, sid: str) -> Path:
     with store.atomic():
         record_file_edit(ws, sid)
         st = state(store, sid)
-        number = (
-            len(store.read("SELECT 1 FROM events WHERE session = ? AND kind = 'export'", (sid,)))
-            + 1
-        )
+        log = takelog.of(store, sid)  # what counting the exports and takes in SQL did
+        number = len(log.exports) + 1
         nonce = fileformat.choose_nonce(st.messages)
         text = fileformat.render(ws.store_name, sid, number, nonce, st.messages)
         first = fileformat.first_line(ws.store_name, sid, number, nonce)
@@ -117,7 +114,7 @@ def export(ws: Workspace, sid: str) -> Path:
             payload={
                 "number": number,
                 "nonce": nonce,
-                "base": take_count(store, sid),
+                "base": log.takes,
                 "blob": digest,
                 "context": snapshot(store, st.messages, st),
             },
@@ -553,7 +550,7 @@ def check_file(ws: Workspace, sid: str, text: str) -> tuple[dict[str, Any], list
     if exp is None:
         return {"ok": False, "errors": [[1, "no export yet: run (context) first"]]}, None
     st = state(store, sid)
-    stale = exp.payload["base"] < take_count(store, sid)
+    stale = exp.payload["base"] < takelog.of(store, sid).takes
     export_raw = export_bytes(store, exp, st.path_messages)
     if export_raw is None:
         return {"ok": False, "errors": [[1, _UNRENDERED.format(exp.payload["number"])]]}, None
@@ -585,7 +582,7 @@ def next_order(ws: Workspace, sid: str) -> list[Message]:
     store = ws.store
     st = state(store, sid)
     order = list(st.messages)
-    current = take_count(store, sid)
+    current = takelog.of(store, sid).takes
     for e in pending_edits(store, sid):
         if e.payload.get("base", -1) < current:
             continue
