@@ -28,6 +28,25 @@ def test_a_substitution_in_the_base_decodes_exactly_too(base, new, old, sub):
     assert delta.decode(base, delta.encode(base, new, (old, sub))) == new
 
 
+@given(texts, texts, st.sampled_from([b"\n[[m:abc ", b"\n", b"x", b"[[m:"]))
+@settings(max_examples=300, deadline=None)
+def test_runs_of_longer_units_decode_exactly_too(base, new, unit):
+    assert delta.decode(base, delta.encode(base, new, unit=unit)) == new
+
+
+def test_a_context_file_delta_by_blocks_costs_about_what_changed():
+    unit = b"\n[[m:abc "
+    blocks = [f"[[m:abc {i} user]]\nline {i}\nmore words {i * 7919 % 1000}\n" for i in range(2000)]
+    base = ("[[export default/s 1 abc]]\n" + "".join(blocks)).encode()
+    blocks[10] = blocks[10].replace("more words", "other words")
+    del blocks[900:903]
+    blocks.insert(1500, "[[m:abc 1500 user]]\nline 1500\n[[note]]\na note\n")
+    new = ("[[export default/s 1 abc]]\n" + "".join(blocks)).encode()
+    packed = delta.encode(base, new, unit=unit)
+    assert delta.decode(base, packed) == new
+    assert len(packed) < 200, len(packed)
+
+
 def big(n: int) -> bytes:
     return b"".join(
         f"line {i} of the file, some words {i * 7919 % 1000}\n".encode() for i in range(n)

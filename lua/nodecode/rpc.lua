@@ -201,9 +201,35 @@ local function remote(fname)
   end
 end
 
+--- A reply's blocks, sent as one JSON string of columns (pynvim walks every
+--- value of a reply in Python: 2,000 tables were a third of :NodecodeContext),
+--- made into one table per block again.
+---@param value table
+---@return table
+local function with_blocks(value)
+  if type(value) == 'table' and type(value.blocks) == 'string' then
+    local columns, blocks = vim.json.decode(value.blocks), {}
+    for i = 1, columns.id and #columns.id or 0 do
+      local b = {}
+      for k, column in pairs(columns) do
+        b[k] = column[i]
+      end
+      blocks[i] = b
+    end
+    value.blocks = blocks
+  end
+  return value
+end
+
 -- The context buffer, recall and sessions (python/nodecode/host.py has the contracts).
-M.context = remote('NodecodeContext') ---@type fun(): table export + blocks
-M.describe = remote('NodecodeDescribe') ---@type fun(first: string): table what context() says, of that export
+---@type fun(): table export + blocks
+function M.context()
+  return with_blocks(call('NodecodeContext', require('nodecode.config').place()))
+end
+---@type fun(first: string): table what context() says, of that export
+function M.describe(first)
+  return with_blocks(call('NodecodeDescribe', require('nodecode.config').place(), first))
+end
 M.validate = remote('NodecodeValidate') ---@type fun(text: string): table {ok, errors, summary}
 M.removed = remote('NodecodeRemoved') ---@type fun(): table[]
 M.recall = remote('NodecodeRecall') ---@type fun(query?: string, everywhere: boolean, every_kind?: boolean): table[]

@@ -8,6 +8,11 @@ so a moved or repeated line never derails it) and ``decode`` rebuilds the new
 text exactly. An optional substitution is applied to the base first, on both
 sides, so that two exports differing only in their nonce share their headers.
 
+Lines are the units runs are made of; ``unit`` makes them longer (a
+context file's units are its blocks, each starting with the header's
+``\\n[[m:NONCE``): 2,000 blocks are matched in a tenth of the time 20,000
+lines take, and what differs inside a block is still found by its ends.
+
 The delta is msgpack: ``[SUB, OPS]``, SUB ``null`` or ``[old, new]`` (bytes),
 each op ``[offset, length]`` (a copy from the substituted base) or bytes.
 """
@@ -22,10 +27,11 @@ import msgpack
 Sub = tuple[bytes, bytes] | None
 
 
-def encode(base: bytes, new: bytes, sub: Sub = None) -> bytes:
-    """The delta that turns ``base`` (after ``sub``) into ``new``."""
+def encode(base: bytes, new: bytes, sub: Sub = None, unit: bytes | None = None) -> bytes:
+    """The delta that turns ``base`` (after ``sub``) into ``new``; runs are of
+    lines, or of pieces each starting with ``unit``."""
     a = base.replace(*sub) if sub else base
-    return msgpack.packb([list(sub) if sub else None, _ops(a, new)], use_bin_type=True)
+    return msgpack.packb([list(sub) if sub else None, _ops(a, new, unit)], use_bin_type=True)
 
 
 def decode(base: bytes, delta: bytes) -> bytes:
@@ -58,7 +64,7 @@ def _common_suffix(a: bytes, b: bytes) -> int:
     return lo
 
 
-def _ops(a: bytes, b: bytes) -> list:
+def _ops(a: bytes, b: bytes, unit: bytes | None = None) -> list:
     """Copy and literal ops: the common prefix and suffix, and between them
     runs of shared lines found from unique anchors."""
     p = _common_prefix(a, b)
@@ -70,7 +76,7 @@ def _ops(a: bytes, b: bytes) -> list:
         nl = a.find(b"\n", start)
         s = len(a) - nl - 1 if nl >= 0 else 0
     ops: list = [[0, p]] if p else []
-    for op in _middle(a[p : len(a) - s], b[p : len(b) - s]):
+    for op in _middle(a[p : len(a) - s], b[p : len(b) - s], unit):
         if isinstance(op, list):
             op = [op[0] + p, op[1]]
             if ops and isinstance(ops[-1], list) and sum(ops[-1]) == op[0]:
@@ -86,12 +92,12 @@ def _ops(a: bytes, b: bytes) -> list:
     return ops
 
 
-def _middle(a: bytes, b: bytes) -> list:
+def _middle(a: bytes, b: bytes, unit: bytes | None = None) -> list:
     if not b:
         return []
     if not a:
         return [b]
-    al, bl = a.splitlines(keepends=True), b.splitlines(keepends=True)
+    al, bl = _pieces(a, unit), _pieces(b, unit)
     ao, bo = [0, *accumulate(map(len, al))], [0, *accumulate(map(len, bl))]
     ops: list = []
     done, after = 0, 0  # lines of b covered; the line of a the last run ended at
@@ -102,6 +108,14 @@ def _middle(a: bytes, b: bytes) -> list:
             ops.append([ao[ai], ao[ai + n] - ao[ai]])
         done, after = bj + n, ai + n
     return ops
+
+
+def _pieces(data: bytes, unit: bytes | None) -> list[bytes]:
+    """``data`` cut into lines (ends kept), or before each ``unit``; joined, they are ``data``."""
+    if not unit:
+        return data.splitlines(keepends=True)
+    first, *rest = data.split(unit)
+    return ([first] if first else []) + [unit + piece for piece in rest]
 
 
 def _gap(a: bytes, lo: int, hi: int, lit: bytes) -> list:

@@ -62,8 +62,10 @@ class _Table(Generic[S]):
         for value, mark in self.pairs:
             if value in text:
                 text = text.replace(value, mark)
-        if self._nl in text and any(value in self._unwrap(text) for value, _ in self.pairs):
-            text = self._wrapped().sub(lambda m: self._mark_of[self._unwrap(m.group())], text)
+        if self._nl in text:
+            flat = self._unwrap(text)  # once, not per spelling: each is a copy of the text
+            if any(value in flat for value, _ in self.pairs):
+                text = self._wrapped().sub(lambda m: self._mark_of[self._unwrap(m.group())], text)
         return text
 
     def _unwrap(self, text: S) -> S:

@@ -297,14 +297,22 @@ class Store:
 
     # -- blobs ----------------------------------------------------------------
 
-    def put_blob(self, data: bytes, *, base: tuple[str, bytes] | None = None) -> str:
-        """Store ``data`` content-addressed; return its sha256. With ``base`` (a
-        digest and its bytes, which need not be a stored blob), the row holds
-        only a delta against it (``nodecode.delta``) when that is smaller."""
-        digest = hashlib.sha256(data).hexdigest()
+    def put_blob(
+        self,
+        data: bytes,
+        *,
+        base: tuple[str, bytes] | None = None,
+        unit: bytes | None = None,
+        digest: str | None = None,
+    ) -> str:
+        """Store ``data`` content-addressed; return its sha256 (``digest``, when
+        the caller has hashed it already). With ``base`` (a digest and its bytes,
+        which need not be a stored blob), the row holds only a delta against it
+        (``nodecode.delta``, runs of lines or of ``unit`` pieces) when that is smaller."""
+        digest = digest or hashlib.sha256(data).hexdigest()
         packed = None
         if base is not None and base[0] != digest:
-            packed = delta.encode(base[1], data)
+            packed = delta.encode(base[1], data, unit=unit)
             if len(packed) >= len(data) or delta.decode(base[1], packed) != data:
                 packed = None
         with self.atomic() as db:

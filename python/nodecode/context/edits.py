@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodecode.context.fileformat import NOTE_LINE, Block, split
+from nodecode.context.fileformat import NOTE_LINE, Block, Split, split, split_like
 from nodecode.context.model import Message, State, rewritten
 
 SIGNED = "a thinking block is signed by the provider: keep it or delete it"
@@ -86,17 +86,21 @@ def split_notes(body: str, original: str) -> tuple[str, list[str]]:
     return "\n".join(lines[: starts[0]]), notes
 
 
-def read_file_edit(text: str, export_text: str, nonce: str, st: State) -> Edit:
-    """Compare a saved file with its export: the changes, and every rule broken."""
+def read_file_edit(
+    text: str, export_text: str, nonce: str, st: State, exported: Split | None = None
+) -> Edit:
+    """Compare a saved file with its export: the changes, and every rule broken.
+    ``exported`` is ``split(export_text, nonce)`` when the caller has it (from
+    ``rendered_split``, the file is read against it: see ``split_like``)."""
     edit = Edit()
-    exported = split(export_text, nonce)
+    exported = exported or split(export_text, nonce)
     first = text.split("\n", 1)[0]
     if first != exported.first:
         edit.errors.append(
             (1, f"first line changed: expected {exported.first!r} (found {first[:80]!r})")
         )
         return edit
-    now = split(text, nonce)
+    now = split_like(text, nonce, exported, export_text)
     edit.errors += now.errors
     _compare(edit, now.blocks, exported.blocks, st)
     return edit
@@ -104,10 +108,10 @@ def read_file_edit(text: str, export_text: str, nonce: str, st: State) -> Edit:
 
 def _compare(edit: Edit, blocks: list[Block], exported: list[Block], st: State) -> None:
     position = {b.id: k for k, b in enumerate(exported)}
-    original = {b.id: b for b in exported}
     removed = {m.id: m for m in st.removed()}
     seen: dict[int, int] = {}
     last: tuple[int, int] | None = None  # (export position, id) of the previous kept block
+    kept = edit.kept
     for b in blocks:
         if b.id in seen:
             edit.errors.append(
@@ -115,8 +119,14 @@ def _compare(edit: Edit, blocks: list[Block], exported: list[Block], st: State) 
             )
             continue
         seen[b.id] = b.line
-        if b.id in original:
-            last = _kept(edit, b, original[b.id], position[b.id], last)
+        pos = position.get(b.id)
+        if pos is not None:
+            orig = exported[pos]
+            if b.body == orig.body and b.role == orig.role and (last is None or pos > last[0]):
+                kept.append(b.id)  # the common case, inline: what _kept does with it
+                last = pos, b.id
+            else:
+                last = _kept(edit, b, orig, pos, last)
         elif b.id in removed:
             _restored(edit, b, removed[b.id])
         else:

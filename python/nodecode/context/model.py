@@ -201,7 +201,7 @@ def _state(store: Store, sid: str) -> State:
     info = sessions.get(store, sid)
     made = _grow(store, sid, hit, info.head) if hit is not None and top >= hit.seen else None
     if made is None:
-        made = _compute(store, sid, info.head)
+        made = _compute(store, sid, info.head, hit.state.path_messages if hit else {})
     made.seen, made.version = top, version
     cache[sid] = made
     return _copy(made.state)
@@ -248,10 +248,18 @@ def _grow(store: Store, sid: str, hit: _Cached, head: int | None) -> _Cached | N
     return _Cached(hit.seen, head, st, index, own, hit.version)
 
 
-def _compute(store: Store, sid: str, head: int | None) -> _Cached:
+def _compute(
+    store: Store, sid: str, head: int | None, known: dict[int, Message] | None = None
+) -> _Cached:
+    """The state from the log. ``known`` is the previous computation's path
+    messages: one of the same event is reused, with its digest and token counts
+    (a take recomputes the state, and hashing 2,000 messages again was most of
+    counting the context after it)."""
     path = turn_tree.path(store, sid)
     index = {t.number: i for i, t in enumerate(path)}
     listed = _path_messages(store, sid, path)
+    if known:
+        listed = [_reused(known.get(m.id), m) for m in listed]
     keys = [(index.get(m.turn, -1), m.id) for m in listed]
     key = {k[1]: k for k in keys}
     messages = {m.id: m for m in listed}
@@ -272,6 +280,15 @@ def _compute(store: Store, sid: str, head: int | None) -> _Cached:
     st = State(order, messages, key, running, snapshot=snap[:2] if snap else None)
     st.newest = newest_round(store, sid, path[-1] if path else None, messages, own)
     return _Cached(0, head, st, index, own, (0, 0))
+
+
+def _reused(m: Message | None, read: Message) -> Message:
+    """``m`` when it is the message just ``read`` from the log (ids are seqs and
+    events never change, so the text and role only guard the case that could
+    differ): it keeps its digest and token counts."""
+    if m is None or m.rewritten or m.restored or m.turn != read.turn:
+        return read
+    return m if m.text == read.text and m.role == read.role else read
 
 
 def _path_messages(store: Store, sid: str, path: list[turn_tree.Turn]) -> list[Message]:

@@ -32,7 +32,6 @@ from nodecode.context.model import (
     message_of,
     snapshot,
     state,
-    take_count,
 )
 from nodecode.errors import UserError
 from nodecode.paths import write_private
@@ -100,28 +99,27 @@ def export(ws: Workspace, sid: str) -> Path:
     with store.atomic():
         record_file_edit(ws, sid)
         st = state(store, sid)
-        number = (
-            len(store.read("SELECT 1 FROM events WHERE session = ? AND kind = 'export'", (sid,)))
-            + 1
-        )
+        log = takelog.of(store, sid)  # what counting the exports and takes in SQL did
+        number = len(log.exports) + 1
         nonce = fileformat.choose_nonce(st.messages)
         text = fileformat.render(ws.store_name, sid, number, nonce, st.messages)
+        first = fileformat.first_line(ws.store_name, sid, number, nonce)
         raw = text.encode("utf-8", "surrogatepass")
         digest = hashlib.sha256(raw).hexdigest()
         store.append(
             sid,
             "export",
             turn=head_turn(store, sid),
-            text=fileformat.first_line(ws.store_name, sid, number, nonce),
+            text=first,
             payload={
                 "number": number,
                 "nonce": nonce,
-                "base": take_count(store, sid),
+                "base": log.takes,
                 "blob": digest,
                 "context": snapshot(store, st.messages, st),
             },
         )
-        _keep_export(store, digest, raw)
+        _keep_export(store, digest, raw, first, st.messages)
     # Written once the export is committed: a crash in between must not leave a
     # file naming an export the log does not have.
     path = context_file(ws, sid)
@@ -138,10 +136,11 @@ def record_file_edit(ws: Workspace, sid: str) -> Event | None:
     store = ws.store
     path = context_file(ws, sid)
     exp = latest_export(store, sid)
-    if exp is None or context_stat(path) is None:
+    st = context_stat(path) if exp is not None else None
+    if exp is None or st is None:
         return None
-    raw = path.read_bytes()
-    digest = hashlib.sha256(raw).hexdigest()
+    raw = path.read_bytes()  # after the stat: a file changed since is a new stamp
+    digest = _file_digest(store, path, st, raw)
     if digest == exp.payload["blob"] or digest in _recorded_files(store, sid):
         return None
     clean = ws.redact(raw)
@@ -154,7 +153,13 @@ def record_file_edit(ws: Workspace, sid: str) -> Event | None:
             return None
     exp = _named_export(store, sid, raw) or exp
     base = export_bytes(store, exp, state(store, sid).path_messages)
-    store.put_blob(raw, base=(exp.payload["blob"], base) if base is not None else None)
+    store.put_blob(
+        raw,
+        base=(exp.payload["blob"], base) if base is not None else None,
+        unit=f"\n[[m:{exp.payload['nonce']} ".encode(),  # the delta's runs are of blocks
+        digest=digest,
+    )
+    store.cache["file-edit"] = (digest, raw)  # the take reads it next, in this process
     return store.append(
         sid,
         "edit",
@@ -179,14 +184,21 @@ def _file_changed(ws: Workspace, sid: str) -> bool:
     exp = latest_export(ws.store, sid)
     if exp is None:
         return False
-    seen = ws.store.cache.setdefault("context-file", {})
+    digest = _file_digest(ws.store, path, st)
+    return digest != exp.payload["blob"] and digest not in _recorded_files(ws.store, sid)
+
+
+def _file_digest(store: Store, path: Path, st: os.stat_result, raw: bytes | None = None) -> str:
+    """The sha256 of the file at ``path`` (its bytes ``raw`` when read, after
+    its stat ``st``), kept per stamp: the check before a take and the take hash it once."""
+    seen = store.cache.setdefault("context-file", {})
     stamp = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     digest = seen.get(stamp)
     if digest is None:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        digest = hashlib.sha256(path.read_bytes() if raw is None else raw).hexdigest()
         seen.clear()
         seen[stamp] = digest
-    return digest != exp.payload["blob"] and digest not in _recorded_files(ws.store, sid)
+    return digest
 
 
 def _named_export(store: Store, sid: str, raw: bytes) -> Event | None:
@@ -233,7 +245,12 @@ def read_edit(store: Store, sid: str, e: Event, order: list[Message], st: State)
     if export_raw is None:
         return Edit(errors=[(None, _UNRENDERED.format(exp.payload["number"]))])
     digest = exp.payload["blob"]
-    raw = store.blob(e.payload["blob"], bases=lambda d: export_raw if d == digest else None) or b""
+    recorded = store.cache.get("file-edit")
+    if recorded is not None and recorded[0] == e.payload["blob"]:
+        raw = recorded[1]  # recorded by this process just before: no delta to decode
+    else:
+        raw = store.blob(e.payload["blob"], bases=lambda d: export_raw if d == digest else None)
+        raw = raw or b""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -245,8 +262,8 @@ def read_edit(store: Store, sid: str, e: Event, order: list[Message], st: State)
                 )
             ]
         )
-    export_text = export_raw.decode("utf-8", "surrogatepass")
-    return read_file_edit(text, export_text, exp.payload["nonce"], st)
+    export_text, exported = export_split(store, exp, export_raw)
+    return read_file_edit(text, export_text, exp.payload["nonce"], st, exported)
 
 
 _UNRENDERED = "export {} no longer renders to the bytes it wrote: run (context) again"
@@ -262,7 +279,7 @@ def export_bytes(store: Store, exp: Event, known: dict[int, Message] | None = No
     digest = exp.payload["blob"]
     kept = store.cache.get("exports", {}).get(digest)
     if kept is not None:
-        return kept
+        return kept[0]
     if "context" not in exp.payload:
         return store.blob(digest)
     snap = decoded(store, exp.session, exp.seq)
@@ -272,14 +289,32 @@ def export_bytes(store: Store, exp: Event, known: dict[int, Message] | None = No
         Message(i, role, blob_text(store, snap.texts[i]) if i in snap.texts else text)
         for i, (role, text) in ((i, texts[i]) for i in snap.order)
     ]
-    first = fileformat.parse_first(exp.text)
-    name = first[0] if first else ""
-    raw = fileformat.render(name, sid, exp.payload["number"], exp.payload["nonce"], messages)
+    parsed = fileformat.parse_first(exp.text)
+    name, number, nonce = parsed[0] if parsed else "", exp.payload["number"], exp.payload["nonce"]
+    raw = fileformat.render(name, sid, number, nonce, messages)
     data = raw.encode("utf-8", "surrogatepass")
     if hashlib.sha256(data).hexdigest() != digest:
         return None
-    _keep_export(store, digest, data)
+    _keep_export(store, digest, data, fileformat.first_line(name, sid, number, nonce), messages)
     return data
+
+
+def export_split(store: Store, exp: Event, data: bytes) -> tuple[str, fileformat.Split]:
+    """Export ``exp``'s text (its bytes ``data``) and ``fileformat.split`` of it:
+    made from the messages it was rendered from when this process rendered them
+    (no parse of 2,000 blocks at each take, and with the blocks' offsets, so
+    the edited file is read against it), else by splitting the text."""
+    kept = store.cache.get("exports", {}).get(exp.payload["blob"])
+    nonce = exp.payload["nonce"]
+    if kept is None or kept[2] is None:
+        text = data.decode("utf-8", "surrogatepass")
+        return text, fileformat.split(text, nonce)
+    if kept[3] is None:
+        kept[3] = (
+            data.decode("utf-8", "surrogatepass"),
+            fileformat.rendered_split(kept[1], nonce, kept[2]),
+        )
+    return kept[3]
 
 
 def _original_texts(
@@ -301,12 +336,16 @@ def _original_texts(
     return out
 
 
-def _keep_export(store: Store, digest: str, data: bytes) -> None:
-    """Keep the newest exports' bytes: the edit recorded and taken next reads them."""
+def _keep_export(
+    store: Store, digest: str, data: bytes, first: str = "", messages: list[Message] | None = None
+) -> None:
+    """Keep the newest exports' bytes (and the first line and messages they
+    were rendered from, for ``export_split``): the edit recorded and taken next
+    reads them."""
     kept: dict = store.cache.setdefault("exports", {})
     if len(kept) >= 2:
         kept.clear()
-    kept[digest] = data
+    kept[digest] = [data, first, messages, None]  # the last: its text and split, once made
 
 
 def file_bytes(store: Store, digest: str) -> bytes | None:
@@ -511,12 +550,12 @@ def check_file(ws: Workspace, sid: str, text: str) -> tuple[dict[str, Any], list
     if exp is None:
         return {"ok": False, "errors": [[1, "no export yet: run (context) first"]]}, None
     st = state(store, sid)
-    stale = exp.payload["base"] < take_count(store, sid)
+    stale = exp.payload["base"] < takelog.of(store, sid).takes
     export_raw = export_bytes(store, exp, st.path_messages)
     if export_raw is None:
         return {"ok": False, "errors": [[1, _UNRENDERED.format(exp.payload["number"])]]}, None
-    export_text = export_raw.decode("utf-8", "surrogatepass")
-    edit = read_file_edit(text, export_text, exp.payload["nonce"], st)
+    export_text, exported = export_split(store, exp, export_raw)
+    edit = read_file_edit(text, export_text, exp.payload["nonce"], st, exported)
     errors = [[line or 1, reason] for line, reason in edit.errors]
     if stale:
         errors.insert(0, [1, STALE])
@@ -543,7 +582,7 @@ def next_order(ws: Workspace, sid: str) -> list[Message]:
     store = ws.store
     st = state(store, sid)
     order = list(st.messages)
-    current = take_count(store, sid)
+    current = takelog.of(store, sid).takes
     for e in pending_edits(store, sid):
         if e.payload.get("base", -1) < current:
             continue

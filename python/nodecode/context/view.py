@@ -96,11 +96,17 @@ def describe(
             f"context.txt: expected an export of {ws.store_name}/{sid} on line 1 "
             f"(found {first[:80]!r}): :NodecodeContext writes a new one"
         )
-    # Rendered again from the order it recorded: since issue 12 an export keeps no blob.
-    raw = (takes.export_bytes(ws.store, exp) or b"").decode("utf-8", "surrogatepass")
+    # An export's bytes are rendered again from the order it recorded (it keeps
+    # no blob since issue 12): reading them as a blob found none, and no blocks.
+    data = takes.export_bytes(ws.store, exp)
+    if data is None:
+        raise UserError(
+            f"context.txt: export {exp.payload['number']} no longer renders to the bytes it "
+            "wrote: :NodecodeContext writes a new one"
+        )
     blocks = [
         {"id": b.id, "role": b.role, "line": b.line, "tokens": count_tokens(b.body, encoding)}
-        for b in fileformat.split(raw, exp.payload["nonce"]).blocks
+        for b in takes.export_split(ws.store, exp, data)[1].blocks
     ]
     return _described(ws, sid, exp, ws.context_file(sid), blocks, scope, config)
 
