@@ -277,13 +277,19 @@ def _grow_to(home, tmp_path, clock: _Hours, sid: str, asks: int) -> None:
 TURN = [{"calls": [{"code": "(list-files)"}]}, {"text": "an answer " * 30}]
 
 
-@pytest.mark.parametrize("ptype", PTYPES)
-def test_an_apps_first_ask_runs_the_same_statements_at_any_session_size(ptype, loopback, tmp_path):
+def _new_session(loopback, tmp_path, ptype: str) -> tuple:
+    """A home configured for a loopback that answers 100 turns, and a new session in it."""
     srv = loopback(TURN * 100)
     home = write_config(tmp_path / "home", srv, ptype)
     app = App.open(home, "default", tmp_path, environ={})
     sid = app.new_session()
     app.close()
+    return home, sid
+
+
+@pytest.mark.parametrize("ptype", PTYPES)
+def test_an_apps_first_ask_runs_the_same_statements_at_any_session_size(ptype, loopback, tmp_path):
+    home, sid = _new_session(loopback, tmp_path, ptype)
     counts, clock = [], _Hours()
     for asks in (6, 24):
         _grow_to(home, tmp_path, clock, sid, asks)
@@ -672,11 +678,7 @@ def test_an_apps_first_ask_reads_as_much_of_the_request_log_at_any_session_size(
     from nodecode.context.sent import sent_of
     from nodecode.store import Store
 
-    srv = loopback(TURN * 100)
-    home = write_config(tmp_path / "home", srv, ptype)
-    app = App.open(home, "default", tmp_path, environ={})
-    sid = app.new_session()
-    app.close()
+    home, sid = _new_session(loopback, tmp_path, ptype)
     reads, clock = [], _Hours()
     for asks in (6, 30):
         _grow_to(home, tmp_path, clock, sid, asks)
