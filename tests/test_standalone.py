@@ -19,23 +19,30 @@ from helpers import FIXTURES, ROOT
 SCANNED = ("tests", "bench", "scripts", ".ci", "Makefile", "pyproject.toml")
 THIS = Path(__file__).resolve()  # holds the bad samples below, so it is not scanned
 
-# A reference to the shared folder as a path, in code, config or prose.
+# A reference to the shared folder as a path, in code, config or prose. The
+# pattern and the bad samples are put together from pieces (the folder's name,
+# the parent step) so that no line of this file is itself such a reference.
+NAME = "shared"
+UP = ".."
 OUTSIDE = re.compile(
-    r"""\.\.[/\\]+shared\b"""  # ../shared, ..\shared
-    r"""|(["'])shared(\1|[/\\])"""  # "shared" or 'shared' as a path part, "shared/..."
-    r"""|\bshared[/\\]+(fixtures|data)\b"""  # shared/fixtures, shared/data
-    r"""|/work/shared\b"""  # this machine's copy
+    re.escape(UP) + r"[/\\]+" + NAME + r"\b"  # the parent step, then the folder
+    r"""|(["'])""" + NAME + r"""(\1|[/\\])"""  # "shared" or 'shared' as a path part
+    r"|\b" + NAME + r"[/\\]+(fixtures|data)\b"  # shared/fixtures, shared/data
+    r"|/work/" + NAME + r"\b"  # this machine's copy
 )
 
 BAD = [
-    'FIXTURES = REPO / ".." / "shared" / "fixtures"',
-    'SHARED = ROOT.parent / "shared"',
-    "SHARED = ROOT.parent / 'shared'",
-    'source = OUT.parents[3] / "shared/data/models.dev-api.json"',
-    "python scripts/derive_models_windows.py ../shared/data/models.dev-api.json",
-    r"open('..\shared\fixtures\x.sse')",
-    '"""Every recorded stream in shared/fixtures, replayed over real HTTP."""',
-    "cp /work/shared/fixtures/*.sse tests/fixtures/",
+    line.format(up=UP, name=NAME)
+    for line in (
+        'FIXTURES = REPO / "{up}" / "{name}" / "fixtures"',
+        'SHARED = ROOT.parent / "{name}"',
+        "SHARED = ROOT.parent / '{name}'",
+        'source = OUT.parents[3] / "{name}/data/models.dev-api.json"',
+        "python scripts/derive_models_windows.py {up}/{name}/data/models.dev-api.json",
+        r"open('{up}\{name}\fixtures\x.sse')",
+        '"""Every recorded stream in {name}/fixtures, replayed over real HTTP."""',
+        "cp /work/{name}/fixtures/*.sse tests/fixtures/",
+    )
 ]
 PROSE = [
     "def test_rounds_are_shared_across_endpoints_and_can_be_added():",
