@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from helpers import run_cli
 from nodecode import evict as evictions
+from nodecode import stubs
 from nodecode import turns as turn_tree
 from nodecode.context import take as takes
 from nodecode.context.model import state
@@ -394,13 +395,13 @@ def test_evict_through_a_turn_and_what_is_refused(session):
 
 
 def test_a_cell_line_in_a_stub():
-    assert evictions.cell_line(';; read the parser\n(read-file "p.py")') == ";; read the parser"
-    assert evictions.cell_line('\n(shell "ls")\n') == ';; (shell "ls")'
-    assert evictions.cell_line("x" * 150) == ";; " + "x" * 100
-    assert evictions.note_lines("one\ntwo\nthree\n") == "note: one\n  two\n  three"
+    assert stubs.cell_line(';; read the parser\n(read-file "p.py")') == ";; read the parser"
+    assert stubs.cell_line('\n(shell "ls")\n') == ';; (shell "ls")'
+    assert stubs.cell_line("x" * 150) == ";; " + "x" * 100
+    assert stubs.note_lines("one\ntwo\nthree\n") == "note: one\n  two\n  three"
 
 
 def test_stub_words_agree_with_their_numbers():
-    text = evictions.stub_text((3, 9), 0, 1, [], [])
+    text = stubs.stub_text((3, 9), 0, 1, [], [])
     assert text.startswith("[history evicted: seq 3–9 · 0 turns · 1 round · recall: ")
-    assert " · 1 turn · 2 rounds · " in evictions.stub_text((3, 9), 1, 2, [], [])
+    assert " · 1 turn · 2 rounds · " in stubs.stub_text((3, 9), 1, 2, [], [])

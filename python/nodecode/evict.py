@@ -1,5 +1,5 @@
-"""Warn and evict (SPEC §4): what each request does about the budget, the stub
-that stands where evicted history was, and eviction by hand.
+"""Warn and evict (SPEC §4): what each request does about the budget, and
+eviction by hand (the stub that stands where evicted history was: ``stubs``).
 
 At each request, after the take: over 85% of the budget and already warned
 (or over the whole budget) → evict down to 50%; over 85% and not warned →
@@ -23,22 +23,20 @@ from typing import TYPE_CHECKING, Any
 
 from nodecode import budget as budgets
 from nodecode import turns as turn_tree
-from nodecode.cells.reader import first_comment
 from nodecode.context.arrange import Arranged
 from nodecode.context.model import Message, State, message_of, snapshot, state
 from nodecode.errors import ContextOverflow, DoesNotFit, UserError
 from nodecode.paths import write_private
 from nodecode.session import Lease
 from nodecode.store import Store
+from nodecode.stubs import CONTENT, Unit, cell_line, runs, stub_payload, stub_text
 from nodecode.words import plural
 from nodecode.workspace import Workspace
 
 if TYPE_CHECKING:
     from nodecode.config import Config
 
-CONTENT = ("user", "assistant", "call", "tool")
 WARNING_PREFIX = "[context at "
-CELL_LINE_MAX = 100
 
 
 def warning_text(fill: int, budget: int) -> str:
@@ -261,17 +259,6 @@ def _requests(store: Store, sid: str, turn: int | None) -> list[int]:
     ]
 
 
-@dataclass
-class Unit:
-    """Messages that are evicted together: a finished turn, or one round of the
-    running turn (``round`` not None), or the restored messages of either."""
-
-    key: Hashable
-    turn: int | None
-    round: int | None
-    ids: list[int] = field(default_factory=list)
-
-
 def units(store: Store, sid: str, st: State, protect: set[int]) -> list[Unit]:
     """Everything evictable, in eviction order."""
     order = st.messages
@@ -308,106 +295,6 @@ def _protected(m: Message, owner: int | None, protect: set[int], running: int | 
     if m.id not in protect:
         return False
     return m.role in CONTENT or owner == running
-
-
-# -- the stub ------------------------------------------------------------------------
-
-
-def cell_line(code: str) -> str:
-    """A cell in a stub: its ``;;`` first line, or ``;; `` and its first line, cut."""
-    comment = first_comment(code)
-    if comment is not None:
-        return ";; " + comment
-    first = next((line.strip() for line in code.splitlines() if line.strip()), "")
-    return ";; " + first[:CELL_LINE_MAX]
-
-
-def note_lines(text: str) -> str:
-    lines = text.rstrip("\n").split("\n")
-    return "note: " + lines[0] + "".join("\n  " + line for line in lines[1:])
-
-
-def stub_text(
-    span: tuple[int, int], turns: int, rounds: int, cells: list[str], notes: list[str]
-) -> str:
-    a, b = span
-    head = f"[history evicted: seq {a}\u2013{b} \u00b7 {plural(turns, 'turn')}"
-    if rounds:
-        head += f" \u00b7 {plural(rounds, 'round')}"
-    head += f' \u00b7 recall: (recall-log :match "text" :before {b + 1})]'
-    return "\n".join([head, *cells, *(note_lines(n) for n in notes)])
-
-
-@dataclass
-class _Run:
-    """One maximal run of evicted messages (and stubs next to them)."""
-
-    members: list[Message]
-    evicted: list[Message]
-
-
-def _stub_payload(run: _Run, unit_of: dict[int, Unit]) -> dict[str, Any]:
-    content = [m.id for m in run.evicted if m.role in CONTENT] or [m.id for m in run.evicted]
-    lows, highs = list(content), list(content)
-    of_turns: set[int] = set()
-    of_rounds: set[tuple[int, int]] = set()
-    cells: list[str] = []
-    notes: list[str] = []
-    replaces = []
-    evicted = {m.id for m in run.evicted}
-    for m in run.members:
-        if m.role == "stub" and m.id not in evicted:
-            p = m.payload
-            lows.append(p.get("span", [m.id, m.id])[0])
-            highs.append(p.get("span", [m.id, m.id])[1])
-            of_turns.update(p.get("of_turns", []))
-            of_rounds.update(tuple(r) for r in p.get("of_rounds", []))
-            cells += p.get("cells", [])
-            notes += p.get("notes", [])
-            replaces.append(m.id)
-            continue
-        unit = unit_of[m.id]
-        if unit.round is None and unit.turn is not None:
-            of_turns.add(unit.turn)
-        elif unit.round is not None and unit.turn is not None:
-            of_rounds.add((unit.turn, unit.round))
-        if m.role == "call":
-            cells.append(cell_line(m.text))
-        elif m.role == "note":
-            notes.append(m.text)
-    span = [min(lows), max(highs)]
-    return {
-        "span": span,
-        "turns": len(of_turns),
-        "rounds": len(of_rounds),
-        "cells": cells,
-        "notes": notes,
-        "of_turns": sorted(of_turns),
-        "of_rounds": sorted(list(r) for r in of_rounds),
-        "replaces": replaces,
-    }
-
-
-def _runs(order: list[Message], evicted: set[int]) -> list[_Run | Message]:
-    """The order as kept messages and runs of evicted ones (stubs next to them join)."""
-    out: list[_Run | Message] = []
-    pending: list[Message] = []
-
-    def close() -> None:
-        if any(m.id in evicted for m in pending):
-            out.append(_Run(list(pending), [m for m in pending if m.id in evicted]))
-        else:
-            out.extend(pending)
-        pending.clear()
-
-    for m in order:
-        if m.id in evicted or m.role == "stub":
-            pending.append(m)
-        else:
-            close()
-            out.append(m)
-    close()
-    return out
 
 
 # -- evicting ------------------------------------------------------------------------
@@ -513,11 +400,11 @@ def _apply(
     with store.atomic():
         order: list[Message] = []
         stubs: list[Message] = []
-        for item in _runs(st.messages, evicted):
+        for item in runs(st.messages, evicted):
             if isinstance(item, Message):
                 order.append(item)
                 continue
-            payload = _stub_payload(item, unit_of)
+            payload = stub_payload(item, unit_of)
             text = stub_text(
                 tuple(payload["span"]),
                 payload["turns"],

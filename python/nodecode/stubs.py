@@ -1,0 +1,123 @@
+"""The stub that stands where evicted history was (SPEC §4): what one evicted
+run of messages becomes, and the units that are evicted together."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodecode.cells.reader import first_comment
+from nodecode.context.model import Message
+from nodecode.words import plural
+
+CONTENT = ("user", "assistant", "call", "tool")
+CELL_LINE_MAX = 100
+
+
+@dataclass
+class Unit:
+    """Messages that are evicted together: a finished turn, or one round of the
+    running turn (``round`` not None), or the restored messages of either."""
+
+    key: Hashable
+    turn: int | None
+    round: int | None
+    ids: list[int] = field(default_factory=list)
+
+
+def cell_line(code: str) -> str:
+    """A cell in a stub: its ``;;`` first line, or ``;; `` and its first line, cut."""
+    comment = first_comment(code)
+    if comment is not None:
+        return ";; " + comment
+    first = next((line.strip() for line in code.splitlines() if line.strip()), "")
+    return ";; " + first[:CELL_LINE_MAX]
+
+
+def note_lines(text: str) -> str:
+    lines = text.rstrip("\n").split("\n")
+    return "note: " + lines[0] + "".join("\n  " + line for line in lines[1:])
+
+
+def stub_text(
+    span: tuple[int, int], turns: int, rounds: int, cells: list[str], notes: list[str]
+) -> str:
+    a, b = span
+    head = f"[history evicted: seq {a}\u2013{b} \u00b7 {plural(turns, 'turn')}"
+    if rounds:
+        head += f" \u00b7 {plural(rounds, 'round')}"
+    head += f' \u00b7 recall: (recall-log :match "text" :before {b + 1})]'
+    return "\n".join([head, *cells, *(note_lines(n) for n in notes)])
+
+
+@dataclass
+class Run:
+    """One maximal run of evicted messages (and stubs next to them)."""
+
+    members: list[Message]
+    evicted: list[Message]
+
+
+def stub_payload(run: Run, unit_of: dict[int, Unit]) -> dict[str, Any]:
+    content = [m.id for m in run.evicted if m.role in CONTENT] or [m.id for m in run.evicted]
+    lows, highs = list(content), list(content)
+    of_turns: set[int] = set()
+    of_rounds: set[tuple[int, int]] = set()
+    cells: list[str] = []
+    notes: list[str] = []
+    replaces = []
+    evicted = {m.id for m in run.evicted}
+    for m in run.members:
+        if m.role == "stub" and m.id not in evicted:
+            p = m.payload
+            lows.append(p.get("span", [m.id, m.id])[0])
+            highs.append(p.get("span", [m.id, m.id])[1])
+            of_turns.update(p.get("of_turns", []))
+            of_rounds.update(tuple(r) for r in p.get("of_rounds", []))
+            cells += p.get("cells", [])
+            notes += p.get("notes", [])
+            replaces.append(m.id)
+            continue
+        unit = unit_of[m.id]
+        if unit.round is None and unit.turn is not None:
+            of_turns.add(unit.turn)
+        elif unit.round is not None and unit.turn is not None:
+            of_rounds.add((unit.turn, unit.round))
+        if m.role == "call":
+            cells.append(cell_line(m.text))
+        elif m.role == "note":
+            notes.append(m.text)
+    span = [min(lows), max(highs)]
+    return {
+        "span": span,
+        "turns": len(of_turns),
+        "rounds": len(of_rounds),
+        "cells": cells,
+        "notes": notes,
+        "of_turns": sorted(of_turns),
+        "of_rounds": sorted(list(r) for r in of_rounds),
+        "replaces": replaces,
+    }
+
+
+def runs(order: list[Message], evicted: set[int]) -> list[Run | Message]:
+    """The order as kept messages and runs of evicted ones (stubs next to them join)."""
+    out: list[Run | Message] = []
+    pending: list[Message] = []
+
+    def close() -> None:
+        if any(m.id in evicted for m in pending):
+            out.append(Run(list(pending), [m for m in pending if m.id in evicted]))
+        else:
+            out.extend(pending)
+        pending.clear()
+
+    for m in order:
+        if m.id in evicted or m.role == "stub":
+            pending.append(m)
+        else:
+            close()
+            out.append(m)
+    close()
+    return out
