@@ -44,7 +44,7 @@ M.actions = {
       if not context.state(0) then
         return require('nodecode.message').info('restore works in the context buffer (:NodecodeContext)')
       end
-      local ok, err = pcall(context.pick_removed, 0)
+      local ok, err = pcall(require('nodecode.ui.context.restore').pick_removed, 0)
       if not ok then
         require('nodecode.message').caught(err)
       end

@@ -198,7 +198,7 @@ local function restore(item)
   end
   for _, m in ipairs(rpc().removed()) do
     if m.id == item.seq then
-      return require('nodecode.ui.context').restore(m.id, m.role)
+      return require('nodecode.ui.context.restore').restore(m.id, m.role)
     end
   end
   message.warn('seq %d is not a removed message of this context (nothing to restore)', item.seq)

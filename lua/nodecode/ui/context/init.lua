@@ -234,7 +234,7 @@ end
 
 --- The window to open the buffer in, per context.position.
 ---@return integer
-local function target_window()
+function M.target_window()
   local pos = require('nodecode.config').get().context.position
   local ft = vim.bo.filetype
   if pos == 'current' and (ft == 'nodecode-chat' or ft == 'nodecode-input' or ft == 'nodecode-tree') then
@@ -274,39 +274,6 @@ local function load(data, win)
   return buf
 end
 
----@param path string
----@return string?
-local function disk_first_line(path)
-  local f = io.open(path, 'rb')
-  if not f then
-    return nil
-  end
-  local line = f:read('*l')
-  f:close()
-  return line
-end
-
---- `export 3` for the line 1 of an export (the line itself when it is none).
----@param first string
----@return string
-function M.export_name(first)
-  local n = first:match('^%[%[export %S+ (%d+) %w+%]%]$')
-  return n and ('export ' .. n) or first
-end
-
---- What to tell the person about a modified context buffer before a new
---- export: each way out it names works from where they are.
----@param st nodecode.ContextState
----@return string
-function M.unsaved_words(st)
-  local disk = disk_first_line(st.path)
-  if disk and disk ~= st.first then
-    return ('the context buffer edits %s but %s is on disk: :e! loads it (yank your '
-      .. 'unsaved changes first)'):format(M.export_name(st.first), M.export_name(disk))
-  end
-  return 'the context buffer has unsaved changes: :w saves them as an edit, :e! drops them'
-end
-
 --- :NodecodeContext — export, then open context.txt with folds and marks.
 ---@return integer buf
 function M.open()
@@ -314,12 +281,12 @@ function M.open()
   for buf, st in pairs(states) do
     if api.nvim_buf_is_loaded(buf) and vim.bo[buf].modified and st.session == pinned then
       vim.cmd('drop ' .. vim.fn.fnameescape(api.nvim_buf_get_name(buf)))
-      message().warn('%s', M.unsaved_words(st))
+      message().warn('%s', require('nodecode.ui.context.write').unsaved_words(st))
       return buf
     end
   end
   local data = rpc().context()
-  local buf = load(data, target_window())
+  local buf = load(data, M.target_window())
   M.attach(buf, data)
   require('nodecode.ui.status').refresh()
   return buf
@@ -410,71 +377,6 @@ function M.on_event(ev)
       end
     end)
   end
-end
-
--- Restoring -------------------------------------------------------------
-
---- Insert the restore header of message `id` into `buf` at its place
---- (before the first block with a higher ID); returns its line.
----@param buf integer
----@param id integer
----@param role string
----@return integer lnum
-function M.insert_header(buf, id, role)
-  local st = assert(states[buf], 'not a context buffer')
-  st.blocks = view().scan(buf, st)
-  local at = api.nvim_buf_line_count(buf) + 1
-  for _, b in ipairs(st.blocks) do
-    if b.id == id then
-      error(('nodecode: message %d is in the buffer already (line %d)'):format(id, b.line), 0)
-    end
-    if b.id > id then
-      at = b.line
-      break
-    end
-  end
-  local header = ('[[m:%s %d %s]]'):format(st.nonce, id, role)
-  api.nvim_buf_set_lines(buf, at - 1, at - 1, false, { header })
-  view().refresh(buf)
-  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
-    api.nvim_win_set_cursor(win, { at, 0 })
-  end
-  return at
-end
-
---- Restore message `id` into the open context buffer (or say how to).
----@param id integer
----@param role string
-function M.restore(id, role)
-  local buf = M.find()
-  if not buf then
-    return message().info('open the context buffer (:NodecodeContext) first, then restore message %d', id)
-  end
-  local lnum = M.insert_header(buf, id, role)
-  -- `:w` is what comes next: it must reach this buffer, not the chat the
-  -- picker was opened from.
-  local win = vim.fn.win_findbuf(buf)[1]
-  if not win then
-    win = target_window()
-    api.nvim_win_set_buf(win, buf)
-    api.nvim_win_set_cursor(win, { lnum, 0 })
-  end
-  api.nvim_set_current_win(win)
-  vim.cmd('stopinsert')
-  message().info('message %d goes back into the context at line %d: :w to save the edit', id, lnum)
-end
-
---- The restore action: pick a removed message, insert its header.
----@param buf? integer
-function M.pick_removed(buf)
-  buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
-  local items = rpc().removed()
-  if #items == 0 then
-    return message().info('nothing to restore: every message of the path is in the context')
-  end
-  require('nodecode.ui.picker').removed(items, function(item)
-    M.insert_header(buf, item.id, item.role)
-  end)
 end
 
 return M

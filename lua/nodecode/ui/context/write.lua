@@ -30,6 +30,27 @@ local function disk_first_line(path)
   return line
 end
 
+--- `export 3` for the line 1 of an export (the line itself when it is none).
+---@param first string
+---@return string
+function M.export_name(first)
+  local n = first:match('^%[%[export %S+ (%d+) %w+%]%]$')
+  return n and ('export ' .. n) or first
+end
+
+--- What to tell the person about a modified context buffer before a new
+--- export: each way out it names works from where they are.
+---@param st nodecode.ContextState
+---@return string
+function M.unsaved_words(st)
+  local disk = disk_first_line(st.path)
+  if disk and disk ~= st.first then
+    return ('the context buffer edits %s but %s is on disk: :e! loads it (yank your '
+      .. 'unsaved changes first)'):format(M.export_name(st.first), M.export_name(disk))
+  end
+  return 'the context buffer has unsaved changes: :w saves them as an edit, :e! drops them'
+end
+
 ---@param path string
 ---@param text string
 ---@return boolean ok, string? err
@@ -116,7 +137,7 @@ function M.write(buf, target)
   end
   local disk = disk_first_line(name)
   if disk and disk ~= st.first then
-    local name = require('nodecode.ui.context').export_name
+    local name = M.export_name
     return refuse(buf, { { 1, ('a newer export is on disk (%s; this buffer edits %s): '
       .. ':e! loads it, dropping your unsaved changes (yank them first)'):format(name(disk), name(st.first)) } })
   end
