@@ -223,18 +223,18 @@ def test_a_request_encodes_only_what_the_requests_before_it_did_not_send(
     assert encoded < 0.05 * sum(map(len, bodies)), (encoded, sum(map(len, bodies)))
 
 
-def _traced(app: App, fn, *args) -> tuple[list[str], int]:
-    """The SQL statements ``fn`` runs on the App's store (not those its triggers
-    and the full-text index run inside them), and the SQLite VM steps, in hundreds,
-    those statements take: how much of the store it reads."""
-    statements: list[str] = []
-    steps = [0]
+def _run_traced(app: App, fn, *args) -> list[list]:
+    """Each SQL statement ``fn`` runs on the App's store, in order, with the SQLite
+    VM steps (in hundreds) it took: ``[text, steps]``. Statements that triggers and
+    the full-text index run inside others start with ``--``."""
+    run: list[list] = []
 
     def trace(sql: str) -> None:
-        statements.append(sql)
+        run.append([sql, 0])
 
     def step() -> int:
-        steps[0] += not statements[-1].startswith("--")
+        if run:
+            run[-1][1] += 1
         return 0
 
     app.store.db.set_trace_callback(trace)
@@ -244,7 +244,15 @@ def _traced(app: App, fn, *args) -> tuple[list[str], int]:
     finally:
         app.store.db.set_trace_callback(None)
         app.store.db.set_progress_handler(None, 0)
-    return [s for s in statements if not s.startswith("--")], steps[0]
+    return run
+
+
+def _traced(app: App, fn, *args) -> tuple[list[str], int]:
+    """The SQL statements ``fn`` runs on the App's store (not those its triggers
+    and the full-text index run inside them), and the SQLite VM steps, in hundreds,
+    those statements take: how much of the store it reads."""
+    own = [(sql, n) for sql, n in _run_traced(app, fn, *args) if not sql.startswith("--")]
+    return [sql for sql, _ in own], sum(n for _, n in own)
 
 
 class _Hours:
@@ -648,23 +656,8 @@ def test_a_second_app_on_a_store_encodes_only_what_was_never_sent(
 def _traced_by_statement(app: App, fn, *args) -> dict[str, int]:
     """The SQLite VM steps, in hundreds, of each statement ``fn`` runs (by its text)."""
     steps: dict[str, int] = {}
-    current = [""]
-
-    def trace(sql: str) -> None:
-        current[0] = sql
-        steps.setdefault(sql, 0)
-
-    def step() -> int:
-        steps[current[0]] += 1
-        return 0
-
-    app.store.db.set_trace_callback(trace)
-    app.store.db.set_progress_handler(step, 100)
-    try:
-        fn(*args)
-    finally:
-        app.store.db.set_trace_callback(None)
-        app.store.db.set_progress_handler(None, 0)
+    for sql, n in _run_traced(app, fn, *args):
+        steps[sql] = steps.get(sql, 0) + n
     return steps
 
 
