@@ -55,14 +55,18 @@ def nvim_env(tmp_path_factory: pytest.TempPathFactory):
     mp.undo()
 
 
-def configure(home: Path, server: Any, **extra: Any) -> Path:
-    """Write HOME/config.jsonc pointing at a loopback server (Anthropic wire format)."""
+def configure(
+    home: Path, server: Any, model_fields: dict[str, Any] | None = None, **extra: Any
+) -> Path:
+    """Write HOME/config.jsonc pointing at a loopback server (Anthropic wire format);
+    ``model_fields`` go on the model's entry in the provider's ``models``."""
+    provider: dict[str, Any] = {"type": "anthropic", "base_url": server.url, "api_key_env": None}
+    if model_fields is not None:
+        provider["models"] = [{"id": "loopback-model", **model_fields}]
     config = {
         "provider": "loopback",
         "model": "loopback-model",
-        "providers": {
-            "loopback": {"type": "anthropic", "base_url": server.url, "api_key_env": None}
-        },
+        "providers": {"loopback": provider},
         **extra,
     }
     home.mkdir(parents=True, exist_ok=True)

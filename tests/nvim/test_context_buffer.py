@@ -26,18 +26,7 @@ ROUNDS = [
 def two_turns(home: Path, workspace: Path, loopback):
     """A session with two finished turns (user 1, assistant 3, user 4, assistant 6)."""
     srv = loopback(ROUNDS, cache_min_tokens=1)
-    configure(
-        home,
-        srv,
-        providers={
-            "loopback": {
-                "type": "anthropic",
-                "base_url": srv.url,
-                "api_key_env": None,
-                "models": [{"id": "loopback-model", "cache_min_tokens": 1}],
-            }
-        },
-    )
+    configure(home, srv, model_fields={"cache_min_tokens": 1})
     make_session(home, workspace, ["first question", "second question"])
     return srv
 

@@ -25,18 +25,7 @@ def two_turns(home: Path, workspace: Path, loopback):
         [{"text": "first answer\nits second line"}, {"text": "second answer"}, {"text": "third"}],
         cache_min_tokens=1,
     )
-    configure(
-        home,
-        srv,
-        providers={
-            "loopback": {
-                "type": "anthropic",
-                "base_url": srv.url,
-                "api_key_env": None,
-                "models": [{"id": "loopback-model", "cache_min_tokens": 1}],
-            }
-        },
-    )
+    configure(home, srv, model_fields={"cache_min_tokens": 1})
     make_session(home, workspace, ["first question", "second question"])
     return srv
 

@@ -91,18 +91,7 @@ def small_window(home: Path, workspace: Path, loopback):
     fixed = report["parts"]["system"] + report["parts"]["tools"]
     app.close()
     window = round(fixed / 0.14 / 0.75)  # the budget is three quarters of it
-    configure(
-        home,
-        srv,
-        providers={
-            "loopback": {
-                "type": "anthropic",
-                "base_url": srv.url,
-                "api_key_env": None,
-                "models": [{"id": "loopback-model", "context_window": window}],
-            }
-        },
-    )
+    configure(home, srv, model_fields={"context_window": window})
     return ask_all(home, workspace, ["first question", "second question", "third question"])
 
 
