@@ -313,7 +313,7 @@ def _openai_wire(arr: Arranged) -> tuple[list[dict[str, Any]], list[bytes]]:
         msgs.append(msg)
         texts.append(text)
     arr.memo["openai-wire"] = (ends, msgs, texts)
-    if not any(m.role == "thinking" for m in arr.out):
+    if not arr.series("thinking", False, lambda seen, m: seen or m.role == "thinking")[-1]:
         return msgs, texts
     # reasoning alone (a reply that only thought) is no message a server takes
     shown = [k for k, m in enumerate(msgs) if not _reasoning_only(m)]
