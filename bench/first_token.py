@@ -22,9 +22,10 @@ so the body's parse is in neither path (the loopback provider's parse of a
   sent before. Everything the request path keeps per App — the session's state,
   the take log, the arrangement, the sent list, the cache ledger, the provider's
   client and connection — is made inside the clock; what it keeps per process
-  by content — token counts and digests of messages with the same id, role and
-  text, encoded blocks, the TLS context, the parsed config text — is warm, as
-  in a host opening a second App on its store. A cold process (imports, the
+  by content — the message read from a row of the same seq, role, turn, text and
+  payload (``model._ROWS``) with its digest, token counts, encoded blocks and runs
+  and prefix hashes, the TLS context, the parsed config text — is warm, as in a
+  host opening a second App on its store. The rows are read inside the clock. A cold process (imports, the
   tiktoken ranks, all of those tables) is a different thing and not measured.
 * raw httpx: the very bodies nodecode sent for those two asks (recorded once
   by the same server with ``--save``), POSTed with ``json=`` as nodecode's

@@ -19,7 +19,8 @@ parses a body). Then:
   and of the 2,000-message one after 1 and after 50 taken edits. In each copy,
   App.open off the clock, then three ``Agent.ask`` timed from the call to its
   return (the reply logged and the turn finished): the App's first ask (the
-  session's state read from the store), a second one (warm, as in a running
+  session's state read from the store, in a process warm by content as
+  first_token.py's cold App is), a second one (warm, as in a running
   host), and a third whose turn has two rounds (a ``read-file`` call, then the
   reply), timed from the call's result to the return: a round inside a
   running turn. Goals: 2,000 ≤ 2× 200; 50 takes ≤ 1.5× 1 take.

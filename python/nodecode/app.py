@@ -43,6 +43,7 @@ class App:
         self.cwd = cwd
         self.environ = environ
         self.store: Store = open_store(home, store_name)
+        self._config_path = os.fspath(self.home / "config.jsonc")  # stat at every read
         self._key: tuple[str | None, str | None] | None = None
         self._key_lock = threading.Lock()
         # ((the file's stamp, the runtime choice), the config they gave)
@@ -100,7 +101,7 @@ class App:
 
     def _config_stamp(self) -> tuple[int, ...] | None:
         try:
-            st = (self.home / "config.jsonc").stat()
+            st = os.stat(self._config_path)
         except OSError:
             return None
         return (st.st_mtime_ns, st.st_size, st.st_ino)
@@ -222,15 +223,16 @@ class App:
         """The configured provider; one HTTP client per App, reused across turns."""
         from nodecode.providers import make_provider
 
-        cfg = self.config.require_provider(self.environ)
+        config = self.config
+        cfg = config.require_provider(self.environ)
         key = (
             cfg.type,
             cfg.id,
             cfg.base_url,
             self._api_key(),
-            self.config.max_retries,
-            self.config.retry_backoff,
-            self.config.timeout,
+            config.max_retries,
+            config.retry_backoff,
+            config.timeout,
         )
         if getattr(self, "_provider_key", None) != key:
             self._provider = make_provider(

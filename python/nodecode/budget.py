@@ -451,7 +451,8 @@ class Meter:
         if n is None:
             n = self.text(message_text(m)) + MESSAGE_OVERHEAD
             self.cache[key] = n
-        memo = (key, n, m.role not in ("call", "tool", "thinking") and not m.text.strip())
+        blank = not m.text or m.text.isspace()  # what strip() would empty, copying nothing
+        memo = (key, n, m.role not in ("call", "tool", "thinking") and blank)
         m.__dict__[self._memo] = memo
         return memo
 

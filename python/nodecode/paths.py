@@ -25,6 +25,8 @@ def ensure_dir(path: Path) -> Path:
     """Create ``path`` (and parents) as 0700 directories. An existing directory
     keeps its mode: it may be the person's (``--home /tmp`` must not lock every
     other user out of /tmp)."""
+    if path.is_dir():  # the common case: one stat, not one per parent
+        return path
     # mkdir(parents=True) gives the parents it creates the umask's mode, not ``mode``.
     missing = [p for p in (path, *path.parents) if not p.exists()]
     path.mkdir(parents=True, exist_ok=True, mode=0o700)

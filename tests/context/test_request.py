@@ -231,6 +231,10 @@ def test_a_request_made_from_the_previous_ones_parts_is_the_one_made_afresh():
             got, want = build(new, **KW, marks=at(marks_b)), build(fresh, **KW, marks=at(marks_b))
             assert new.out == fresh.out
             assert encode_body(got.body) == encode_body(want.body)
+            # Objects that never went into a request (nothing kept on them) make it too.
+            clean = [Message(m.id, m.role, m.text, m.turn, m.payload) for m in second]
+            plain = build(Arranged(clean), **KW, marks=at(marks_b))
+            assert encode_body(plain.body) == encode_body(want.body)
             assert got.sent == want.sent and got.breakpoints == want.breakpoints
             assert meter.tokens(new) == meter.tokens(fresh)
             assert cache_state.prefix_keys(scope, new) == cache_state.prefix_keys(scope, fresh)

@@ -40,7 +40,8 @@ BEGINS = Message(0, "user", CONTEXT_BEGINS)  # one object, for the same reason
 
 
 def _kept(m: Message) -> bool:
-    return m.role in ("call", "tool", "thinking") or bool(m.text.strip())
+    text = m.text  # not blank: isspace() tests what strip() would remove, copying nothing
+    return m.role in ("call", "tool", "thinking") or (bool(text) and not text.isspace())
 
 
 def sends_thinking(m: Message, provider_type: str, send_back: bool) -> bool:

@@ -307,7 +307,11 @@ def _path_messages(store: Store, sid: str, path: list[turn_tree.Turn]) -> list[M
 
 def _message_of_row(row: tuple) -> Message:
     """The message a (seq, role, turn, text, packed payload) row logged, made as
-    ``message_of`` makes it, without the Event between."""
+    ``message_of`` makes it, without the Event between; the very object made of
+    the same row before, in any App of the process (see ``_ROWS``)."""
+    hit = _ROWS.get(row)
+    if hit is not None:
+        return hit
     m = object.__new__(Message)
     m.__dict__.update(
         id=row[0],
@@ -321,7 +325,19 @@ def _message_of_row(row: tuple) -> Message:
         m.__dict__["payload"] = {}
     else:  # decoded when read (see _Payload); a call's digest's key (see Message.digest)
         m.__dict__["_nc_packed"] = row[4]
+    if len(_ROWS) >= MAX_ROWS:
+        _ROWS.clear()
+    _ROWS[row] = m
     return m
+
+
+# Messages for the process by the row they were read from: a message is immutable
+# and all that is kept on it (digest, token counts, encoded blocks, prefix hashes)
+# is made of its id, role, turn, text and payload, which the row is. An App opening
+# a store this process has read (a host's App for a second directory, a state read
+# again after a take) gets the objects with all of that already made.
+_ROWS: dict[tuple, Message] = {}
+MAX_ROWS = 100_000
 
 
 class _Payload:

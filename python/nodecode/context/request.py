@@ -170,11 +170,9 @@ def _anthropic_wire(
         side, j = sides[i - first], i + 1
         while j < n and sides[j - first] is side:
             j += 1
-        if j == i + 1:  # most runs are one block: made inline
-            block, text = _block_of(out[i], ttl_at.get(i))
-            msg, text = {"role": side, "content": [block]}, _HEADS[side] + text + b"]}"
-        else:
-            msg, text = _anthropic_message(out, i, j, ttl_at)
+        msg, text = (
+            _run_of(out, i, j, ttl_at) if i not in ttl_at else _anthropic_message(out, i, j, ttl_at)
+        )
         starts.append(i)
         ends.append(j)
         msgs.append(msg)
@@ -182,6 +180,33 @@ def _anthropic_wire(
         i = j
     arr.memo["anthropic-wire"] = (starts, ends, msgs, texts, set(ttl_at))
     return msgs, texts
+
+
+def _run_of(
+    out: list[Message], i: int, j: int, ttl_at: dict[int, float]
+) -> tuple[dict[str, Any], bytes]:
+    """``_anthropic_message`` of ``out[i:j]``, kept on its first message with the
+    run's messages: the same objects (a state read again in any App of the process
+    holds them, see ``model._ROWS``) make the same wire message, so a new App's first
+    request encodes only what no App sent before. A breakpoint inside makes it anew."""
+    first = out[i]
+    memo = first.__dict__.get("_nc_run")
+    if j == i + 1:
+        if memo is not None and memo[0] is None:
+            return memo[1], memo[2]
+        block, text = _block_of(first)
+        side = _SIDES.get(first.role, "user")
+        msg, text = {"role": side, "content": [block]}, _HEADS[side] + text + b"]}"
+        first.__dict__["_nc_run"] = (None, msg, text)
+        return msg, text
+    if ttl_at and any(k in ttl_at for k in range(i + 1, j)):
+        return _anthropic_message(out, i, j, ttl_at)
+    rest = tuple(islice(out, i + 1, j))
+    if memo is not None and memo[0] == rest:
+        return memo[1], memo[2]
+    msg, text = _anthropic_message(out, i, j, ttl_at)
+    first.__dict__["_nc_run"] = (rest, msg, text)
+    return msg, text
 
 
 def _anthropic_message(
