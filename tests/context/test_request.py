@@ -241,3 +241,42 @@ def test_a_request_made_from_the_previous_ones_parts_is_the_one_made_afresh():
             assert meter.tokens(fresh)[-1] == meter.total(second)
 
     check()
+
+
+def test_a_growing_context_keeps_the_thinking_its_format_sends():
+    """Arranged request after request, the context growing (or rewritten) and the
+    model changing, what is sent is what a fresh ``sendable`` makes of it."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from nodecode.context.arrange import arranged, sendable
+
+    def thinking(i, fmt):
+        return Message(i, "thinking", f"thought {i}", payload={"format": fmt, "block": {}})
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.data())
+    def check(data):
+        cache: dict = {}
+        msgs: list[Message] = []
+        for step in range(data.draw(st.integers(1, 5))):
+            # The model may change between requests (another provider, send_back).
+            ptype = data.draw(st.sampled_from(["anthropic", "openai"]))
+            send_back = data.draw(st.booleans())
+            if msgs and data.draw(st.booleans()):  # a take: the list read again, changed
+                k = data.draw(st.integers(0, len(msgs) - 1))
+                msgs = msgs[:k] + msgs[k + 1 :]
+            else:
+                msgs = list(msgs)  # a new list, as each state read gives
+            for i in range(data.draw(st.integers(0, 4))):
+                seq = 10 * step + i + 1
+                kind = data.draw(st.sampled_from(["user", "reply", "anthropic", "openai"]))
+                if kind in ("anthropic", "openai"):
+                    msgs.append(thinking(seq, kind))
+                else:
+                    msgs.append(user(seq) if kind == "user" else reply(seq))
+            got = arranged(cache, "s", msgs, ptype, send_back)
+            assert got.messages == sendable(msgs, ptype, send_back)
+            if got.messages == msgs:
+                assert got.messages is msgs  # none dropped: the very list, for the next reuse
+
+    check()

@@ -54,13 +54,31 @@ def sends_thinking(m: Message, provider_type: str, send_back: bool) -> bool:
     return send_back and fmt == "openai"
 
 
-def sendable(messages: list[Message], provider_type: str, send_back: bool) -> list[Message]:
+def sendable(
+    messages: list[Message],
+    provider_type: str,
+    send_back: bool,
+    previous: Arranged | None = None,
+) -> list[Message]:
     """``messages`` without the thinking this request does not carry (the same list
-    object when none is dropped, so the next request's reuse sees it unchanged)."""
-    kept = [
-        m for m in messages if m.role != "thinking" or sends_thinking(m, provider_type, send_back)
+    object when none is dropped, so the next request's reuse sees it unchanged).
+    Given the session's ``previous`` arrangement of the same wire format, whose
+    messages these begin with (the context only grew), only the new ones are tested."""
+    start, head = 0, None
+    if previous is not None and previous.format == (provider_type, send_back):
+        source = previous.source
+        if source is not None and _same_objects(source, messages) == len(source):
+            start, head = len(source), previous.messages
+    tail = [
+        m
+        for m in islice(messages, start, None)
+        if m.role != "thinking" or sends_thinking(m, provider_type, send_back)
     ]
-    return messages if len(kept) == len(messages) else kept
+    if head is None:
+        return messages if len(tail) == len(messages) else tail
+    if head is previous.source and len(tail) == len(messages) - start:
+        return messages  # nothing dropped, before or now
+    return head + tail
 
 
 def arrange(messages: list[Message]) -> list[Message]:
@@ -239,6 +257,10 @@ class Arranged:
 
     def __init__(self, messages: list[Message], previous: Arranged | None = None):
         self.messages = messages
+        # What ``sendable`` made ``messages`` of, and for which wire format (set by
+        # ``arranged``): the next request tests only the messages added to it.
+        self.source: list[Message] | None = None
+        self.format: tuple[str, bool] | None = None
         self.batched = _Batched.of(messages, previous.batched if previous is not None else None)
         self.out = self.batched.arranged()
         self.previous = previous
@@ -280,6 +302,9 @@ def arranged(
     arranged, reusing the session's previous request's values (``cache`` is the
     store's derived views: what this App computed)."""
     latest: dict[str, Arranged] = cache.setdefault("arranged", {})
-    made = Arranged(sendable(messages, provider_type, send_back), latest.get(sid))
+    previous = latest.get(sid)
+    kept = sendable(messages, provider_type, send_back, previous)
+    made = Arranged(kept, previous)
+    made.source, made.format = messages, (provider_type, send_back)
     latest[sid] = made
     return made
