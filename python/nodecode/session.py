@@ -175,7 +175,7 @@ class Lease:
                     os.getpid(),
                     self.host,
                     now + self.seconds,
-                    process_start(os.getpid()),
+                    _own_start(),
                 ),
             )
         self._renewed = now
@@ -308,6 +308,18 @@ def process_start(pid: int) -> str | None:
     None where there is no /proc (not Linux), or the process is gone."""
     now = _stat(pid)
     return now[1] if now is not None and now[0] not in ("Z", "X", "gone") else None
+
+
+_OWN_START: dict[int, str | None] = {}  # pid → process_start(pid), for this process
+
+
+def _own_start() -> str | None:
+    """``process_start`` of this process, read from /proc once (per pid: a forked
+    child is another process)."""
+    pid = os.getpid()
+    if pid not in _OWN_START:
+        _OWN_START[pid] = process_start(pid)
+    return _OWN_START[pid]
 
 
 def _stat(pid: int) -> tuple[str, str] | None:

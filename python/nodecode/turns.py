@@ -56,18 +56,24 @@ def ancestry(store: Store, sid: str) -> list[sessions.SessionInfo]:
 
 def lineage(store: Store, sid: str) -> list[str]:
     """The ids of the session and its ancestors, nearest first."""
-    return [info.id for info in ancestry(store, sid)]
+    return [owner for owner, _ in scopes(store, sid)]
 
 
 def scopes(store: Store, sid: str) -> list[tuple[str, int | None]]:
     """The session and its ancestors, nearest first, each with the last seq it lends
-    (None: all): the one place that decides which ancestor events a fork sees."""
-    out: list[tuple[str, int | None]] = []
-    upto: int | None = None
-    for info in ancestry(store, sid):
-        out.append((info.id, upto))
-        upto = lower_limit(upto, info.fork_seq)
-    return out
+    (None: all): the one place that decides which ancestor events a fork sees.
+    A session's parent and fork point never change once it exists, so they are read
+    once per store connection (a state read asks three times)."""
+    known: dict[str, tuple[tuple[str, int | None], ...]] = store.cache.setdefault("scopes", {})
+    hit = known.get(sid)
+    if hit is None:
+        out: list[tuple[str, int | None]] = []
+        upto: int | None = None
+        for info in ancestry(store, sid):
+            out.append((info.id, upto))
+            upto = lower_limit(upto, info.fork_seq)
+        hit = known[sid] = tuple(out)
+    return list(hit)
 
 
 def next_number(store: Store, sid: str) -> int:
