@@ -149,15 +149,23 @@ class _Turn:
         self.thinking: Thinking | None = None  # read at the turn's first request, kept to its end
 
     def log(
-        self, kind: str, *, role: str | None = None, text: Any = "", payload: dict | None = None
+        self,
+        kind: str,
+        *,
+        role: str | None = None,
+        text: Any = "",
+        payload: dict | None = None,
+        own: dict | None = None,
     ):
+        """Append an event of this turn, its payload redacted. ``own`` fields join it
+        as they are: values this code made of seqs and message digests (hex), where
+        no secret can be, and that can hold thousands of them (a request's sent list
+        after an edit near the top)."""
+        payload = self.app.redactor.apply_obj(payload) if payload else None
+        if own:
+            payload = {**(payload or {}), **own}
         return self.store.append(
-            self.sid,
-            kind,
-            role=role,
-            turn=self.number,
-            text=text,
-            payload=self.app.redactor.apply_obj(payload) if payload else None,
+            self.sid, kind, role=role, turn=self.number, text=text, payload=payload
         )
 
     def begin(self, ask: str) -> None:
@@ -321,7 +329,6 @@ class _Turn:
                 payload={
                     "provider": self.provider_id,
                     "model": self.config.model,
-                    "sent": sent_log.delta(self.store, self.sid, built.sent),
                     "breakpoints": built.breakpoints,
                     "ttls": built.ttls,
                     "retries": reply.retries,
@@ -335,6 +342,7 @@ class _Turn:
                     "stop_reason": reply.stop_reason,
                     **ready.log_fields(),
                 },
+                own={"sent": sent_log.delta(self.store, self.sid, built.sent)},
             )
             if placed:
                 cache_state.record(self.store, placed[0], now, u.cache_read)
