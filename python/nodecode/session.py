@@ -314,12 +314,15 @@ _OWN_START: dict[int, str | None] = {}  # pid → process_start(pid), for this p
 
 
 def _own_start() -> str | None:
-    """``process_start`` of this process, read from /proc once (per pid: a forked
-    child is another process)."""
+    """``process_start`` of this process, read from /proc once it was read whole
+    (per pid: a forked child is another process)."""
     pid = os.getpid()
-    if pid not in _OWN_START:
-        _OWN_START[pid] = process_start(pid)
-    return _OWN_START[pid]
+    hit = _OWN_START.get(pid)
+    if hit is None:
+        hit = process_start(pid)
+        if hit is not None and not hit.startswith(":"):  # a failed read is tried again
+            _OWN_START[pid] = hit
+    return hit
 
 
 def _stat(pid: int) -> tuple[str, str] | None:

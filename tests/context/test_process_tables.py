@@ -57,3 +57,33 @@ def test_a_second_app_on_the_same_store_sends_what_the_first_would(harness, tmp_
         assert other.sent_texts()[-1] == ("user", "and another")
     finally:
         again.close()
+
+
+def test_equal_messages_of_two_sessions_each_send_their_own_thinking_block():
+    """Rows equal in seq, role, turn and text but not payload (two sessions' redacted
+    thinking after the same note) share the run's first message object; each
+    request still carries its own session's block."""
+    import json
+
+    import msgpack
+    from nodecode.context.model import _message_of_row
+    from nodecode.context.request import anthropic_body
+
+    def rows(data: str) -> list[tuple]:
+        block = {"format": "anthropic", "block": {"type": "redacted_thinking", "data": data}}
+        return [
+            (1, "user", 1, "hi", None),
+            (2, "note", 1, "remember: tests first", None),
+            (3, "thinking", 1, "", msgpack.packb(block, use_bin_type=True)),
+            (4, "assistant", 1, "ok", None),
+            (5, "user", 2, "next", None),
+        ]
+
+    def sent_blocks(data: str) -> list[dict]:
+        msgs = [_message_of_row(r) for r in rows(data)]
+        built = anthropic_body(msgs, model="m", system="s", tools=[], max_tokens=10)
+        wire = json.loads(b"[" + b",".join(built.body["messages"].parts) + b"]")
+        return [b for m in wire for b in m["content"] if b["type"] == "redacted_thinking"]
+
+    assert sent_blocks("DATA-OF-A") == [{"type": "redacted_thinking", "data": "DATA-OF-A"}]
+    assert sent_blocks("DATA-OF-B") == [{"type": "redacted_thinking", "data": "DATA-OF-B"}]

@@ -337,7 +337,7 @@ def _message_of_row(row: tuple) -> Message:
 # a store this process has read (a host's App for a second directory, a state read
 # again after a take) gets the objects with all of that already made.
 _ROWS: dict[tuple, Message] = {}
-MAX_ROWS = 100_000
+MAX_ROWS = 20_000  # ten sessions of 2,000 messages; each holds its text and blocks
 
 
 class _Payload:

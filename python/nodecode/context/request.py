@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import islice
@@ -202,7 +203,9 @@ def _run_of(
     if ttl_at and any(k in ttl_at for k in range(i + 1, j)):
         return _anthropic_message(out, i, j, ttl_at)
     rest = tuple(islice(out, i + 1, j))
-    if memo is not None and memo[0] == rest:
+    # The very objects, not equal ones: messages of two sessions may be equal (the
+    # same seq, role, text and turn) and differ in their payload (a thinking block).
+    if memo is not None and len(memo[0]) == len(rest) and all(map(operator.is_, memo[0], rest)):
         return memo[1], memo[2]
     msg, text = _anthropic_message(out, i, j, ttl_at)
     first.__dict__["_nc_run"] = (rest, msg, text)
