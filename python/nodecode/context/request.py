@@ -205,7 +205,8 @@ def _run_of(
     rest = tuple(islice(out, i + 1, j))
     # The very objects, not equal ones: messages of two sessions may be equal (the
     # same seq, role, text and turn) and differ in their payload (a thinking block).
-    if memo is not None and len(memo[0]) == len(rest) and all(map(operator.is_, memo[0], rest)):
+    kept = memo[0] if memo is not None else None  # None: kept as a one-block run
+    if kept is not None and len(kept) == len(rest) and all(map(operator.is_, kept, rest)):
         return memo[1], memo[2]
     msg, text = _anthropic_message(out, i, j, ttl_at)
     first.__dict__["_nc_run"] = (rest, msg, text)
