@@ -65,7 +65,7 @@ def sendable(
     Given the session's ``previous`` arrangement of the same wire format, whose
     messages these begin with (the context only grew), only the new ones are tested."""
     start, head = 0, None
-    if previous is not None and previous.format == (provider_type, send_back):
+    if previous is not None and previous.wire_format == (provider_type, send_back):
         source = previous.source
         if source is not None and _same_objects(source, messages) == len(source):
             start, head = len(source), previous.messages
@@ -255,12 +255,18 @@ class Arranged:
     hashes, wire messages). Each reuses the previous request's values for the leading
     positions that hold the very same message objects."""
 
-    def __init__(self, messages: list[Message], previous: Arranged | None = None):
+    def __init__(
+        self,
+        messages: list[Message],
+        previous: Arranged | None = None,
+        *,
+        source: list[Message] | None = None,
+        wire_format: tuple[str, bool] | None = None,
+    ):
         self.messages = messages
-        # What ``sendable`` made ``messages`` of, and for which wire format (set by
+        # What ``sendable`` made ``messages`` of, and for which wire format (given by
         # ``arranged``): the next request tests only the messages added to it.
-        self.source: list[Message] | None = None
-        self.format: tuple[str, bool] | None = None
+        self.source, self.wire_format = source, wire_format
         self.batched = _Batched.of(messages, previous.batched if previous is not None else None)
         self.out = self.batched.arranged()
         self.previous = previous
@@ -304,7 +310,6 @@ def arranged(
     latest: dict[str, Arranged] = cache.setdefault("arranged", {})
     previous = latest.get(sid)
     kept = sendable(messages, provider_type, send_back, previous)
-    made = Arranged(kept, previous)
-    made.source, made.format = messages, (provider_type, send_back)
+    made = Arranged(kept, previous, source=messages, wire_format=(provider_type, send_back))
     latest[sid] = made
     return made
