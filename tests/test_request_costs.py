@@ -22,6 +22,13 @@ from nodecode.config import load_config
 PTYPES = ["anthropic", "openai"]
 
 
+def _opened(loopback, tmp_path, ptype: str, rounds: list) -> tuple:
+    """A loopback answering ``rounds``, a home configured for it, and an App on it."""
+    srv = loopback(rounds)
+    home = write_config(tmp_path / "home", srv, ptype)
+    return srv, home, App.open(home, "default", tmp_path, environ={})
+
+
 def _no_proxies(monkeypatch) -> None:
     for name in list(os.environ):
         if name.lower().endswith("_proxy"):
@@ -153,9 +160,12 @@ def test_a_second_app_counts_only_the_messages_it_has_not_counted(
     ptype, loopback, tmp_path, monkeypatch
 ):
     tag = uuid.uuid4().hex  # texts no earlier test of this process counted
-    srv = loopback([{"text": f"reply {i} {tag} " + "words " * 40} for i in range(12)])
-    home = write_config(tmp_path / "home", srv, ptype)
-    app = App.open(home, "default", tmp_path, environ={})
+    srv, home, app = _opened(
+        loopback,
+        tmp_path,
+        ptype,
+        [{"text": f"reply {i} {tag} " + "words " * 40} for i in range(12)],
+    )
     sid = app.new_session()
     for i in range(10):
         assert Agent(app, sid).ask(f"ask {i} {tag} " + "more " * 30).status == "done"
@@ -204,9 +214,7 @@ def test_a_request_encodes_only_what_the_requests_before_it_did_not_send(
 ):
     tag = uuid.uuid4().hex
     turn = [{"calls": [{"code": "(list-files)"}]}, {"text": f"{tag} " + "a long reply " * 400}]
-    srv = loopback(turn * 41)
-    home = write_config(tmp_path / "home", srv, ptype)
-    app = App.open(home, "default", tmp_path, environ={})
+    srv, home, app = _opened(loopback, tmp_path, ptype, turn * 41)
     try:
         sid = app.new_session()
         for i in range(40):
@@ -287,9 +295,7 @@ TURN = [{"calls": [{"code": "(list-files)"}]}, {"text": "an answer " * 30}]
 
 def _new_session(loopback, tmp_path, ptype: str) -> tuple:
     """A home configured for a loopback that answers 100 turns, and a new session in it."""
-    srv = loopback(TURN * 100)
-    home = write_config(tmp_path / "home", srv, ptype)
-    app = App.open(home, "default", tmp_path, environ={})
+    srv, home, app = _opened(loopback, tmp_path, ptype, TURN * 100)
     sid = app.new_session()
     app.close()
     return home, sid
@@ -396,9 +402,9 @@ def test_a_warm_request_reads_as_much_of_the_store_after_many_takes_as_after_few
 def test_what_another_process_logs_between_two_requests_reaches_the_next(ptype, loopback, tmp_path):
     from helpers import run_cli
 
-    srv = loopback([{"text": f"reply {i}"} for i in range(6)])
-    home = write_config(tmp_path / "home", srv, ptype)
-    app = App.open(home, "default", tmp_path, environ={})  # a host's App: warm caches
+    srv, home, app = _opened(
+        loopback, tmp_path, ptype, [{"text": f"reply {i}"} for i in range(6)]
+    )  # a host's App: warm caches
     try:
         sid = app.new_session()
         for i in range(2):
@@ -599,9 +605,7 @@ def test_an_ask_starts_no_thread_of_its_own(ptype, loopback, tmp_path, monkeypat
     """A thread start costs milliseconds on a busy machine, on the way to the first
     token: the provider's pumps and the lease's heartbeats run on threads kept for
     the process."""
-    srv = loopback([{"text": "one"}, {"text": "two"}])
-    home = write_config(tmp_path / "home", srv, ptype)
-    app = App.open(home, "default", tmp_path, environ={})
+    srv, home, app = _opened(loopback, tmp_path, ptype, [{"text": "one"}, {"text": "two"}])
     try:
         sid = app.new_session()
         assert Agent(app, sid).ask("first").status == "done"
@@ -629,9 +633,9 @@ def test_a_second_app_on_a_store_encodes_only_what_was_never_sent(
     ptype, loopback, tmp_path, encoded_chars
 ):
     tag = uuid.uuid4().hex  # texts this process never encoded before
-    srv = loopback([{"text": f"{tag} " + "a long reply " * 400}] * 31)
-    home = write_config(tmp_path / "home", srv, ptype)
-    app = App.open(home, "default", tmp_path, environ={})
+    srv, home, app = _opened(
+        loopback, tmp_path, ptype, [{"text": f"{tag} " + "a long reply " * 400}] * 31
+    )
     sid = app.new_session()
     try:
         for i in range(30):
@@ -705,9 +709,7 @@ class _FirstText(TurnCallbacks):
 def test_an_ask_commits_once_before_its_request_is_answered(ptype, loopback, tmp_path):
     """The lease, the turn and the ask land in one transaction: a commit is the
     costliest statement on the way to the first token."""
-    srv = loopback([{"text": "one"}, {"text": "two"}])
-    home = write_config(tmp_path / "home", srv, ptype)
-    app = App.open(home, "default", tmp_path, environ={})
+    srv, home, app = _opened(loopback, tmp_path, ptype, [{"text": "one"}, {"text": "two"}])
     try:
         sid = app.new_session()
         assert Agent(app, sid).ask("warm").status == "done"
