@@ -244,12 +244,14 @@ def table(rows: list[Row]) -> str:
             lines.append("  ".join("-" * width[c] for c in cols) + "  " + "-" * 9)
         elif r.figures:
             lines.append("    " + r.figures)
-    passed = sum(r.result == "PASS" for r in rows)
-    failed = sum(r.result == "FAIL" for r in rows)
-    unresolved = sum(r.result.startswith("UNRESOLVED") for r in rows)
-    errors = sum(r.result.startswith("ERROR") for r in rows)
+    bars = [r for r in rows if not r.result.startswith("NOT A BAR")]
+    passed = sum(r.result == "PASS" for r in bars)
+    failed = sum(r.result == "FAIL" for r in bars)
+    unresolved = sum(r.result.startswith("UNRESOLVED") for r in bars)
+    errors = sum(r.result.startswith("ERROR") for r in bars)
     lines.append(
-        f"{len(rows)} bars: {passed} pass, {failed} fail, {unresolved} unresolved, {errors} error"
+        f"{len(bars)} bars: {passed} pass, {failed} fail, {unresolved} unresolved, {errors} error"
+        f"; {len(rows) - len(bars)} rows shown that are not bars"
     )
     return "\n".join(lines)
 

@@ -83,4 +83,24 @@ def test_table_shows_unresolved_rows_and_their_figures() -> None:
     assert [r.result for r in rows] == ["UNRESOLVED (spread 8.6 ms > margin 1.8 ms)"]
     shown = run_all.table(rows)
     assert "nodecode 9.5 [4.4–16.9] ms vs raw httpx 6.3 [2.1–10.6] ms" in shown
-    assert shown.endswith("1 bars: 0 pass, 0 fail, 1 unresolved, 0 error")
+    assert shown.endswith(
+        "1 bars: 0 pass, 0 fail, 1 unresolved, 0 error; 0 rows shown that are not bars"
+    )
+
+
+def test_a_row_that_is_not_a_bar_is_shown_but_not_counted_as_one() -> None:
+    def line(bar: str, result: str) -> str:
+        row = {"bar": bar, "measured": 3.0, "goal": 2.0, "pass": False, "unit": "×"}
+        return json.dumps({**row, "result": result, "figures": "2000 21 ms vs 200 7 ms"})
+
+    out = "\n".join(
+        [
+            line("request round (first ask of an App), 2,000 vs 200 messages", "NOT A BAR (why)"),
+            line("request round (warm App), 2,000 vs 200 messages", "FAIL"),
+        ]
+    )
+    shown = run_all.table(run_all.json_rows("flat_costs", out))
+    assert "NOT A BAR (why)" in shown and "2000 21 ms vs 200 7 ms" in shown
+    assert shown.endswith(
+        "1 bars: 0 pass, 1 fail, 0 unresolved, 0 error; 1 rows shown that are not bars"
+    )
