@@ -11,8 +11,11 @@ two cores; the bars' own sizes (2,000 messages, 20,000 lines) are kept.
 A result is PASS or FAIL, or UNRESOLVED when the measured figure's run-to-run
 spread (its 95% bootstrap interval over the repetitions of both sides) is
 wider than its distance to the goal: the method cannot tell, on this machine,
-now. Under each bar, its two sides' medians with their p10–p90 spread. A benchmark that crashes, times out or
-reports nothing is an ERROR row; this script always exits 0.
+now. Under each bar, its two sides' medians with their p10–p90 spread. A row
+whose result begins NOT A BAR is a figure shown beside the bars and not counted
+among them (it says why, and what it would be against its goal). A benchmark
+that crashes, times out or reports nothing is an ERROR row; this script always
+exits 0.
 
     python bench/run_all.py [--full] [--only NAME[,NAME]] [--timeout S]
 """
@@ -245,13 +248,15 @@ def table(rows: list[Row]) -> str:
         elif r.figures:
             lines.append("    " + r.figures)
     bars = [r for r in rows if not r.result.startswith("NOT A BAR")]
+    others = len(rows) - len(bars)
     passed = sum(r.result == "PASS" for r in bars)
     failed = sum(r.result == "FAIL" for r in bars)
     unresolved = sum(r.result.startswith("UNRESOLVED") for r in bars)
     errors = sum(r.result.startswith("ERROR") for r in bars)
     lines.append(
         f"{len(bars)} bars: {passed} pass, {failed} fail, {unresolved} unresolved, {errors} error"
-        f"; {len(rows) - len(bars)} rows shown that are not bars"
+        f"; {others} {'row' if others == 1 else 'rows'} shown that {'is' if others == 1 else 'are'} "
+        "not a bar"
     )
     return "\n".join(lines)
 

@@ -84,7 +84,7 @@ def test_table_shows_unresolved_rows_and_their_figures() -> None:
     shown = run_all.table(rows)
     assert "nodecode 9.5 [4.4–16.9] ms vs raw httpx 6.3 [2.1–10.6] ms" in shown
     assert shown.endswith(
-        "1 bars: 0 pass, 0 fail, 1 unresolved, 0 error; 0 rows shown that are not bars"
+        "1 bars: 0 pass, 0 fail, 1 unresolved, 0 error; 0 rows shown that are not a bar"
     )
 
 
@@ -102,5 +102,28 @@ def test_a_row_that_is_not_a_bar_is_shown_but_not_counted_as_one() -> None:
     shown = run_all.table(run_all.json_rows("flat_costs", out))
     assert "NOT A BAR (why)" in shown and "2000 21 ms vs 200 7 ms" in shown
     assert shown.endswith(
-        "1 bars: 0 pass, 1 fail, 0 unresolved, 0 error; 1 rows shown that are not bars"
+        "1 bars: 0 pass, 1 fail, 0 unresolved, 0 error; 1 row shown that is not a bar"
     )
+
+
+def test_first_ask_row_keeps_its_verdict_and_shows_the_reads(tmp_path: Path) -> None:
+    import flat_costs
+    from nodecode import session
+    from nodecode.store import Store
+
+    home = tmp_path / "home"
+    store = Store(home / "store" / "default.db")
+    sid = session.create(store)
+    for i in range(3):
+        store.append(sid, "user", role="user", text=f"message {i}")
+    store.close()
+    ms = flat_costs.rows_read(home, sid, tmp_path / "copy")
+    assert ms > 0 and not (tmp_path / "copy").exists()  # read through a copy, then gone
+
+    tight = [10.0, 10.1, 9.9, 10.0, 10.2, 9.8]
+    v = ratio_verdict([x * 3 for x in tight], tight, 2.0, ("2000", "200"))
+    row = flat_costs.first_ask_row(v, {"2000": [3.8, 3.7], "200": [0.5, 0.5]}, tight)
+    assert row.result == "NOT A BAR (FAIL at ≤ 2×: a new App reads every row once)"
+    assert row.measured == v.measured and row.figures.startswith(v.figures)
+    assert "the rows' read alone 2000 3.8 [3.7–3.8] ms vs 200 0.5 [0.5–0.5] ms" in row.figures
+    assert row.figures.endswith("it grows 3.2 ms of the 10.0 ms the bar allows")
