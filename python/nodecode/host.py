@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from nodecode import warm
 from nodecode.errors import NodecodeError, Stopped, UserError
 
 FLUSH_INTERVAL = 0.025  # seconds between streamed-text updates sent to Neovim
@@ -571,9 +572,11 @@ class Host:
             app = self._apps.get(place)
             choice = self._models.get((place.home, place.store))
         if app is None:
-            app = self._open_app(place)
+            opened = self._open_app(place)
             with self._lock:
-                app = self._apps.setdefault(place, app)
+                app = self._apps.setdefault(place, opened)
+            if app is opened:
+                warm.start(app)  # what its first ask would load, while the person types
         if choice is not None:
             current = app.config
             if current.provider is None or (current.provider.id, current.model) != choice:

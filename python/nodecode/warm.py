@@ -1,0 +1,46 @@
+"""What a process's first ask needs, made ahead on a background thread.
+
+The host starts this when it opens a place (its first call from Neovim: the
+chat, the status line). By the time the person has typed a first question,
+the process has loaded what that ask would otherwise load on the clock:
+
+* the agent's modules (httpx, the providers, the cells): about 30 ms;
+* the tokenizer's ranks for the configured encoding: 100-200 ms;
+* the TLS context of the configured provider's URL (certifi's CAs): 20-60 ms.
+
+None of it runs the key command (a password manager must not prompt before
+an ask), reads the store or opens a connection. A config that cannot be read
+warms only the modules and the default encoding, and says nothing: the ask
+that needs the config says what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+NAME = "nodecode-warm"
+
+
+def start(app: Any) -> threading.Thread:
+    """Warm the process for ``app``'s first ask; returns the (daemon) thread."""
+    thread = threading.Thread(target=warm, args=(app,), name=NAME, daemon=True)
+    thread.start()
+    return thread
+
+
+def warm(app: Any) -> None:
+    """Load, for ``app``, what its first ask would load (see the module's text)."""
+    try:
+        import nodecode.agent  # noqa: F401 - imported for its import's sake
+        from nodecode import budget
+        from nodecode.providers import PROVIDER_TYPES
+        from nodecode.providers.base import tls_context
+
+        budget.encoding(app.encoding_name())
+        config = app.config_or_none()
+        provider = config.provider if config is not None else None
+        if provider is not None and provider.type in PROVIDER_TYPES:
+            tls_context(provider.base_url or PROVIDER_TYPES[provider.type].default_base_url)
+    except Exception:  # noqa: BLE001, S110 - ahead of time only: the ask itself reports a failure
+        pass

