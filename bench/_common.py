@@ -185,7 +185,7 @@ class Report:
             **extra,
         )
 
-    def error(self, bar: str, goal: float, exc: BaseException, *, unit: str) -> None:
+    def error(self, bar: str, goal: float | None, exc: BaseException, *, unit: str) -> None:
         """A bar whose measurement broke: an ERROR row naming why."""
         self.row(bar, None, goal, False, unit=unit, error=str(exc), line=f"{bar}: ERROR {exc}")
 

@@ -36,6 +36,7 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 ORDER = [
     "first_token",
+    "fresh_host",
     "cache_retention",
     "context_io",
     "open_buffer",
@@ -51,6 +52,7 @@ ORDER = [
 # rows UNRESOLVED that more repetitions settle.
 REDUCED: dict[str, dict[str, str | None]] = {
     "first_token": {"--reps": "40", "--warmup": "1"},
+    "fresh_host": {"--reps": "5"},
     "cache_retention": {"--seeds": "2"},
     "context_io": {"--reps": "25", "--warmup": "1"},
     "open_buffer": {"--reps": "15"},
