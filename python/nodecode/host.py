@@ -244,6 +244,7 @@ class Host:
         self._approval_ids = itertools.count(1)
         self._always: dict[str, set[str]] = {}  # session → kinds the person always allows
         self._models: dict[tuple[Path, str], tuple[str, str]] = {}  # (home, store) → choice
+        self._warmed: set[tuple[int, str]] = set()  # (id of an App, session) warmed for
         self._lock = threading.Lock()
 
     # --- what the rplugin calls (on Neovim's loop thread) -------------------
@@ -571,17 +572,14 @@ class Host:
         with self._lock:
             app = self._apps.get(place)
             choice = self._models.get((place.home, place.store))
-        opened = None
         if app is None:
-            opened = self._open_app(place)
+            app = self._open_app(place)
             with self._lock:
-                app = self._apps.setdefault(place, opened)
+                app = self._apps.setdefault(place, app)
         if choice is not None:
             current = app.config
             if current.provider is None or (current.provider.id, current.model) != choice:
                 app.use_model(*choice)  # chosen while this Neovim worked in another place
-        if app is opened:
-            warm.start(app)  # what its first ask would load, while the person types
         return app
 
     def _pinned(self, ctx: Any) -> tuple[Any, str]:
@@ -606,6 +604,10 @@ class Host:
         session = app.resolve_session(pinned)
         with self._lock:
             self._pins[key] = session
+            fresh = (id(app), session) not in self._warmed
+            self._warmed.add((id(app), session))
+        if fresh:  # what its first ask would load and count, while the person types
+            warm.start(app, session)
         return session
 
     def _emit(self, job_id: int, event: dict[str, Any]) -> None:

