@@ -163,6 +163,7 @@ def test_the_pinned_session_is_counted_ahead_and_the_first_ask_counts_only_what_
     for i in range(40):
         role = "user" if i % 2 == 0 else "assistant"
         store.append(sid, role, role=role, text=f"message number {i} of a long session")
+    session.create(store)  # the current one now: the pinned one is what is warmed
     store.close()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
     done = subprocess.run(
@@ -173,6 +174,7 @@ def test_the_pinned_session_is_counted_ahead_and_the_first_ask_counts_only_what_
         env=env,
     )
     assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
     got = json.loads(done.stdout)
     assert got["status"] == "done"
     assert got["counted"]  # the ask counted something: its own new messages

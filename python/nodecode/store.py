@@ -144,6 +144,22 @@ class Store:
             self._depth = 0
             self.db.execute("COMMIT")
 
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Reads that all see one moment of the log: a read transaction (WAL
+        gives it a snapshot from its first read), or the write transaction
+        already open. Without it a commit of another connection could land
+        between two reads of one view, which then holds half of it."""
+        with self._lock:
+            if self._depth or self.db.in_transaction:
+                yield
+                return
+            self.db.execute("BEGIN DEFERRED")  # takes no lock until its first read
+            try:
+                yield
+            finally:
+                self.db.execute("END")  # writes nothing, so syncs nothing
+
     def version(self) -> tuple[int, int]:
         """Changes whenever the database may have: a write of this connection (a
         write block entered, committed or not) or a commit of any other (SQLite's

@@ -12,7 +12,8 @@ that ask would otherwise load on the clock:
   left to the first count that needs them;
 * the TLS context of the configured provider's URL (certifi's CAs): 20-60 ms;
 * the session's state, read from the store, and every message's tokens
-  counted (what ``budget.fill_of`` counts, as the status line does): about
+  counted (``budget.fill_of``; ``:NodecodeStatus`` and the context view
+  count the same way from the host's main thread while turns run): about
   100 ms at 2,000 messages, kept on the messages for the ask's own count.
 
 None of it runs the key command (a password manager must not prompt before
@@ -52,13 +53,14 @@ def warm(app: Any, sid: str | None = None) -> None:
 
         import nodecode.agent  # noqa: F401 - imported for its import's sake
         from nodecode import budget
+        from nodecode.app import DEFAULT_ENCODING
         from nodecode.providers import PROVIDER_TYPES
         from nodecode.providers.base import tls_context
 
-        name = app.encoding_name()
+        config = app.config_or_none()  # once: what is warmed is of one config
+        name = config.encoding if config is not None else DEFAULT_ENCODING
         if name in SHIPPED:
             budget.encoding(name)
-        config = app.config_or_none()
         provider = config.provider if config is not None else None
         if provider is not None and provider.type in PROVIDER_TYPES:
             tls_context(provider.base_url or PROVIDER_TYPES[provider.type].default_base_url)

@@ -197,11 +197,12 @@ def _state(store: Store, sid: str) -> State:
     version = store.version()  # first: what is read after it is at least this new
     if hit is not None and hit.version == version:
         return _copy(hit.state)  # nothing was written anywhere since
-    top = store.last_seq(sid)
-    info = sessions.get(store, sid)
-    made = _grow(store, sid, hit, info.head) if hit is not None and top >= hit.seen else None
-    if made is None:
-        made = _compute(store, sid, info.head, hit.state.path_messages if hit else {})
+    with store.reading():  # what is read below is the log as of ``top``, and no later
+        top = store.last_seq(sid)
+        info = sessions.get(store, sid)
+        made = _grow(store, sid, hit, info.head) if hit is not None and top >= hit.seen else None
+        if made is None:
+            made = _compute(store, sid, info.head, hit.state.path_messages if hit else {})
     made.seen, made.version = top, version
     cache[sid] = made
     return _copy(made.state)
