@@ -53,12 +53,11 @@ def warm(app: Any, sid: str | None = None) -> None:
 
         import nodecode.agent  # noqa: F401 - imported for its import's sake
         from nodecode import budget
-        from nodecode.app import DEFAULT_ENCODING
         from nodecode.providers import PROVIDER_TYPES
         from nodecode.providers.base import tls_context
 
         config = app.config_or_none()  # once: what is warmed is of one config
-        name = config.encoding if config is not None else DEFAULT_ENCODING
+        name = config.encoding if config is not None else app.encoding_name()  # the default
         if name in SHIPPED:
             budget.encoding(name)
         provider = config.provider if config is not None else None
