@@ -451,8 +451,7 @@ class Meter:
         if n is None:
             n = self.text(message_text(m)) + MESSAGE_OVERHEAD
             self.cache[key] = n
-        blank = not m.text or m.text.isspace()  # what strip() would empty, copying nothing
-        memo = (key, n, m.role not in ("call", "tool", "thinking") and blank)
+        memo = (key, n, not arrangement.carried(m))  # blank: the arrangement drops it
         m.__dict__[self._memo] = memo
         return memo
 

@@ -39,8 +39,10 @@ def missing_result(call: Message) -> Message:
 BEGINS = Message(0, "user", CONTEXT_BEGINS)  # one object, for the same reason
 
 
-def _kept(m: Message) -> bool:
-    text = m.text  # not blank: isspace() tests what strip() would remove, copying nothing
+def carried(m: Message) -> bool:
+    """Whether a request carries ``m``: a call, a result or thinking, or a message
+    whose text is not blank (isspace() tests what strip() would remove, copying nothing)."""
+    text = m.text
     return m.role in ("call", "tool", "thinking") or (bool(text) and not text.isspace())
 
 
@@ -109,7 +111,7 @@ class _Batched:
         kept = old.kept[:start]
         positions = old.positions[:start]
         for i in range(same, len(messages)):
-            if _kept(messages[i]):
+            if carried(messages[i]):
                 kept.append(messages[i])
                 positions.append(i)
         values = old.result_at.values()
@@ -136,7 +138,7 @@ class _Batched:
 
     @classmethod
     def _fresh(cls, messages: list[Message]) -> _Batched:
-        positions = [i for i, m in enumerate(messages) if _kept(m)]  # each tested once
+        positions = [i for i, m in enumerate(messages) if carried(m)]  # each tested once
         kept = [messages[i] for i in positions]
         result_at: dict[int, int] = {}
         _results(kept, 0, result_at)
