@@ -151,7 +151,7 @@ class Store:
         already open. Without it a commit of another connection could land
         between two reads of one view, which then holds half of it."""
         with self._lock:
-            if self._depth or self.db.in_transaction:
+            if self.db.in_transaction:  # a write block of ours, or another reading
                 yield
                 return
             self.db.execute("BEGIN DEFERRED")  # takes no lock until its first read
