@@ -32,7 +32,7 @@ from typing import Any
 NAME = "nodecode-warm"
 
 
-def start(app: Any, sid: str | None = None) -> threading.Thread | None:
+def start(app: Any, sid: str) -> threading.Thread | None:
     """Warm the process for ``app``'s first ask in session ``sid``; returns the
     (daemon) thread, or None when no thread can be started (the ask then loads
     what it needs)."""
@@ -44,7 +44,7 @@ def start(app: Any, sid: str | None = None) -> threading.Thread | None:
     return thread
 
 
-def warm(app: Any, sid: str | None = None) -> None:
+def warm(app: Any, sid: str) -> None:
     """Load, for ``app``'s first ask in ``sid``, what it would load (see the
     module's text)."""
     try:
@@ -58,12 +58,10 @@ def warm(app: Any, sid: str | None = None) -> None:
 
         config = app.config_or_none()  # once: what is warmed is of one config
         name = config.encoding if config is not None else app.encoding_name()  # the default
-        if name in SHIPPED:
-            budget.encoding(name)
+        if name in SHIPPED:  # the ranks load in the meter that counts
+            budget.fill_of(app.store, sid, config)
         provider = config.provider if config is not None else None
         if provider is not None and provider.type in PROVIDER_TYPES:
             tls_context(provider.base_url or PROVIDER_TYPES[provider.type].default_base_url)
-        if sid is not None and name in SHIPPED:
-            budget.fill_of(app.store, sid, config)
     except Exception:  # noqa: BLE001, S110 - ahead of time only: the ask itself reports a failure
         pass
