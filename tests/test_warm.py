@@ -50,10 +50,11 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def _fresh_host(home: Path, cwd: Path) -> dict:
+def _fresh_process(script: str, *args: str) -> dict:
+    """What ``script`` printed in a new Python process, which wrote nothing else."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(home), str(cwd)],
+        [sys.executable, "-c", script, *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -61,7 +62,11 @@ def _fresh_host(home: Path, cwd: Path) -> dict:
     )
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""  # warming says nothing, whatever happens
-    got = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def _fresh_host(home: Path, cwd: Path) -> dict:
+    got = _fresh_process(SCRIPT, str(home), str(cwd))
     assert got["after"]["threads"] == 1  # on its own thread, started by opening the place
     return got
 
@@ -165,17 +170,7 @@ def test_the_pinned_session_is_counted_ahead_and_the_first_ask_counts_only_what_
         store.append(sid, role, role=role, text=f"message number {i} of a long session")
     session.create(store)  # the current one now: the pinned one is what is warmed
     store.close()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
-    done = subprocess.run(
-        [sys.executable, "-c", ASK_AFTER_WARMING, str(home), str(workspace), sid],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stderr == ""
-    got = json.loads(done.stdout)
+    got = _fresh_process(ASK_AFTER_WARMING, str(home), str(workspace), sid)
     assert got["status"] == "done"
     assert got["counted"]  # the ask counted something: its own new messages
     assert not any("of a long session" in text for text in got["counted"])
