@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 from _common import WORDS, prose
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.context import model as context_model
 from nodecode.context import take as takes

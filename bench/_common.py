@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nodecode.agent import format_result
-from nodecode.store import Event, Store
+from nodecode.agent.loop import format_result
+from nodecode.log.store import Event, Store
 
 WORDS = (  # noqa: SIM905 - a run of words reads better than 48 quoted ones
     "the parser function returns value list error file test module config buffer "

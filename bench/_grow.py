@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import FILES, WORDS, ServerProcess, prose, write_config
-from nodecode.agent import Agent
+from nodecode.agent.loop import Agent
 from nodecode.app import App
 from nodecode.context import model as context_model
 

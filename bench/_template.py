@@ -13,9 +13,9 @@ import random
 from pathlib import Path
 
 from _common import FILES, WORDS, log_message, numbered_lines, prose, write_config
-from nodecode import turns as turn_tree
 from nodecode.app import App
 from nodecode.context import model as context_model
+from nodecode.log import turns as turn_tree
 
 STORE = "default"
 ENVIRON = {"ANTHROPIC_API_KEY": "sk-ant-bench-0000-not-a-real-key-1234567890"}

@@ -72,7 +72,7 @@ from _cache_session import (  # noqa: E402
     start_case,
 )
 from _common import Report, arg_parser, prose  # noqa: E402
-from nodecode.agent import Agent  # noqa: E402
+from nodecode.agent.loop import Agent  # noqa: E402
 from nodecode.loopback.cache import cost, model_min_tokens  # noqa: E402
 from nodecode.loopback.tokens import Block, anthropic_blocks  # noqa: E402
 

@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Report, arg_parser, median, spread
 from _template import build_template
 from nodecode import budget as budgets
-from nodecode import turns as turn_tree
 from nodecode.app import App
 from nodecode.context.model import state
+from nodecode.log import turns as turn_tree
 
 GOAL = 0.05
 REPLY = (

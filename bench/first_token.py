@@ -68,8 +68,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Report, ServerProcess, arg_parser, difference_verdict  # noqa: E402
 from _grow import STORE, Grown, grown  # noqa: E402
-from nodecode.agent import Agent, TurnCallbacks  # noqa: E402
-from nodecode.store import Store  # noqa: E402
+from nodecode.agent.loop import Agent, TurnCallbacks  # noqa: E402
+from nodecode.log.store import Store  # noqa: E402
 
 GOALS_MS = {200: 5.0, 2000: 25.0}
 # A cold App whose store no other connection holds: its first commit creates the

@@ -60,10 +60,10 @@ from _common import (  # noqa: E402
     write_config,
 )
 from _grow import SETTINGS, Grown, grown, store_bytes  # noqa: E402
-from nodecode.agent import Agent, TurnCallbacks  # noqa: E402
+from nodecode.agent.loop import Agent, TurnCallbacks  # noqa: E402
 from nodecode.app import App  # noqa: E402
 from nodecode.context import take as takes  # noqa: E402
-from nodecode.store import Store  # noqa: E402
+from nodecode.log.store import Store  # noqa: E402
 
 GOAL_BYTES, GOAL_EDIT, GOAL_SIZE, GOAL_TAKES = 1.5, 1.0, 2.0, 1.5
 DEAD = "http://127.0.0.1:9"  # no server: these homes never send a request

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import msgpack
 from nodecode import recall
-from nodecode import session as sessions
-from nodecode.store import Store, open_store
+from nodecode.log import sessions
+from nodecode.log.store import Store, open_store
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 SEED = 7_2024

@@ -9,10 +9,10 @@ import threading
 
 import pytest
 from helpers import write_config
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.errors import SessionBusy
-from nodecode.session import Lease
+from nodecode.log.leases import Lease
 
 
 @pytest.fixture

@@ -108,8 +108,8 @@ def test_a_row_that_is_not_a_bar_is_shown_but_not_counted_as_one() -> None:
 
 def test_first_ask_row_keeps_its_verdict_and_shows_the_reads(tmp_path: Path) -> None:
     import flat_costs
-    from nodecode import session
-    from nodecode.store import Store
+    from nodecode.log import sessions as session
+    from nodecode.log.store import Store
 
     home = tmp_path / "home"
     store = Store(home / "store" / "default.db")

@@ -16,7 +16,7 @@ from helpers import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 from nodecode import budget as budgets
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.context.model import Message, state
 from nodecode.host import Host
@@ -494,7 +494,7 @@ def test_status_reports_window_budget_fill_parts_cache_marks_and_pending_edits(s
     assert r["pending"] and r["pending"][0]["what"].startswith("file edit of export")
     assert nonce
     s.reopen()
-    from nodecode import status
+    from nodecode.views import status
 
     text = status.render(status.report(s.app.workspace, s.app.config, s.sid))
     assert "window: 6000 tokens (NODECODE_CONTEXT_TOKENS)" in text
@@ -571,7 +571,7 @@ def test_the_one_pass_total_equals_counting_the_arranged_request(meter, messages
 def test_status_words_agree_with_their_numbers(session):
     s = session(window=None)
     s.app.store.append(s.sid, "user", role="user", text="hi")
-    from nodecode import status
+    from nodecode.views import status
 
     text = status.render(status.report(s.app.workspace, s.app.config, s.sid))
     assert " · 1 message · " in text, text

@@ -13,7 +13,7 @@ from typing import Any
 from unittest import mock
 
 from helpers import write_config
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 
 WORDS = 60  # words per workspace file: a read costs ~300 tokens

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 from helpers import run_cli, write_config
-from nodecode import checkpoints, recall, turns
-from nodecode import session as sessions
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode import recall
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
+from nodecode.checkpoints import moves as checkpoints
 from nodecode.context import model
 from nodecode.errors import SessionBusy, UserError
+from nodecode.log import leases, sessions, turns
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="needs git on PATH")
 
@@ -231,7 +232,7 @@ def test_undo_never_touches_another_sessions_files(s, tmp_path):
 @needs_git
 def test_undo_says_when_shell_changes_were_not_tracked(tmp_path, loopback, monkeypatch):
     sess = make_session(tmp_path, loopback)
-    monkeypatch.setattr("nodecode.shadow.shutil.which", lambda name: None)
+    monkeypatch.setattr("nodecode.checkpoints.shadow.shutil.which", lambda name: None)
     sess.turn("shell", ';; s\n(shell "printf z > z.txt")')
     moved = checkpoints.undo(sess.app.workspace, sess.sid)
     assert moved.lines == [
@@ -250,7 +251,7 @@ def test_undo_with_nothing_to_undo_is_a_user_error(tmp_path, loopback):
 
 @needs_git
 def test_a_move_waits_for_no_running_turn(s):
-    lease = sessions.Lease(s.store, s.sid).acquire()
+    lease = leases.Lease(s.store, s.sid).acquire()
     try:
         with pytest.raises(SessionBusy):
             checkpoints.undo(s.app.workspace, s.sid)

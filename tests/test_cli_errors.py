@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 from helpers import run_cli, write_config
-from nodecode.store import open_store
+from nodecode.log.store import open_store
 
 HUGE = "99999999999999999999999"  # past SQLite's (and msgpack's) 64-bit integers
 NOT_UTF8 = os.fsdecode(b"caf\xe9")  # argv's undecodable bytes arrive as surrogates
@@ -161,7 +161,7 @@ def test_a_context_file_replaced_by_a_directory_fails_the_turn_in_one_line(cli):
 
 def verb_integer_cells() -> list[str]:
     """A cell per integer argument of every verb, that argument set to HUGE."""
-    from nodecode.cells.table import VERBS
+    from nodecode.verbs.table import VERBS
 
     def filler(p) -> str:
         return "1" if p.kind is int else '"x"'

@@ -7,7 +7,7 @@ import re
 import pytest
 from helpers import run_cli, write_config
 from nodecode.context.sent import sent_of
-from nodecode.store import open_store
+from nodecode.log.store import open_store
 
 TWO_ROUNDS = [
     {"text": "Let me read it.", "calls": [{"code": ';; read the greeting\n(read-file "a.txt")'}]},

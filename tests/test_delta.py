@@ -1,4 +1,4 @@
-"""Byte deltas (nodecode.delta) and blobs stored as deltas in the store."""
+"""Byte deltas (nodecode.log.delta) and blobs stored as deltas in the store."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import hashlib
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nodecode import delta
-from nodecode.store import open_store
+from nodecode.log import delta
+from nodecode.log.store import open_store
 
 LINES = [b"", b"\n", b"same\n", b"[[m:abc 1 user]]\n", b"x" * 40 + b"\n", b"\r\n", b"tail"]
 texts = st.lists(st.one_of(st.sampled_from(LINES), st.binary(max_size=12)), max_size=40).map(

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 from helpers import run_cli
-from nodecode import evict as evictions
-from nodecode import stubs
-from nodecode import turns as turn_tree
+from nodecode.budget import evict as evictions
+from nodecode.budget import stubs
 from nodecode.context import take as takes
 from nodecode.context.model import state
 from nodecode.errors import SessionBusy, UserError
-from nodecode.session import Lease
+from nodecode.log import turns as turn_tree
+from nodecode.log.leases import Lease
 from test_budget_support import Session, check_valid, cli, prompt_total, read_round, texts
 
 WINDOW = 4000  # budget 3000 (a quarter goes to the reply): warn over 2550, evict to 1500

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 from helpers import run_cli
-from nodecode import checkpoints, recall, tree
-from nodecode import session as sessions
+from nodecode import recall
+from nodecode.checkpoints import moves as checkpoints
 from nodecode.context import model
 from nodecode.context import take as takes
 from nodecode.errors import UserError
+from nodecode.log import sessions
+from nodecode.views import tree
 from test_checkpoints import Session, needs_git, s  # noqa: F401  (s: fixture)
 from test_tree import TURN_1
 

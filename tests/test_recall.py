@@ -6,14 +6,14 @@ import re
 
 import pytest
 from helpers import run_cli, write_config
-from nodecode import recall, turns
-from nodecode import session as sessions
-from nodecode.agent import format_result
+from nodecode import recall
+from nodecode.agent.loop import format_result
 from nodecode.app import App
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import CellResult, evaluate
 from nodecode.errors import CellError
-from nodecode.store import Store, open_store
+from nodecode.log import sessions, turns
+from nodecode.log.store import Store, open_store
 
 
 @pytest.fixture

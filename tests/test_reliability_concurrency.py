@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 from helpers import run_cli, write_config
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.context import take as takes
-from nodecode.session import lease_live
-from nodecode.store import open_store
+from nodecode.log.leases import lease_live
+from nodecode.log.store import open_store
 
 TIMEOUT = 90
 ASK_KINDS = [

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from helpers import ROOT, write_config
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.context import take as takes
 from nodecode.context.fileformat import parse_first, split

@@ -13,7 +13,7 @@ import time
 
 import pytest
 from helpers import run_cli, write_config
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 
 REPLY = "The answer, " + " ".join(f"w{i}" for i in range(60)) + "."

@@ -26,15 +26,15 @@ import pytest
 from helpers import write_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.cells.evaluate import CellResult, evaluate
-from nodecode.cells.table import VERBS
 from nodecode.context import model as context_model
 from nodecode.context import request as request_builder
 from nodecode.context import take as takes
 from nodecode.loopback import LoopbackServer
-from nodecode.prompt import SYSTEM_PROMPT, TOOLS
+from nodecode.verbs.prompt import SYSTEM_PROMPT, TOOLS
+from nodecode.verbs.table import VERBS
 
 FACTOR = max(1, int(os.environ.get("NODECODE_FUZZ_EXAMPLES", "1") or 1))
 # Hypothesis draws cost more than a validate: most cases draw one seed and

@@ -15,7 +15,7 @@ import json5
 import pytest
 from helpers import write_config
 from nodecode import budget as budgets
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.config import load_config
 
@@ -323,8 +323,8 @@ def _ledger_rows(ledger) -> set:
 def test_the_stored_cache_ledger_is_each_writers_whatever_connection_wrote_before(
     loopback, tmp_path
 ):
-    from nodecode.context import cache_state
-    from nodecode.store import Store
+    from nodecode.cache import ledger
+    from nodecode.log.store import Store
 
     srv = loopback([{"text": "an answer " * 300}] * 12)
     home = write_config(tmp_path / "home", srv, "anthropic")
@@ -344,10 +344,10 @@ def test_the_stored_cache_ledger_is_each_writers_whatever_connection_wrote_befor
             assert Agent(app, sids[k % 2]).ask("a long question " * 200).status == "done"
             fresh = Store(app.store.path)
             try:
-                stored = _ledger_rows(cache_state.load(fresh, scope, clock[0]))
+                stored = _ledger_rows(ledger.load(fresh, scope, clock[0]))
             finally:
                 fresh.close()
-            assert stored == _ledger_rows(cache_state.load(app.store, scope, clock[0]))
+            assert stored == _ledger_rows(ledger.load(app.store, scope, clock[0]))
             assert stored  # the requests were big enough to be cached
             clock[0] += 60
     finally:
@@ -438,7 +438,7 @@ def test_what_another_process_logs_between_two_requests_reaches_the_next(ptype, 
 def test_the_anchors_found_by_bisection_are_those_a_walk_finds():
     import random
 
-    from nodecode.context.cache_plan import SPACING, keep_set
+    from nodecode.cache.plan import SPACING, keep_set
 
     def walk(tokens, anchors, top, minimum):
         first = next((p for p in range(top + 1) if tokens[p] >= minimum and anchors[p]), None)
@@ -480,7 +480,7 @@ def test_a_ledger_refreshes_the_entries_a_walk_of_the_prefix_refreshes():
     import copy
     import random
 
-    from nodecode.context.cache_plan import LOOKBACK, Entry, Mark, Model
+    from nodecode.cache.plan import LOOKBACK, Entry, Mark, Model
 
     def walk(model, prefix, tokens, marks, now, minimum):  # the position-by-position reading
         found = []
@@ -523,11 +523,11 @@ def test_events_and_messages_made_from_rows_are_those_their_classes_make(tmp_pat
     import dataclasses
 
     from nodecode.context.model import Message, message_of
-    from nodecode.store import Event, open_store
+    from nodecode.log.store import Event, open_store
 
     store = open_store(tmp_path, "default")
     try:
-        from nodecode import session as sessions
+        from nodecode.log import sessions
 
         sid = sessions.create(store)
         made = store.append(sid, "call", role="call", turn=3, text="(x)", payload={"a": [1]})
@@ -545,9 +545,9 @@ def test_the_state_makes_its_messages_from_rows_as_message_of_makes_them(tmp_pat
     each one is exactly what ``message_of`` makes of the event, every field."""
     import dataclasses
 
-    from nodecode import session as sessions
     from nodecode.context import model
-    from nodecode.store import open_store
+    from nodecode.log import sessions
+    from nodecode.log.store import open_store
 
     store = open_store(tmp_path, "default")
     try:
@@ -574,9 +574,9 @@ def test_a_call_read_again_is_looked_up_by_its_stored_payload_and_keeps_its_dige
     """A call's digest names its input; read from a row, it is looked up by the
     payload's stored bytes (no hash): the same digest as hashing it, and a call
     whose input differs under the same text gets its own."""
-    from nodecode import session as sessions
     from nodecode.context import model
-    from nodecode.store import open_store
+    from nodecode.log import sessions
+    from nodecode.log.store import open_store
 
     store = open_store(tmp_path, "default")
     try:
@@ -673,7 +673,7 @@ def test_an_apps_first_ask_reads_as_much_of_the_request_log_at_any_session_size(
     request's list without rebuilding it from every request event before it; the
     list it records is still the one sent."""
     from nodecode.context.sent import sent_of
-    from nodecode.store import Store
+    from nodecode.log.store import Store
 
     home, sid = _new_session(loopback, tmp_path, ptype)
     reads, clock = [], _Hours()
@@ -737,7 +737,7 @@ def test_every_request_records_the_length_and_hash_of_the_whole_list_it_sent(
     import hashlib
 
     from nodecode.context.sent import sent_of
-    from nodecode.store import Store
+    from nodecode.log.store import Store
 
     srv = loopback(TURN * 60)
     home = write_config(tmp_path / "home", srv, ptype)

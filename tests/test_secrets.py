@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers import run_cli
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.context import take as takes
 from test_security import KEY, files_holding_a_key, key_env

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers import run_cli, write_config
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 
 KEY = "sk-ant-nodecode-SECRET-7f3a9c2e51d04b88"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from nodecode.cells.env import CellEnv
-from nodecode.shadow import Shadow, ShellWatch
+from nodecode.checkpoints.shadow import Shadow, ShellWatch
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git on PATH")
 

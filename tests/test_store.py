@@ -10,10 +10,9 @@ import subprocess
 import time
 
 import pytest
-from nodecode import migrations
-from nodecode import session as sessions
 from nodecode.errors import SessionBusy, SessionError, StoreError
-from nodecode.store import open_store
+from nodecode.log import leases, migrations, sessions
+from nodecode.log.store import open_store
 
 
 @pytest.fixture
@@ -129,35 +128,35 @@ def test_session_ids_sort_by_time_and_are_filename_safe():
 
 def test_lease_makes_a_second_turn_fail_with_session_busy(store):
     sid = sessions.create(store)
-    with sessions.Lease(store, sid), pytest.raises(SessionBusy, match="session busy"):
-        sessions.Lease(store, sid).acquire()
-    sessions.Lease(store, sid).acquire().release()  # free again
+    with leases.Lease(store, sid), pytest.raises(SessionBusy, match="session busy"):
+        leases.Lease(store, sid).acquire()
+    leases.Lease(store, sid).acquire().release()  # free again
 
 
 def test_lease_of_a_dead_process_does_not_hold(store):
     sid = sessions.create(store)
-    lease = sessions.Lease(store, sid).acquire()
+    lease = leases.Lease(store, sid).acquire()
     # Pretend the holder was a process that no longer exists.
     with store.atomic() as db:
         db.execute("UPDATE leases SET pid = ?, owner = 'dead' WHERE session = ?", (2**22 + 7, sid))
-    sessions.Lease(store, sid).acquire()  # no SessionBusy
+    leases.Lease(store, sid).acquire()  # no SessionBusy
     del lease
 
 
 def test_an_expired_lease_holds_while_its_process_lives_and_frees_on_another_host(store):
     sid = sessions.create(store)
-    lease = sessions.Lease(store, sid, seconds=-1).acquire()
+    lease = leases.Lease(store, sid, seconds=-1).acquire()
     with pytest.raises(SessionBusy):  # this process, alive: an expiry alone frees nothing
-        sessions.Lease(store, sid).acquire()
+        leases.Lease(store, sid).acquire()
     with store.atomic() as db:  # a machine whose processes cannot be checked: the expiry rules
         db.execute("UPDATE leases SET host = 'elsewhere' WHERE session = ?", (sid,))
-    sessions.Lease(store, sid).acquire().release()
+    leases.Lease(store, sid).acquire().release()
     lease.release()
 
 
 def test_a_bad_lease_length_is_one_line_naming_the_variable():
     with pytest.raises(SessionError, match=r"NODECODE_LEASE_SECONDS must be a number .* 'soon'"):
-        sessions.lease_seconds({"NODECODE_LEASE_SECONDS": "soon"})
+        leases.lease_seconds({"NODECODE_LEASE_SECONDS": "soon"})
 
 
 def test_a_lease_whose_pid_now_belongs_to_another_process_does_not_hold(store):
@@ -165,20 +164,20 @@ def test_a_lease_whose_pid_now_belongs_to_another_process_does_not_hold(store):
     sid = sessions.create(store)
     sleeper = subprocess.Popen(["sleep", "60"])
     try:
-        lease = sessions.Lease(store, sid).acquire()
+        lease = leases.Lease(store, sid).acquire()
         lease.release()
-        row = (sleeper.pid, sessions.process_start(sleeper.pid), time.time() + 60, sid)
+        row = (sleeper.pid, leases.process_start(sleeper.pid), time.time() + 60, sid)
         with store.atomic() as db:
             db.execute(
                 "INSERT INTO leases (session, owner, pid, host, expires, started) "
                 "VALUES (?, 'x', ?, ?, ?, ?)",
                 (sid, row[0], socket.gethostname(), row[2], row[1]),
             )
-        assert sessions.lease_live(store, sid)  # the very process that took it
+        assert leases.lease_live(store, sid)  # the very process that took it
         with store.atomic() as db:
             db.execute("UPDATE leases SET started = ? WHERE session = ?", ("0:1", sid))
-        assert not sessions.lease_live(store, sid)  # same pid, another start: reused
-        sessions.Lease(store, sid).acquire().release()
+        assert not leases.lease_live(store, sid)  # same pid, another start: reused
+        leases.Lease(store, sid).acquire().release()
     finally:
         sleeper.kill()
         sleeper.wait()

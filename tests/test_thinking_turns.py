@@ -12,7 +12,7 @@ import json
 
 import pytest
 from helpers import run_cli, write_config
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.loopback.server import DEEPSEEK_NEEDS_REASONING
 from nodecode.providers.types import REDACTED_THINKING

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 from helpers import run_cli
-from nodecode import checkpoints, tree
-from nodecode import session as sessions
+from nodecode.checkpoints import moves as checkpoints
 from nodecode.errors import UserError
+from nodecode.log import sessions
+from nodecode.views import tree
 from test_checkpoints import AFTER, START, needs_git, s  # noqa: F401  (s: fixture)
 
 TURN_1 = [

@@ -18,7 +18,7 @@ from helpers import write_config
 SCRIPT = textwrap.dedent(
     """
     import json, sys, threading
-    from nodecode import warm
+    from nodecode.agent import warm
     from nodecode.host import Host
 
     class Port:
@@ -26,7 +26,7 @@ SCRIPT = textwrap.dedent(
             pass
 
     home, cwd = sys.argv[1:3]
-    before = {"agent": "nodecode.agent" in sys.modules, "tiktoken": "tiktoken" in sys.modules}
+    before = {"agent": "nodecode.agent.loop" in sys.modules, "tiktoken": "tiktoken" in sys.modules}
     host = Host(Port())
     try:
         rows = host.sessions({"home": home, "cwd": cwd})  # the first call opens the place
@@ -39,7 +39,7 @@ SCRIPT = textwrap.dedent(
     from nodecode.providers import base
 
     after = {
-        "agent": "nodecode.agent" in sys.modules,
+        "agent": "nodecode.agent.loop" in sys.modules,
         "encodings": sorted(tiktoken.registry.ENCODINGS),
         "tls": base._verified_context.cache_info().currsize + base._no_ca_context.cache_info().currsize,
         "sessions": len(rows),
@@ -122,7 +122,7 @@ ASK_AFTER_WARMING = textwrap.dedent(
     import json, sys, threading
     import tiktoken.core
     from pathlib import Path
-    from nodecode import warm
+    from nodecode.agent import warm
     from nodecode.host import Host
 
     done = threading.Event()
@@ -159,8 +159,8 @@ ASK_AFTER_WARMING = textwrap.dedent(
 def test_the_pinned_session_is_counted_ahead_and_the_first_ask_counts_only_what_is_new(
     loopback, home, workspace
 ) -> None:
-    from nodecode import session
-    from nodecode.store import Store
+    from nodecode.log import sessions as session
+    from nodecode.log.store import Store
 
     write_config(home, loopback([{"text": "the answer"}]))
     store = Store(home / "store" / "default.db")

@@ -15,17 +15,18 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nodecode import keys, shadow
-from nodecode import session as sessions
-from nodecode import turns as turn_tree
+from nodecode.cache import ledger
+from nodecode.cache.ledger import Scope
 from nodecode.cells.env import CellEnv
+from nodecode.checkpoints import shadow
 from nodecode.config import Config, load_config
-from nodecode.context import cache_state
-from nodecode.context.cache_state import Scope
 from nodecode.errors import ConfigError, NodecodeError
+from nodecode.log import sessions
+from nodecode.log import turns as turn_tree
+from nodecode.log.store import Store, open_store
 from nodecode.paths import ensure_dir, home_dir
-from nodecode.redact import Redactor
-from nodecode.store import Store, open_store
+from nodecode.secrets import keys
+from nodecode.secrets.redact import Redactor
 from nodecode.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -249,7 +250,7 @@ class App:
 
     def cache_scope(self) -> Scope | None:
         """Whose prompt cache the next request reads (None with no usable provider)."""
-        from nodecode.prompt import SYSTEM_PROMPT, TOOLS
+        from nodecode.verbs.prompt import SYSTEM_PROMPT, TOOLS
 
         config = self.config_or_none()
         if config is None or config.provider is None:
@@ -257,7 +258,7 @@ class App:
         p = config.provider
         minimum = p.model_entry(config.model or "").get("cache_min_tokens")
         minimum = minimum if isinstance(minimum, int) and not isinstance(minimum, bool) else None
-        return cache_state.scope_of(p.type, p.id, config.model, SYSTEM_PROMPT, TOOLS, minimum)
+        return ledger.scope_of(p.type, p.id, config.model, SYSTEM_PROMPT, TOOLS, minimum)
 
     def cell_env(
         self,

@@ -2,7 +2,7 @@
 
 Keys never live in the config: a provider names where its key is, one of an
 environment variable (``api_key_env``), a command that prints it
-(``api_key_cmd``) or a private file (``api_key_file``); ``nodecode.keys``
+(``api_key_cmd``) or a private file (``api_key_file``); ``nodecode.secrets.keys``
 reads it.
 """
 
@@ -139,7 +139,7 @@ class Config:
     retry_backoff: float = 0.5
     timeout: float = 120.0  # seconds the provider may stay silent (HTTP read timeout)
     key_envs: tuple[str, ...] = ()
-    cache: str = "auto"  # Anthropic cache entries: auto | 1h | 5m (context.cache_plan)
+    cache: str = "auto"  # Anthropic cache entries: auto | 1h | 5m (cache.plan)
     raw: dict[str, Any] = field(default_factory=dict)
     providers: dict[str, ProviderConfig] = field(default_factory=dict)  # every one defined
 
@@ -153,7 +153,7 @@ class Config:
 
     def api_key(self, environ: Mapping[str, str] = os.environ) -> str | None:
         """The key in the provider's variable (a command's or a file's is read by
-        ``nodecode.keys``, never here: :checkhealth must not run a password prompt)."""
+        ``nodecode.secrets.keys``, never here: :checkhealth must not run a password prompt)."""
         if self.provider is None or not self.provider.api_key_env:
             return None
         return environ.get(self.provider.api_key_env) or None

@@ -12,7 +12,7 @@ Events emitted (each a dict with ``job`` and ``kind``):
   · call {seq, code} · result {seq, text, error} · retry {message}
   · discard {text} (the text an attempt streamed before it failed: not logged)
   · notice {text, about, level, say, receipt?} (``say``: the one line the person is
-  told, see ``nodecode.notices``; receipt: true for a take's receipt)
+  told, see ``nodecode.views.notices``; receipt: true for a take's receipt)
   · approve {id, approval, detail, diff, cwd} · done {status, turn, text, error}
   · phase {phase} (sending, thinking, streaming, retrying, running, approval)
   · request {state: started | finished, round, provider, model; when finished:
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from nodecode import warm
+from nodecode.agent import warm
 from nodecode.errors import NodecodeError, Stopped, UserError
 
 FLUSH_INTERVAL = 0.025  # seconds between streamed-text updates sent to Neovim
@@ -178,12 +178,12 @@ class _Relay:
         self._out.event({"kind": "discard", "text": text})
 
     def on_notice(self, text: str) -> None:
-        from nodecode.notices import notification
+        from nodecode.views.notices import notification
 
         self._out.event({"kind": "notice", "text": text, **notification(text)})
 
     def on_receipt(self, text: str) -> None:
-        from nodecode.notices import notification
+        from nodecode.views.notices import notification
 
         self._out.event({"kind": "notice", "text": text, "receipt": True, **notification(text)})
 
@@ -204,7 +204,7 @@ class _Relay:
 def _callbacks_type() -> type:
     """The relay as a TurnCallbacks subclass (imported late: the agent pulls in
     httpx, which the host should not pay for at start-up)."""
-    from nodecode.agent import TurnCallbacks
+    from nodecode.agent.loop import TurnCallbacks
 
     return type("HostCallbacks", (_Relay, TurnCallbacks), {})
 
@@ -299,8 +299,8 @@ class Host:
 
     def messages(self, ctx: Any) -> list[dict[str, Any]]:
         """The pinned session's transcript for the chat buffer: what happened, from
-        the log, with markers ({seq, role, text}; see ``nodecode.transcript``)."""
-        from nodecode import transcript
+        the log, with markers ({seq, role, text}; see ``nodecode.views.transcript``)."""
+        from nodecode.views import transcript
 
         place = Place.from_lua(ctx)
         app = self._app(place)
@@ -333,7 +333,7 @@ class Host:
         """Export the context (a new context.txt) and describe it for the buffer:
         {path, session, first, nonce, export, blocks: [{id, role, tokens, line,
         prefix, cached}], cache: {through, system, tokens, last}}."""
-        from nodecode.context import view
+        from nodecode.views import context as view
 
         app, sid = self._pinned(ctx)
         return view.open_export(
@@ -343,7 +343,7 @@ class Host:
     def describe(self, ctx: Any, first: str) -> dict[str, Any]:
         """What ``context`` says, for the export whose line 1 is ``first`` (the
         buffer reloaded context.txt from disk): no new export."""
-        from nodecode.context import view
+        from nodecode.views import context as view
 
         app, sid = self._pinned(ctx)
         return view.describe(
@@ -358,8 +358,9 @@ class Host:
     def validate(self, ctx: Any, text: str) -> dict[str, Any]:
         """A dry run of taking ``text`` as the saved context.txt: {ok, errors,
         summary} (summary.cache: what the next request can then read from cache)."""
-        from nodecode.context import take, view
-        from nodecode.notices import for_person
+        from nodecode.context import take
+        from nodecode.views import context as view
+        from nodecode.views.notices import for_person
 
         app, sid = self._pinned(ctx)
         result, order = take.check_file(app.workspace, sid, str(text))
@@ -372,7 +373,7 @@ class Host:
 
     def removed(self, ctx: Any) -> list[dict[str, Any]]:
         """Messages a restore can bring back: [{id, role, turn, first_line}]."""
-        from nodecode.context import view
+        from nodecode.views import context as view
 
         app, sid = self._pinned(ctx)
         return view.removed(app.store, sid)
@@ -402,14 +403,14 @@ class Host:
 
     def turn_messages(self, ctx: Any, turn: int) -> list[dict[str, Any]]:
         """One turn's messages (undone turns too), for the tree's open action."""
-        from nodecode.context import view
+        from nodecode.views import context as view
 
         app, sid = self._pinned(ctx)
         return view.turn_messages(app.store, sid, int(turn))
 
     def sessions(self, ctx: Any) -> list[dict[str, Any]]:
         """The store's sessions, newest first, the pinned one marked."""
-        from nodecode.context import view
+        from nodecode.views import context as view
 
         app, sid = self._pinned(ctx)
         return view.session_rows(app.store, sid)
@@ -417,7 +418,7 @@ class Host:
     def use_session(self, ctx: Any, sid: str | None) -> dict[str, Any]:
         """Pin session ``sid`` (None: a new one) for this Neovim and make it the
         store's current session; refused while a turn of this Neovim runs."""
-        from nodecode import session as sessions
+        from nodecode.log import sessions
 
         place = Place.from_lua(ctx)
         app = self._app(place)
@@ -435,14 +436,14 @@ class Host:
 
     def undo(self, ctx: Any, force: bool = False) -> dict[str, Any]:
         """Undo the head turn: {op, from, to, lines, ask} (ask: for the input area)."""
-        from nodecode import checkpoints
+        from nodecode.checkpoints import moves as checkpoints
 
         app, sid = self._idle(ctx)
         moved = checkpoints.undo(app.workspace, sid, force=bool(force), show_blob=SHOW_BLOB)
         return _moved(moved, ":NodecodeUndo!")
 
     def redo(self, ctx: Any, force: bool = False) -> dict[str, Any]:
-        from nodecode import checkpoints
+        from nodecode.checkpoints import moves as checkpoints
 
         app, sid = self._idle(ctx)
         moved = checkpoints.redo(app.workspace, sid, force=bool(force), show_blob=SHOW_BLOB)
@@ -451,19 +452,19 @@ class Host:
     def tree(self, ctx: Any) -> list[dict[str, Any]]:
         """The turn tree: [{number, parent, session, ask, first_seq, last_seq, span,
         status, on_path, head}] by number."""
-        from nodecode import tree
+        from nodecode.views import tree
 
         app, sid = self._pinned(ctx)
         return [n.as_dict() for n in tree.nodes(app.store, sid)]
 
     def continue_(self, ctx: Any, turn: int) -> dict[str, Any]:
-        from nodecode import checkpoints
+        from nodecode.checkpoints import moves as checkpoints
 
         app, sid = self._idle(ctx)
         return checkpoints.continue_(app.workspace, sid, int(turn)).as_dict()
 
     def rewind(self, ctx: Any, turn: int, force: bool = False) -> dict[str, Any]:
-        from nodecode import checkpoints
+        from nodecode.checkpoints import moves as checkpoints
 
         app, sid = self._idle(ctx)
         moved = checkpoints.rewind(
@@ -473,7 +474,7 @@ class Host:
 
     def blob(self, ctx: Any, prefix: str) -> str:
         """:NodecodeBlob HASH: a file version a forced move kept, as text."""
-        from nodecode import checkpoints
+        from nodecode.checkpoints import moves as checkpoints
 
         app, _ = self._pinned(ctx)
         data = checkpoints.find_blob(app.store, str(prefix or "").strip().lower())
@@ -481,7 +482,7 @@ class Host:
 
     def fork(self, ctx: Any, turn: int | None = None) -> dict[str, Any]:
         """Fork here (or at ``turn``); this Neovim then works in the child: {id, parent}."""
-        from nodecode import checkpoints
+        from nodecode.checkpoints import moves as checkpoints
 
         place = Place.from_lua(ctx)
         app, sid = self._idle(ctx)
@@ -495,7 +496,7 @@ class Host:
     def status(self, ctx: Any) -> dict[str, Any]:
         """The /context report (:NodecodeStatus): {window, source, reply, budget,
         fill, percent, parts, per_turn, last_request, warn_at, evict_to, pending, text}."""
-        from nodecode import status
+        from nodecode.views import status
 
         app, sid = self._pinned(ctx)
         report = status.report(app.workspace, app.config, sid, app.cache_scope())
@@ -505,7 +506,7 @@ class Host:
         """:NodecodeBudget [N | clear]: set or clear the store's override, then
         {window, source, reply, budget, ceiling, sources, lines}."""
         from nodecode import budget as budgets
-        from nodecode import status
+        from nodecode.views import status
 
         app, _ = self._pinned(ctx)
         if isinstance(n, str) and n.strip() == "clear":
@@ -520,7 +521,7 @@ class Host:
     def evict(self, ctx: Any, arg: Any = None) -> dict[str, Any]:
         """:NodecodeEvict / :NodecodeCompact [PERCENT | through TURN]: {receipt}.
         Refused while a turn runs in this session."""
-        from nodecode import evict as evictions
+        from nodecode.budget import evict as evictions
 
         app, sid = self._idle(ctx)
         percent, through = evictions.parse_words(str(arg) if arg not in (None, "") else None)
@@ -531,7 +532,7 @@ class Host:
 
     def models(self, ctx: Any) -> list[dict[str, Any]]:
         """The models to switch to: [{name, provider, model, source, window, current}]."""
-        from nodecode import models
+        from nodecode.budget import models
 
         app = self._app(Place.from_lua(ctx))
         return models.available(app.workspace, app.config)
@@ -540,7 +541,7 @@ class Host:
         """Work with ``PROVIDER/MODEL`` from the next request of this Neovim on;
         logged in the pinned session: {provider, model, previous, lines}."""
         from nodecode import budget as budgets
-        from nodecode import models
+        from nodecode.budget import models
 
         place = Place.from_lua(ctx)
         app, sid = self._pinned(ctx)
@@ -616,7 +617,7 @@ class Host:
     def _run(self, job: Job, text: str) -> None:
         relay = _callbacks_type()(self, job)
         try:
-            from nodecode.agent import Agent
+            from nodecode.agent.loop import Agent
 
             result = Agent(job.app, job.session).ask(text, relay, job.cancel)
             done = {

@@ -13,12 +13,10 @@ from typing import Any
 
 import msgpack
 
-from nodecode import turns as turn_tree
-from nodecode.cells.env import CellEnv
-from nodecode.cells.registry import verb
 from nodecode.context import model
 from nodecode.errors import CellError
-from nodecode.store import Store
+from nodecode.log import turns as turn_tree
+from nodecode.log.store import Store
 
 CLIP = 200
 # Events the picker leaves out unless asked: each export and each model request
@@ -355,46 +353,3 @@ def recall_items(
         }
         for h in hits
     ]
-
-
-# -- verbs --------------------------------------------------------------------------
-
-
-def _where(env: CellEnv) -> tuple[Store, str]:
-    if env.ws is None or env.session is None:
-        raise CellError("recall: this cell runs outside a session (no store to read)")
-    return env.ws.store, env.session
-
-
-def _joined(lines: list[str]) -> str:
-    return "\n".join(lines) if lines else NO_MATCHES
-
-
-@verb(
-    "recall-log",
-    keywords={"match": str, "before": int, "limit": int},
-    metavars={"match": '"text"', "before": "N", "limit": "20"},
-)
-def recall_log_verb(
-    env: CellEnv, *, match: str | None = None, before: int | None = None, limit: int = DEFAULT_LIMIT
-) -> str:
-    """This session's log (and its ancestors'), oldest first, bodies clipped to 200 characters."""
-    store, sid = _where(env)
-    return _joined(recall_log(store, sid, match=match, before=before, limit=limit))
-
-
-@verb("recall-entry", args=[("n", int)])
-def recall_entry_verb(env: CellEnv, n: int) -> str:
-    """The one event at seq N, whole."""
-    store, sid = _where(env)
-    return recall_entry(store, sid, n)
-
-
-@verb("recall-search", args=["words"], keywords={"limit": int}, metavars={"words": '"words"'})
-def recall_search_verb(env: CellEnv, words: str, *, limit: int = DEFAULT_LIMIT) -> str:
-    """Every session of the store, newest first: messages holding every word."""
-    store, _ = _where(env)
-    return _joined(recall_search(store, words, limit=limit))
-
-
-VERBS = (recall_log_verb, recall_entry_verb, recall_search_verb)

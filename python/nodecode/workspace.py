@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nodecode.store import Store
+from nodecode.log.store import Store
 
 
 @dataclass(frozen=True, eq=False)

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import CellResult, evaluate, evaluate_call
 from nodecode.cells.registry import table, verb
-from nodecode.cells.table import VERBS
 from nodecode.errors import Stopped
-from nodecode.redact import Redactor
+from nodecode.secrets.redact import Redactor
+from nodecode.verbs.table import VERBS
 
 
 def test_one_form_gives_its_result_alone(env):

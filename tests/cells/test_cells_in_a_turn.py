@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from helpers import run_cli, write_config
 from nodecode.cells.env import MAX_OUTPUT
-from nodecode.store import open_store
+from nodecode.log.store import open_store
 
 HANGING = {
     "grep": '(grep "(a|aa)+$" :path "long.txt")',  # backtracks for longer than any limit

@@ -9,7 +9,7 @@ from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import evaluate
 from nodecode.cells.forms import Keyword, Pair, Sym
 from nodecode.cells.registry import spec_of, table, verb
-from nodecode.cells.table import VERBS
+from nodecode.verbs.table import VERBS
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import time
 import pytest
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import evaluate
-from nodecode.redact import Redactor
+from nodecode.secrets.redact import Redactor
 
 SECRET = "sk-ant-test-0123456789abcdef"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 from collections import namedtuple
 
-from nodecode.redact import Redactor
+from nodecode.secrets.redact import Redactor
 
 
 def test_apply_replaces_every_occurrence():

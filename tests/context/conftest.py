@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from helpers import write_config
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 
 

@@ -1,4 +1,4 @@
-"""Cache breakpoint placement (context.cache_plan) on the loopback's simulation of
+"""Cache breakpoint placement (cache.plan) on the loopback's simulation of
 Anthropic's prompt cache (loopback.cache), whose clock the tests move.
 
 The requests a real agent session sends are what the simulated provider
@@ -17,18 +17,13 @@ import pytest
 from helpers import run_cli, write_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
-from nodecode.context import cache_plan
+from nodecode.cache import plan as cache_plan
 from nodecode.context import model as context_model
 from nodecode.context import take as takes
 from nodecode.loopback import LoopbackServer
-from nodecode.loopback.cache import (
-    CacheRules,
-    Clock,
-    PromptCache,
-    breakpoints,
-)
+from nodecode.loopback.cache import CacheRules, Clock, PromptCache, breakpoints
 from nodecode.loopback.tokens import Block, anthropic_blocks
 
 MODEL = "claude-sonnet-4-5"  # minimum cacheable prefix 1,024 tokens

@@ -13,7 +13,7 @@ import json
 import pytest
 from helpers import write_config
 from nodecode import budget as budgets
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.context import take as takes
 from nodecode.context.model import build

@@ -11,10 +11,10 @@ import random
 
 import pytest
 from helpers import run_cli, write_config
-from nodecode import checkpoints
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.cells.evaluate import evaluate
+from nodecode.checkpoints import moves as checkpoints
 from nodecode.context import model
 from nodecode.context import take as takes
 from nodecode.recall import recall_entry

@@ -6,10 +6,10 @@ from __future__ import annotations
 import sys
 import threading
 
-from nodecode import session as sessions
-from nodecode import turns as turn_tree
 from nodecode.context import model
-from nodecode.store import open_store
+from nodecode.log import sessions
+from nodecode.log import turns as turn_tree
+from nodecode.log.store import open_store
 
 
 def test_state_read_by_two_threads_while_a_turn_appends_never_duplicates_a_message(tmp_path):

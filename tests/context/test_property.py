@@ -25,7 +25,7 @@ import pytest
 from helpers import write_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.cells.evaluate import evaluate
 from nodecode.context import take as takes

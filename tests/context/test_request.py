@@ -6,7 +6,7 @@ import json
 
 from nodecode.context.model import Message
 from nodecode.context.request import CONTEXT_BEGINS, anthropic_body, arrange, openai_body
-from nodecode.prompt import SYSTEM_PROMPT, TOOLS
+from nodecode.verbs.prompt import SYSTEM_PROMPT, TOOLS
 
 KW = dict(model="m", system=SYSTEM_PROMPT, tools=TOOLS, max_tokens=100)
 
@@ -193,12 +193,12 @@ def test_a_request_made_from_the_previous_ones_parts_is_the_one_made_afresh():
     from hypothesis import given, settings
     from hypothesis import strategies as st
     from nodecode.budget import Meter
-    from nodecode.context import cache_state
+    from nodecode.cache import ledger
     from nodecode.context.request import Arranged
     from nodecode.providers.types import encode_body
 
     meter = Meter(None, "s", None)  # counting only: no store needed
-    scope = cache_state.scope_of("anthropic", "p", "m", SYSTEM_PROMPT, TOOLS)
+    scope = ledger.scope_of("anthropic", "p", "m", SYSTEM_PROMPT, TOOLS)
 
     @settings(max_examples=300, deadline=None)
     @given(st.data())
@@ -226,7 +226,7 @@ def test_a_request_made_from_the_previous_ones_parts_is_the_one_made_afresh():
                 return lambda out: sorted({(min(p, len(out) - 1), 3600.0) for p in picks})
 
             build(old, **KW, marks=at(marks_a))
-            meter.tokens(old), cache_state.prefix_keys(scope, old)
+            meter.tokens(old), ledger.prefix_keys(scope, old)
             new, fresh = Arranged(second, old), Arranged(second)
             got, want = build(new, **KW, marks=at(marks_b)), build(fresh, **KW, marks=at(marks_b))
             assert new.out == fresh.out
@@ -237,7 +237,7 @@ def test_a_request_made_from_the_previous_ones_parts_is_the_one_made_afresh():
             assert encode_body(plain.body) == encode_body(want.body)
             assert got.sent == want.sent and got.breakpoints == want.breakpoints
             assert meter.tokens(new) == meter.tokens(fresh)
-            assert cache_state.prefix_keys(scope, new) == cache_state.prefix_keys(scope, fresh)
+            assert ledger.prefix_keys(scope, new) == ledger.prefix_keys(scope, fresh)
             assert meter.tokens(fresh)[-1] == meter.total(second)
 
     check()

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nodecode import session
 from nodecode.context import model
-from nodecode.store import Store
+from nodecode.log import sessions as session
+from nodecode.log.store import Store
 
 
 def _land_during(reader: Store, writer: Store, sid: str, sql_start: str, text: str) -> list[bool]:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import pytest
 from helpers import write_config
 from nodecode import budget as budgets
-from nodecode import recall, status
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode import recall
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.context import take as takes
 from nodecode.context.fileformat import split
 from nodecode.providers.types import REDACTED_THINKING
+from nodecode.views import status
 from validator import check, problems
 
 THOUGHT_1 = "Turn one: a.txt is the file to read."

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from nodecode.agent import Agent
+from nodecode.agent.loop import Agent
 from nodecode.app import App
 
 from .conftest import buffer_lines, chat, configure, last_user_text, wait_for

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from nodecode import status
-from nodecode.agent import Agent
+from nodecode.agent.loop import Agent
 from nodecode.app import App
 from nodecode.context import take
+from nodecode.views import status
 
 from .conftest import configure, wait_for
 from .ui_helpers import notes, notified

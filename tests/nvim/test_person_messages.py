@@ -9,8 +9,8 @@ from pathlib import Path
 import pynvim
 import pytest
 from nodecode.app import App
+from nodecode.budget.evict import manual
 from nodecode.context import take
-from nodecode.evict import manual
 
 from .conftest import chat, configure, wait_for
 from .ui_helpers import make_session, messages_of, no_press_enter

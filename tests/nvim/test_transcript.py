@@ -8,7 +8,7 @@ import re
 import threading
 
 import pynvim
-from nodecode.agent import Agent
+from nodecode.agent.loop import Agent
 from nodecode.app import App
 
 from .conftest import buffer_lines, chat, configure, wait_for

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pynvim
 import pytest
-from nodecode.agent import Agent
+from nodecode.agent.loop import Agent
 from nodecode.app import App
 from nodecode.host import Host
 
@@ -38,7 +38,7 @@ def branched(home: Path, workspace: Path, loopback):
     )
     configure(home, srv, auto_approve=["write", "shell"])
     sid = make_session(home, workspace, ["write v1", "write v2"])
-    from nodecode import checkpoints
+    from nodecode.checkpoints import moves as checkpoints
 
     app = App.open(home=home, cwd=workspace)
     checkpoints.undo(app.workspace, sid)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pynvim
-from nodecode.agent import Agent
+from nodecode.agent.loop import Agent
 from nodecode.app import App
 
 

@@ -14,8 +14,8 @@ import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import CellError
-from .env import CellEnv
+from nodecode.cells.env import CellEnv
+from nodecode.errors import CellError
 
 MAX_DIFF_LINES = 5000  # a diff longer than this is cut (the person still sees its start)
 

@@ -52,7 +52,7 @@ class CellEnv:
     session the cell runs in (the context and recall verbs need them);
     ``on_shell(env, phase)`` runs before and after each command (the
     checkpoints' shadow store); ``verbs`` is the table the cell may call
-    (default: every verb, ``cells.table.VERBS``). ``time_limit`` is how
+    (default: every verb, ``verbs.table.VERBS``). ``time_limit`` is how
     long any other verb may run (shell has ``shell_timeout``); ``cancel`` is
     the turn's stop (Ctrl-C, :NodecodeStop), which ends a running verb.
     ``changes`` and ``shell_untracked`` are what the cell did: files written,

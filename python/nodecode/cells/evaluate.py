@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CellError, Stopped, UserError
-from .env import CellEnv
-from .forms import Keyword, Sym, kind_of, show_form
-from .reader import read_cell
-from .registry import Verb, unknown_verb
-from .table import VERBS
+from nodecode.cells.env import CellEnv
+from nodecode.cells.forms import Keyword, Sym, kind_of, show_form
+from nodecode.cells.reader import read_cell
+from nodecode.cells.registry import Verb, unknown_verb
+from nodecode.errors import CellError, Stopped, UserError
+from nodecode.verbs.table import VERBS
 
 TOOL_NAME = "eval"
 _EXAMPLE = '(read-file "README.md")'

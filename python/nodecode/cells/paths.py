@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import CellError, WorkspaceEscape
-from .env import CellEnv
+from nodecode.cells.env import CellEnv
+from nodecode.errors import CellError, WorkspaceEscape
 
 
 def roots(env: CellEnv) -> list[Path]:

@@ -12,8 +12,8 @@ import re
 
 import sexpdata
 
-from ..errors import CellError
-from .forms import Form, Keyword, Pair, Sym
+from nodecode.cells.forms import Form, Keyword, Pair, Sym
+from nodecode.errors import CellError
 
 MAX_CELL_BYTES = 1024 * 1024
 MAX_DEPTH = 200

@@ -1,7 +1,7 @@
 """Verbs: how a module declares the verbs a cell can call, and how calls are checked.
 
 A module declares each verb with ``@verb(...)`` and lists them in its own
-``VERBS`` tuple; ``cells.table`` assembles the one table the evaluator reads,
+``VERBS`` tuple; ``verbs.table`` assembles the one table the evaluator reads,
 so nothing registers by being imported. A verb function is called as
 ``fn(env, *positionals, **keywords)`` and returns the text the agent reads.
 Keyword ``:match-case`` arrives as ``match_case`` and a Python keyword gets a
@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CellError
-from .forms import NIL, Keyword, Sym, T, describe, type_name
+from nodecode.cells.forms import NIL, Keyword, Sym, T, describe, type_name
+from nodecode.errors import CellError
 
 INT_LIMIT = 2**63
 TypeSpec = type | tuple[type, ...]

@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 
-from nodecode.agent import Agent, TurnCallbacks
+from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.cells.approval import Approval, Refused
 from nodecode.cells.evaluate import evaluate

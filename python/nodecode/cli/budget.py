@@ -8,11 +8,11 @@ import json
 import sys
 
 from nodecode import budget as budgets
-from nodecode import evict as evictions
-from nodecode import status
 from nodecode.app import App
+from nodecode.budget import evict as evictions
 from nodecode.cli.common import EXIT_OK, Command, session_of
 from nodecode.errors import UserError
+from nodecode.views import status
 
 
 def cmd_status(app: App, args: argparse.Namespace) -> int:

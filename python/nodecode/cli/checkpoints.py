@@ -7,10 +7,10 @@ import argparse
 import json
 import sys
 
-from nodecode import checkpoints
-from nodecode import tree as trees
 from nodecode.app import App
+from nodecode.checkpoints import moves as checkpoints
 from nodecode.cli.common import EXIT_OK, Command, session_of
+from nodecode.views import tree as trees
 
 _FORCE = {"undo": "nodecode undo --force", "redo": "nodecode redo --force"}
 

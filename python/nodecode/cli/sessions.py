@@ -6,10 +6,10 @@ import argparse
 import json
 import time
 
-from nodecode import session as sessions
-from nodecode import turns as turn_tree
 from nodecode.app import App
 from nodecode.cli.common import EXIT_OK, Command
+from nodecode.log import sessions
+from nodecode.log import turns as turn_tree
 
 
 def cmd_new(app: App, args: argparse.Namespace) -> int:

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
 
-from nodecode import session as sessions
-from nodecode import turns as turn_tree
 from nodecode.errors import StoreError
-from nodecode.store import Event, Store, unpack_payload
+from nodecode.log import sessions
+from nodecode.log import turns as turn_tree
+from nodecode.log.store import Event, Store, unpack_payload
 
 SNAPSHOT_KINDS = ("receipt", "evict", "fork")
 SNAPSHOT_CHAIN = 16  # a snapshot is whole when its delta would be this many deep

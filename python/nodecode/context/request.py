@@ -59,7 +59,7 @@ CACHE = {"type": "ephemeral"}  # a 5-minute entry
 CACHE_1H = {"type": "ephemeral", "ttl": "1h"}
 SHORT, LONG = 300.0, 3600.0
 # Where a request's cache breakpoints go: arranged messages → (index, ttl seconds),
-# index -1 being the system prompt (see context.cache_plan).
+# index -1 being the system prompt (see cache.plan).
 Marks = Callable[[list[Message]], list[tuple[int, float]]]
 
 

@@ -18,7 +18,7 @@ import hashlib
 from typing import Any
 
 from nodecode.context.arrange import common_prefix
-from nodecode.store import Event, Store
+from nodecode.log.store import Event, Store
 
 Pairs = list[tuple[int, str]]
 

@@ -20,22 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodecode import session as sessions
-from nodecode import turns as turn_tree
 from nodecode.context import fileformat, takelog
 from nodecode.context.edits import Applied, Edit, apply, read_file_edit, read_form_edit
-from nodecode.context.model import (
-    Message,
-    State,
-    blob_text,
-    decoded,
-    message_of,
-    snapshot,
-    state,
-)
+from nodecode.context.model import Message, State, blob_text, decoded, message_of, snapshot, state
 from nodecode.errors import UserError
+from nodecode.log import sessions
+from nodecode.log import turns as turn_tree
+from nodecode.log.store import Event, Store
 from nodecode.paths import write_private
-from nodecode.store import Event, Store
 from nodecode.workspace import Workspace
 
 STALE = "made before another edit was taken: run (context) again"

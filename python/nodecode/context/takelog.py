@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nodecode.context.model import TAKE_KINDS
-from nodecode.store import Event, Store
+from nodecode.log.store import Event, Store
 
 KINDS = ("export", "edit", "receipt", *TAKE_KINDS)
 TAKEN = "\ntaken at seq "  # what a receipt of a take (not a refusal) holds

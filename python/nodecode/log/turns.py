@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nodecode import session as sessions
-from nodecode.store import Store
+from nodecode.log import leases, sessions
+from nodecode.log.store import Store
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ def recover(
     done = []
     rows = store.read("SELECT session, number FROM turns WHERE status = 'running'")
     for sid, number in rows:
-        if sessions.lease_live(store, sid):
+        if leases.lease_live(store, sid):
             continue
         extra = settle(sid, number) if settle is not None else {}
         with store.atomic() as db:
@@ -156,7 +156,7 @@ def recover(
                 "SELECT 1 FROM turns WHERE session = ? AND number = ? AND status = 'running'",
                 (sid, number),
             ).fetchone()
-            if still is None or sessions.lease_live(store, sid):
+            if still is None or leases.lease_live(store, sid):
                 continue  # another process recovered it, or took the session, meanwhile
             event = store.append(
                 sid,

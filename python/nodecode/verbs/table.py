@@ -6,9 +6,8 @@ imported, so this is the whole of what the agent's ``eval`` can reach.
 
 from __future__ import annotations
 
-from nodecode import recall
-from nodecode.cells import files, shell
 from nodecode.cells.registry import Verb, table
-from nodecode.context import verbs as context_verbs
+from nodecode.verbs import context as context_verbs
+from nodecode.verbs import files, recall, shell
 
 VERBS: dict[str, Verb] = table(files.VERBS, shell.VERBS, context_verbs.VERBS, recall.VERBS)

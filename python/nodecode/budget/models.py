@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nodecode import budget as budgets
+from nodecode.budget import window as budgets
 from nodecode.config import Config, ProviderConfig
 from nodecode.errors import UserError
 from nodecode.workspace import Workspace

@@ -22,10 +22,10 @@ import subprocess
 import threading
 import time
 
-from ..errors import CellError
-from . import approval
-from .env import MAX_OUTPUT, CellEnv
-from .registry import verb
+from nodecode.cells import approval
+from nodecode.cells.env import MAX_OUTPUT, CellEnv
+from nodecode.cells.registry import verb
+from nodecode.errors import CellError
 
 # The watchdog: the command's group on the first line, then "done" (the
 # all-clear) or end of file (we died): kill the group, touch the mark file.
@@ -66,7 +66,7 @@ def shell(env: CellEnv, cmd: str, *, timeout: float | None = None) -> str:
     if "\0" in cmd:
         raise CellError("shell: CMD contains a NUL character")
     approval.ask(env, approval.Approval("shell", cmd, cwd=str(env.workspace)), "shell not approved")
-    # Checkpoints snapshot the workspace around the command (see nodecode.shadow).
+    # Checkpoints snapshot the workspace around the command (see nodecode.checkpoints.shadow).
     hook = env.on_shell
     if hook is not None:
         hook(env, "before")

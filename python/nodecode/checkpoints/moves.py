@@ -27,15 +27,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodecode import session as sessions
-from nodecode import tree as trees
-from nodecode import turns as turn_tree
 from nodecode.context import model
 from nodecode.context import take as takes
 from nodecode.errors import UserError
+from nodecode.log import sessions
+from nodecode.log import turns as turn_tree
+from nodecode.log.leases import Lease
+from nodecode.log.store import Event, Store
 from nodecode.paths import replace_file
-from nodecode.session import Lease
-from nodecode.store import Event, Store
+from nodecode.views import tree as trees
 from nodecode.workspace import Workspace
 
 BLOB_COMMAND = "nodecode blob"  # how the command line shows a kept version

@@ -14,23 +14,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodecode import budget as budgets
-from nodecode import evict as evictions
-from nodecode import shadow
-from nodecode import turns as turn_tree
 from nodecode.app import App
+from nodecode.budget import evict as evictions
+from nodecode.cache import ledger
 from nodecode.cells.approval import Approval
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import CellResult, evaluate_call
+from nodecode.checkpoints import shadow
 from nodecode.config import Thinking
-from nodecode.context import cache_state
 from nodecode.context import request as request_builder
 from nodecode.context import sent as sent_log
 from nodecode.context import take as takes
 from nodecode.errors import ContextOverflow, DoesNotFit, ProviderError, Stopped, UserError
-from nodecode.prompt import SYSTEM_PROMPT, TOOLS
+from nodecode.log import turns as turn_tree
+from nodecode.log.leases import Lease, lease_seconds
 from nodecode.providers.types import Reply, ToolCall
-from nodecode.redact import StreamRedactor
-from nodecode.session import Lease, lease_seconds
+from nodecode.secrets.redact import StreamRedactor
+from nodecode.verbs.prompt import SYSTEM_PROMPT, TOOLS
 
 
 class TurnCallbacks:
@@ -271,16 +271,16 @@ class _Turn:
         for notice in ready.notices:
             self.cb.on_notice(notice)
         now = self.app.clock()
-        scope = self.app.cache_scope() or cache_state.scope_of(
+        scope = self.app.cache_scope() or ledger.scope_of(
             self.ptype, self.provider_id, self.config.model, SYSTEM_PROMPT, TOOLS
         )
-        placed: list[cache_state.Placed] = []
+        placed: list[ledger.Placed] = []
         arranged = ready.arranged or self.meter.arranged(ready.messages)
 
         def marks(_: list) -> list[tuple[int, float]]:
             meter = self.meter
             placed.append(
-                cache_state.place(
+                ledger.place(
                     self.store,
                     scope,
                     arranged,
@@ -300,7 +300,7 @@ class _Turn:
             system=SYSTEM_PROMPT,
             tools=TOOLS,
             max_tokens=ready.budget.reply,
-            marks=marks if self.ptype == cache_state.ANTHROPIC else None,
+            marks=marks if self.ptype == ledger.ANTHROPIC else None,
             thinking=self.thinking_setting(ready.budget.reply),
         )
         self.streamed.clear()
@@ -345,9 +345,9 @@ class _Turn:
                 own={"sent": sent_log.delta(self.store, self.sid, built.sent)},
             )
             if placed:
-                cache_state.record(self.store, placed[0], now, u.cache_read)
+                ledger.record(self.store, placed[0], now, u.cache_read)
             else:
-                cache_state.record_end(self.store, scope, arranged, now)
+                ledger.record_end(self.store, scope, arranged, now)
         sent_log.remember(self.store, self.sid, event.seq, built.sent)
         self._request_finished(info, reply, event.seq)
         return reply

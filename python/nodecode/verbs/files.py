@@ -26,12 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from ..errors import CellError
-from ..paths import replace_file
-from . import approval, grep_child
-from .env import MAX_OUTPUT, CellEnv, FileChange
-from .paths import display, in_context_dir, inside, resolve_path
-from .registry import verb
+from nodecode.cells import approval
+from nodecode.cells.env import MAX_OUTPUT, CellEnv, FileChange
+from nodecode.cells.paths import display, in_context_dir, inside, resolve_path
+from nodecode.cells.registry import verb
+from nodecode.errors import CellError
+from nodecode.paths import replace_file
+from nodecode.verbs import grep_child
 
 MAX_ENTRIES = 1000
 MAX_MATCHES = 500

@@ -21,8 +21,8 @@ from typing import Any
 
 from nodecode.cells.env import CellEnv, FileChange
 from nodecode.errors import NodecodeError
+from nodecode.log.store import Store
 from nodecode.paths import ensure_dir, write_private
-from nodecode.store import Store
 
 DEFAULT_MAX_MB = 200
 _NULL = "0" * 40

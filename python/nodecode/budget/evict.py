@@ -21,15 +21,16 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from nodecode import budget as budgets
-from nodecode import turns as turn_tree
+from nodecode.budget import meter as meters
+from nodecode.budget import window as budgets
+from nodecode.budget.stubs import CONTENT, Unit, cell_line, runs, stub_payload, stub_text
 from nodecode.context.arrange import Arranged
 from nodecode.context.model import Message, State, message_of, snapshot, state
 from nodecode.errors import ContextOverflow, DoesNotFit, UserError
+from nodecode.log import turns as turn_tree
+from nodecode.log.leases import Lease
+from nodecode.log.store import Store
 from nodecode.paths import write_private
-from nodecode.session import Lease
-from nodecode.store import Store
-from nodecode.stubs import CONTENT, Unit, cell_line, runs, stub_payload, stub_text
 from nodecode.words import plural
 from nodecode.workspace import Workspace
 
@@ -94,7 +95,7 @@ def before_request(
     ws: Workspace,
     sid: str,
     turn: int | None,
-    meter: budgets.Meter,
+    meter: meters.Meter,
     plan: budgets.Budget,
     receipts: list[str] | None = None,
 ) -> Prepared:
@@ -133,7 +134,7 @@ def before_request(
             counted = meter.tokens(arranged)[-1]
             fill = round(counted * ratio)
         if fill > limit:
-            raise DoesNotFit(budgets.does_not_fit(fill, plan, meter, st, ratio))
+            raise DoesNotFit(does_not_fit(fill, plan, meter, st, ratio))
     if limit is not None and fill > budgets.WARN_AT * limit and not warned(store, sid):
         text = warning_text(fill, limit)
         store.append(
@@ -157,7 +158,7 @@ def after_overflow(
     config: Config,
     sid: str,
     turn: int | None,
-    meter: budgets.Meter,
+    meter: meters.Meter,
     error: ContextOverflow,
     sent: Prepared,
     receipts: list[str] | None = None,
@@ -214,9 +215,49 @@ def after_overflow(
     counted = meter.total(st.messages)
     fill = round(counted * ratio)
     if plan.tokens is None or fill > plan.tokens:
-        why = budgets.does_not_fit(fill, plan, meter, st, ratio)
+        why = does_not_fit(fill, plan, meter, st, ratio)
         raise DoesNotFit(f"{why}; the provider said: {error}")
     return Prepared(plan, st.messages, counted, fill, notices)
+
+
+# -- when nothing fits -----------------------------------------------------------
+
+
+def does_not_fit(
+    fill: int, plan: budgets.Budget, meter: meters.Meter, st: State, ratio: float
+) -> str:
+    """Why the request cannot be sent, naming what really fills the budget (the
+    system prompt and tools, the running turn's ask, the rest) and the one
+    change that helps (never a command a higher source would shadow)."""
+    fixed = round((meter.system + meter.tools) * ratio)
+    asks = [m for m in st.messages if m.id in st.newest and m.role == "user"]
+    ask = round(sum(meter.message(m) for m in asks) * ratio)
+    head = (
+        f"the context does not fit: {fill} tokens after evicting all that may go, over the "
+        f"budget of {plan.tokens} (window {plan.window} from {plan.source}, less "
+        f"{plan.reply} for the reply): the system prompt and tools take {fixed}, the ask "
+        f"{ask}, the rest {max(fill - fixed - ask, 0)}"
+    )
+    if plan.tokens is not None and fixed >= plan.tokens:
+        return f"{head}; the system prompt and tools alone are over the budget: {_wider(plan)}"
+    return f"{head}; edit the ask and newest round with (context), or {_wider(plan)}"
+
+
+def _wider(plan: budgets.Budget) -> str:
+    """How to give the context a bigger window, given where the window comes from."""
+    if plan.source == budgets.SOURCE_CEILING:
+        return (
+            "the window is the ceiling learned when the provider rejected a request; once "
+            "the server's context is bigger, run `nodecode budget clear`"
+        )
+    if plan.source == budgets.SOURCE_ENV:
+        return f"raise {budgets.ENV_WINDOW} (it shadows `nodecode budget set`)"
+    if plan.source == budgets.SOURCE_CONFIG:
+        return (
+            f"raise context_window of {plan.provider}/{plan.model} in config.jsonc "
+            "(it shadows `nodecode budget set`)"
+        )
+    return "raise the window with `nodecode budget set N`"
 
 
 # -- who owns what -----------------------------------------------------------------
@@ -316,7 +357,7 @@ def evict(
     ws: Workspace,
     sid: str,
     turn: int | None,
-    meter: budgets.Meter,
+    meter: meters.Meter,
     plan: budgets.Budget,
     st: State,
     *,
@@ -376,7 +417,7 @@ def _apply(
     ws: Workspace,
     sid: str,
     turn: int | None,
-    meter: budgets.Meter,
+    meter: meters.Meter,
     plan: budgets.Budget,
     st: State,
     chosen: list[Unit],
@@ -490,7 +531,7 @@ def manual(
     store = ws.store
     with Lease(store, sid):
         plan = budgets.of(ws, config)
-        meter = budgets.Meter(store, sid, config)
+        meter = meters.Meter(store, sid, config)
         st = state(store, sid)
         head = st.running
         protect = set(st.newest) | {
@@ -535,7 +576,7 @@ def manual(
 
 
 def _nothing(
-    meter: budgets.Meter,
+    meter: meters.Meter,
     plan: budgets.Budget,
     st: State,
     ratio: float,
@@ -550,7 +591,7 @@ def _nothing(
 
 
 def _out_of_reach(
-    meter: budgets.Meter,
+    meter: meters.Meter,
     plan: budgets.Budget,
     st: State,
     protect: set[int],

@@ -19,8 +19,8 @@ from typing import Any
 
 import msgpack
 
-from nodecode import delta, migrations
 from nodecode.errors import StoreError
+from nodecode.log import delta, migrations
 from nodecode.paths import ensure_dir
 
 MESSAGE_ROLES = ("user", "assistant", "call", "tool", "note", "stub", "notice", "thinking")
@@ -324,7 +324,7 @@ class Store:
         """Store ``data`` content-addressed; return its sha256 (``digest``, when
         the caller has hashed it already). With ``base`` (a digest and its bytes,
         which need not be a stored blob), the row holds only a delta against it
-        (``nodecode.delta``, runs of lines or of ``unit`` pieces) when that is smaller."""
+        (``nodecode.log.delta``, runs of lines or of ``unit`` pieces) when that is smaller."""
         digest = digest or hashlib.sha256(data).hexdigest()
         packed = None
         if base is not None and base[0] != digest:

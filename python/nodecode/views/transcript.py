@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodecode import turns as turn_tree
-from nodecode.store import Event, Store
+from nodecode.log import turns as turn_tree
+from nodecode.log.store import Event, Store
 
 # Messages the chat shows (a stub is the model's view of evicted turns: not shown).
 SHOWN = ("user", "assistant", "thinking", "call", "tool", "note", "notice")

@@ -14,15 +14,16 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from nodecode import budget as budgets
-from nodecode import session as sessions
-from nodecode import turns as turn_tree
-from nodecode.context import cache_state, fileformat
+from nodecode.cache import ledger
+from nodecode.cache.ledger import Scope
+from nodecode.context import fileformat
 from nodecode.context import model as context_model
 from nodecode.context import take as takes
-from nodecode.context.cache_state import Scope
 from nodecode.errors import UserError
+from nodecode.log import sessions
+from nodecode.log import turns as turn_tree
+from nodecode.log.store import Store
 from nodecode.providers.types import Usage
-from nodecode.store import Store
 from nodecode.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -159,7 +160,7 @@ def cache_view(
     count = meter.count(order)
     arranged = [m for m, _ in count.messages]
     at = time.time() if now is None else now
-    live = set(cache_state.live_positions(store, scope, arranged, at)) if scope else set()
+    live = set(ledger.live_positions(store, scope, arranged, at)) if scope else set()
     present = {m.id for m in order}
     running = count.system + count.tools
     prefix: dict[int, int] = {}

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import msgpack
 
-from nodecode import delta
+from nodecode.log import delta
 
 Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: list[Migration] = []
@@ -108,7 +108,7 @@ def m007_index_events_kind_turn(db: sqlite3.Connection) -> None:
 
 @migration
 def m008_create_cache_entries(db: sqlite3.Connection) -> None:
-    # What the provider's prompt cache is believed to hold (context.cache_state):
+    # What the provider's prompt cache is believed to hold (cache.ledger):
     # derived state, rewritten after each request, never part of the log.
     db.execute("""
         CREATE TABLE cache_entries (
@@ -143,7 +143,7 @@ def m010_create_shell_runs(db: sqlite3.Connection) -> None:
 def m011_encode_file_blobs_as_deltas(db: sqlite3.Connection) -> None:
     # Each export and each file edit kept the whole context file as a blob (two
     # copies per taken edit). From here a blob may be a delta against another
-    # (``base``; see nodecode.delta), and the files already kept become deltas:
+    # (``base``; see nodecode.log.delta), and the files already kept become deltas:
     # every export against its session's newest one (its nonce substituted),
     # every file edit against its export. Only the rows' encoding changes; their
     # hashes, and every event, stay as they were.

@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from nodecode import budget as budgets
-from nodecode import evict as evictions
+from nodecode.budget import evict as evictions
+from nodecode.cache.ledger import Scope
 from nodecode.context import take as takes
-from nodecode.context import view
-from nodecode.context.cache_state import Scope
 from nodecode.context.model import state
 from nodecode.providers.types import Usage
+from nodecode.views import context as view
 from nodecode.words import plural
 from nodecode.workspace import Workspace
 

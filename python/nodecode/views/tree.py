@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from nodecode import session as sessions
-from nodecode import turns as turn_tree
-from nodecode.store import Store
+from nodecode.log import sessions
+from nodecode.log import turns as turn_tree
+from nodecode.log.store import Store
 
 ASK_WIDTH = 60
 

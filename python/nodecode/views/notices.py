@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from nodecode.evict import WARNING_PREFIX
+from nodecode.budget.evict import WARNING_PREFIX
 
 # The agent's forms in texts the person reads, most specific first.
 _FOR_PERSON = (

@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nodecode.context import cache_plan
+from nodecode.cache import plan as cache_plan
 from nodecode.context.arrange import Arranged
 from nodecode.context.model import Message
-from nodecode.store import Store
+from nodecode.log.store import Store
 
 ANTHROPIC = "anthropic"
 

