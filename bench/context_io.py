@@ -125,7 +125,7 @@ class Bench:
         (the budget and meter it is given are made before, off the clock)."""
         ws, config = self.app.workspace, self.app.config
         plan = budgets.of(ws, config)
-        meter = budgets.Meter(self.store, self.sid, config, config.provider.type)
+        meter = budgets.Meter(self.store, self.sid, config, config.wire())
         turn = takes.head_turn(self.store, self.sid)
         return lambda: takes.take(ws, self.sid, turn, budget=plan.tokens, count=meter.fill)
 

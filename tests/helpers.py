@@ -55,3 +55,17 @@ def run_cli(
     return subprocess.run(
         cmd + list(args), capture_output=True, text=True, env=full_env, input=input, timeout=timeout
     )
+
+
+def anthropic_provider(base_url: str | None, api_key: str | None, **kw):
+    """A provider speaking the Anthropic wire format (what config type "anthropic" makes)."""
+    from nodecode.providers import make_provider
+
+    return make_provider("anthropic", base_url=base_url, api_key=api_key, **kw)
+
+
+def openai_provider(base_url: str | None, api_key: str | None, **kw):
+    """A provider speaking OpenAI chat completions (config type "openai")."""
+    from nodecode.providers import make_provider
+
+    return make_provider("openai", base_url=base_url, api_key=api_key, **kw)

@@ -1,5 +1,6 @@
-"""The architecture itself: no import cycles in the core, no pynvim in it, and only
-``cli/`` (and the ``python -m nodecode`` entry point) imports the CLI.
+"""The architecture itself: no import cycles in the core, between modules or between
+packages; no pynvim in it; only ``cli/`` (and the ``python -m nodecode`` entry
+point) imports the CLI; and no provider type named outside ``providers/``.
 
 Every import counts — module level, inside functions and under ``TYPE_CHECKING``
 alike — because each is a dependency a reader must follow. An import of
@@ -160,6 +161,66 @@ def test_only_the_cli_and_the_host_build_the_app():
     assert not offenders, "; ".join(offenders)
 
 
+def packages(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph of the core's first-level units: each package (``nodecode.log``)
+    and each module directly in it (``nodecode.app``) is one node, depending on
+    every unit any of its modules imports."""
+
+    def unit(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    out: dict[str, set[str]] = {}
+    for name, deps in graph.items():
+        out.setdefault(unit(name), set()).update(unit(d) for d in deps)
+    return {u: deps - {u} for u, deps in out.items()}
+
+
+def test_no_package_imports_a_package_that_imports_it_back():
+    found = cycles(packages(imports(CORE)))
+    assert not found, "package cycles: " + "; ".join(" → ".join(c) for c in found)
+
+
+# Where a provider type may be named: the wire formats themselves, the loopback
+# server that speaks them, and the demo's built-in choice of provider.
+PROVIDER_NAMES = {"anthropic", "openai"}
+MAY_NAME_PROVIDERS = ("nodecode.providers", "nodecode.loopback", "nodecode.demo")
+
+
+def provider_literals(root: Path) -> list[str]:
+    """Each comparison (``==``, ``!=``, ``in``, ``not in``, a ``case``) with a provider
+    type's name, outside the places that own them: ``module:line``."""
+    found = []
+    for name, path in modules(root).items():
+        if any(name == p or name.startswith(p + ".") for p in MAY_NAME_PROVIDERS):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Compare):
+                operands = [node.left, *node.comparators]
+            elif isinstance(node, ast.MatchValue):
+                operands = [node.value]
+            else:
+                continue
+            if any(_names_a_provider(o) for o in operands):
+                found.append(f"{name}:{node.lineno}")
+    return found
+
+
+def _names_a_provider(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value in PROVIDER_NAMES
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_names_a_provider(e) for e in node.elts)
+    return False
+
+
+def test_only_the_providers_compare_with_a_provider_type():
+    found = provider_literals(CORE)
+    assert not found, (
+        "a provider type is compared outside providers/ (ask the wire format instead): "
+        + ", ".join(found)
+    )
+
+
 # -- the checks themselves catch what they are for --------------------------------
 
 
@@ -204,3 +265,54 @@ def test_a_package_importing_its_own_children_is_no_cycle(tmp_path):
         },
     )
     assert cycles(imports(root)) == []
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {  # one package's module imports another's, whose other module imports it back
+            "__init__.py": "",
+            "log/__init__.py": "",
+            "log/store.py": "from nodecode.views import status\n",
+            "log/turns.py": "",
+            "views/__init__.py": "",
+            "views/status.py": "",
+            "views/tree.py": "def f():\n    import nodecode.log.turns\n",
+        },
+        {  # through a TYPE_CHECKING import, with a module directly in the core
+            "__init__.py": "",
+            "app.py": "from nodecode.log.store import x\n",
+            "log/__init__.py": "",
+            "log/store.py": "x = 1\n",
+            "log/turns.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import nodecode.app\n"
+            ),
+        },
+    ],
+)
+def test_a_package_cycle_is_found_though_no_module_cycle_is(tmp_path, files):
+    graph = imports(_tree(tmp_path, files))
+    assert cycles(graph) == []
+    assert cycles(packages(graph))
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        'def f(t):\n    return t == "anthropic"\n',
+        'def f(t):\n    return "openai" != t\n',
+        'def f(t):\n    return t in ("anthropic", "openai")\n',
+        'def f(t):\n    match t:\n        case "openai":\n            return 1\n',
+    ],
+)
+def test_a_provider_literal_outside_providers_is_found(tmp_path, code):
+    root = _tree(tmp_path, {"__init__.py": "", "budget/__init__.py": "", "budget/meter.py": code})
+    assert provider_literals(root) == [
+        "nodecode.budget.meter:2" if "match" not in code else "nodecode.budget.meter:3"
+    ]
+
+
+def test_a_provider_literal_inside_providers_is_theirs(tmp_path):
+    code = 'def f(t):\n    return t == "anthropic"\n'
+    root = _tree(tmp_path, {"__init__.py": "", "providers/__init__.py": "", "providers/x.py": code})
+    assert provider_literals(root) == []

@@ -22,6 +22,7 @@ from nodecode.context.model import Message, state
 from nodecode.host import Host
 from nodecode.loopback import LoopbackServer, Reply
 from nodecode.loopback.tokens import openai_tokens
+from nodecode.providers import registry
 from nodecode.providers.overflow import parse_overflow
 from test_budget_support import Session, check_valid, cli, prompt_total, texts
 
@@ -556,7 +557,7 @@ def _contexts(draw) -> list[Message]:
 @pytest.fixture(scope="module")
 def meter(tmp_path_factory):
     app = App.open(tmp_path_factory.mktemp("meter"), "default", None, environ={})
-    yield budgets.Meter(app.store, app.new_session("m"), app.config, "anthropic")
+    yield budgets.Meter(app.store, app.new_session("m"), app.config, registry.wire("anthropic"))
     app.close()
 
 

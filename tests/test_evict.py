@@ -13,6 +13,7 @@ from nodecode.context.model import state
 from nodecode.errors import SessionBusy, UserError
 from nodecode.log import turns as turn_tree
 from nodecode.log.leases import Lease
+from nodecode.providers import registry
 from test_budget_support import Session, check_valid, cli, prompt_total, read_round, texts
 
 WINDOW = 4000  # budget 3000 (a quarter goes to the reply): warn over 2550, evict to 1500
@@ -275,7 +276,7 @@ def fixed_tokens(s: Session) -> int:
     """What the system prompt and tool definitions cost, by our count."""
     from nodecode import budget as budgets
 
-    meter = budgets.Meter(s.app.store, s.sid, s.app.config, s.ptype)
+    meter = budgets.Meter(s.app.store, s.sid, s.app.config, registry.wire(s.ptype))
     return meter.system + meter.tools
 
 

@@ -12,9 +12,9 @@ import json
 
 import httpx
 import pytest
+from helpers import anthropic_provider
 from nodecode.loopback import LoopbackServer
 from nodecode.loopback.cache import CacheRules, Clock, cost, model_min_tokens
-from nodecode.providers.anthropic import AnthropicProvider
 
 FIVE_MIN = {"type": "ephemeral"}
 ONE_HOUR = {"type": "ephemeral", "ttl": "1h"}
@@ -398,7 +398,7 @@ def test_the_non_streamed_reply_reports_the_same_usage(server, clock):
 
 def test_the_anthropic_provider_reads_cache_write_as_all_creation_tokens(server, clock):
     def through_provider(s: LoopbackServer, request: dict) -> dict:
-        with AnthropicProvider(s.url, "k") as provider:
+        with anthropic_provider(s.url, "k") as provider:
             return provider.stream(request).usage
 
     content, got = _mixed(server, clock, through_provider)

@@ -30,9 +30,10 @@ from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.cells.evaluate import CellResult, evaluate
 from nodecode.context import model as context_model
-from nodecode.context import request as request_builder
 from nodecode.context import take as takes
 from nodecode.loopback import LoopbackServer
+from nodecode.providers import registry
+from nodecode.providers.wire import Request
 from nodecode.verbs.prompt import SYSTEM_PROMPT, TOOLS
 from nodecode.verbs.table import VERBS
 
@@ -360,13 +361,8 @@ def check_take(template: Template, scratch: Path, raw: bytes) -> None:
         assert path.read_bytes() == raw  # a take writes nothing into context.txt
         messages = context_model.build(app.store, template.sid)
         for ptype in ("anthropic", "openai"):
-            request_builder.build(
-                ptype,
-                messages,
-                model="m",
-                system=SYSTEM_PROMPT,
-                tools=TOOLS,
-                max_tokens=1024,
+            registry.wire(ptype).build(
+                Request(messages, model="m", system=SYSTEM_PROMPT, tools=TOOLS, max_tokens=1024)
             )
     finally:
         app.close()

@@ -84,7 +84,7 @@ def test_https_providers_load_the_ca_certificates_once_per_process(
         app.provider()
         app.close()
     assert len(verify_loads) <= 1
-    from nodecode.providers.base import tls_context
+    from nodecode.providers.http import tls_context
 
     verified = tls_context("https://api.anthropic.com")
     assert verified.verify_mode == ssl.CERT_REQUIRED and verified.check_hostname
@@ -94,7 +94,7 @@ def test_https_providers_load_the_ca_certificates_once_per_process(
 def test_a_plain_http_url_behind_a_proxy_still_gets_the_ca_certificates(monkeypatch):
     _no_proxies(monkeypatch)
     monkeypatch.setenv("HTTP_PROXY", "https://proxy.example:3128")
-    from nodecode.providers.base import tls_context
+    from nodecode.providers.http import tls_context
 
     assert tls_context("http://127.0.0.1:8080").cert_store_stats()["x509_ca"] > 0
 

@@ -36,7 +36,7 @@ SCRIPT = textwrap.dedent(
     for thread in warming:
         thread.join(60)
     import tiktoken.registry
-    from nodecode.providers import base
+    from nodecode.providers import http as base
 
     after = {
         "agent": "nodecode.agent.loop" in sys.modules,

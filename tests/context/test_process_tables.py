@@ -67,7 +67,8 @@ def test_equal_messages_of_two_sessions_each_send_their_own_thinking_block():
 
     import msgpack
     from nodecode.context.model import _message_of_row
-    from nodecode.context.request import anthropic_body
+    from nodecode.providers import registry
+    from nodecode.providers.wire import Request
 
     def rows(data: str) -> list[tuple]:
         block = {"format": "anthropic", "block": {"type": "redacted_thinking", "data": data}}
@@ -81,7 +82,9 @@ def test_equal_messages_of_two_sessions_each_send_their_own_thinking_block():
 
     def sent_blocks(data: str) -> list[dict]:
         msgs = [_message_of_row(r) for r in rows(data)]
-        built = anthropic_body(msgs, model="m", system="s", tools=[], max_tokens=10)
+        built = registry.wire("anthropic").build(
+            Request(msgs, model="m", system="s", tools=[], max_tokens=10)
+        )
         wire = json.loads(b"[" + b",".join(built.body["messages"].parts) + b"]")
         return [b for m in wire for b in m["content"] if b["type"] == "redacted_thinking"]
 

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import json
 
+from nodecode.context.arrange import CONTEXT_BEGINS, arrange
 from nodecode.context.model import Message
-from nodecode.context.request import CONTEXT_BEGINS, anthropic_body, arrange, openai_body
+from nodecode.providers import registry
+from nodecode.providers.wire import Request
 from nodecode.verbs.prompt import SYSTEM_PROMPT, TOOLS
 
 KW = dict(model="m", system=SYSTEM_PROMPT, tools=TOOLS, max_tokens=100)
+
+
+def anthropic_body(messages, **kw):
+    return registry.wire("anthropic").build(Request(messages, **kw))
+
+
+def openai_body(messages, **kw):
+    return registry.wire("openai").build(Request(messages, **kw))
 
 
 def user(i, t="ask"):
@@ -194,7 +204,7 @@ def test_a_request_made_from_the_previous_ones_parts_is_the_one_made_afresh():
     from hypothesis import strategies as st
     from nodecode.budget import Meter
     from nodecode.cache import ledger
-    from nodecode.context.request import Arranged
+    from nodecode.context.arrange import Arranged
     from nodecode.providers.types import encode_body
 
     meter = Meter(None, "s", None)  # counting only: no store needed
@@ -274,8 +284,11 @@ def test_a_growing_context_keeps_the_thinking_its_format_sends():
                     msgs.append(thinking(seq, kind))
                 else:
                     msgs.append(user(seq) if kind == "user" else reply(seq))
-            got = arranged(cache, "s", msgs, ptype, send_back)
-            assert got.messages == sendable(msgs, ptype, send_back)
+            wire = registry.wire(ptype)
+            setting = wire.thinking({"send_back": send_back} if ptype == "openai" else None, "m")
+            carries, key = wire.carries(setting), wire.arrangement_key(setting)
+            got = arranged(cache, "s", msgs, carries, key)
+            assert got.messages == sendable(msgs, carries)
             if got.messages == msgs:
                 assert got.messages is msgs  # none dropped: the very list, for the next reuse
 

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import FIXTURES
-from nodecode.providers.anthropic import AnthropicProvider
-from nodecode.providers.openai import OpenAIProvider
+from helpers import FIXTURES, anthropic_provider, openai_provider
+from nodecode.providers.http import Provider
 
 API_KEY = "sk-test-Zq8vK2mN5pX1"
 
@@ -167,12 +166,12 @@ def server() -> Iterator[ReplayServer]:
 
 
 @pytest.fixture
-def anthropic(server: ReplayServer) -> Iterator[AnthropicProvider]:
-    with AnthropicProvider(server.url, API_KEY, timeout=5.0, backoff_base=0.01) as provider:
+def anthropic(server: ReplayServer) -> Iterator[Provider]:
+    with anthropic_provider(server.url, API_KEY, timeout=5.0, backoff_base=0.01) as provider:
         yield provider
 
 
 @pytest.fixture
-def openai(server: ReplayServer) -> Iterator[OpenAIProvider]:
-    with OpenAIProvider(f"{server.url}/v1", API_KEY, timeout=5.0, backoff_base=0.01) as provider:
+def openai(server: ReplayServer) -> Iterator[Provider]:
+    with openai_provider(f"{server.url}/v1", API_KEY, timeout=5.0, backoff_base=0.01) as provider:
         yield provider

@@ -7,8 +7,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nodecode.providers.anthropic import AnthropicProvider
-from nodecode.providers.openai import OpenAIProvider
+from nodecode.providers.http import Provider
 from nodecode.providers.types import ToolCall
 
 if TYPE_CHECKING:
@@ -40,7 +39,7 @@ def _cancel_when(streamed: list[str], wanted: str, cancel: threading.Event) -> l
 
 
 def test_cancel_mid_stream_returns_partial_text_promptly_while_server_stalls(
-    server: ReplayServer, fixtures_dir: Path, anthropic: AnthropicProvider
+    server: ReplayServer, fixtures_dir: Path, anthropic: Provider
 ) -> None:
     stream = (fixtures_dir / "anthropic_text_stream.sse").read_bytes()
     server.script(body=stream, piece=50, delay=0.02, stall_after=_after(stream, b'"\\n- Sc"'))
@@ -75,7 +74,7 @@ def _reader_threads_end(busy_before: set[int | None]) -> bool:
 
 
 def test_cancel_keeps_only_anthropic_tool_calls_whose_input_completed(
-    server: ReplayServer, fixtures_dir: Path, anthropic: AnthropicProvider
+    server: ReplayServer, fixtures_dir: Path, anthropic: Provider
 ) -> None:
     name = "anthropic_parallel_tool_use_stream_codecompanion.sse"
     stream = (fixtures_dir / name).read_bytes()
@@ -99,7 +98,7 @@ def test_cancel_keeps_only_anthropic_tool_calls_whose_input_completed(
 
 
 def test_cancel_keeps_only_openai_tool_calls_whose_input_completed(
-    server: ReplayServer, fixtures_dir: Path, openai: OpenAIProvider
+    server: ReplayServer, fixtures_dir: Path, openai: Provider
 ) -> None:
     stream = (fixtures_dir / "openai_parallel_tool_calls_stream.sse").read_bytes()
     server.script(body=stream, stall_after=_after(stream, b'"cker\\""'))
@@ -119,7 +118,7 @@ def test_cancel_keeps_only_openai_tool_calls_whose_input_completed(
 
 
 def test_cancel_before_the_server_answers_returns_an_empty_stopped_reply(
-    server: ReplayServer, fixtures_dir: Path, openai: OpenAIProvider
+    server: ReplayServer, fixtures_dir: Path, openai: Provider
 ) -> None:
     server.script(body=b"", head_delay=30)
     cancel = threading.Event()
@@ -133,7 +132,7 @@ def test_cancel_before_the_server_answers_returns_an_empty_stopped_reply(
 
 
 def test_cancel_while_waiting_to_retry_stops_at_once(
-    server: ReplayServer, anthropic: AnthropicProvider
+    server: ReplayServer, anthropic: Provider
 ) -> None:
     server.script(status=529, body=b"{}", headers={"retry-after": "30"})
     cancel = threading.Event()
@@ -146,7 +145,7 @@ def test_cancel_while_waiting_to_retry_stops_at_once(
 
 
 def test_a_provider_still_works_after_a_cancelled_request(
-    server: ReplayServer, fixtures_dir: Path, anthropic: AnthropicProvider
+    server: ReplayServer, fixtures_dir: Path, anthropic: Provider
 ) -> None:
     stream = (fixtures_dir / "anthropic_basic_stream_sdk.sse").read_bytes()
     server.script(body=stream, stall_after=_after(stream, b'"Hello"'))

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from nodecode.providers.anthropic import AnthropicProvider
-from nodecode.providers.openai import OpenAIProvider
+from nodecode.providers.http import Provider
 from nodecode.providers.types import REDACTED_THINKING, ToolCall, Usage
 
 if TYPE_CHECKING:
@@ -265,8 +264,8 @@ def test_stream_fixture_replayed_over_http_parses_exactly(
     name: str,
     server: ReplayServer,
     fixtures_dir: Path,
-    anthropic: AnthropicProvider,
-    openai: OpenAIProvider,
+    anthropic: Provider,
+    openai: Provider,
 ) -> None:
     expected = STREAMS[name]
     server.script(body=(fixtures_dir / name).read_bytes())
@@ -298,8 +297,8 @@ def test_stream_fixture_with_crlf_line_ends_parses_the_same(
     name: str,
     server: ReplayServer,
     fixtures_dir: Path,
-    anthropic: AnthropicProvider,
-    openai: OpenAIProvider,
+    anthropic: Provider,
+    openai: Provider,
 ) -> None:
     expected = STREAMS[name]
     body = (fixtures_dir / name).read_bytes().replace(b"\n", b"\r\n")
@@ -312,7 +311,7 @@ def test_stream_fixture_with_crlf_line_ends_parses_the_same(
 
 
 def test_openrouter_reasoning_details_merge_into_one_summary_and_one_encrypted_item(
-    server: ReplayServer, fixtures_dir: Path, openai: OpenAIProvider
+    server: ReplayServer, fixtures_dir: Path, openai: Provider
 ) -> None:
     """Streamed fragments of the same detail (same index and type) join into one
     item; the encrypted item that follows with the same index stays its own, whole."""

@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from nodecode.errors import ContextOverflow, ProviderError
-from nodecode.providers.anthropic import AnthropicProvider
-from nodecode.providers.openai import OpenAIProvider
+from nodecode.providers.http import Provider
 from nodecode.providers.overflow import parse_overflow
 
 if TYPE_CHECKING:
@@ -145,7 +144,7 @@ def test_unrelated_errors_are_not_overflow(body: str) -> None:
 
 
 def test_overflow_over_http_raises_at_once_without_retry(
-    server: ReplayServer, fixtures_dir: Path, anthropic: AnthropicProvider
+    server: ReplayServer, fixtures_dir: Path, anthropic: Provider
 ) -> None:
     body = (fixtures_dir / "errors" / "anthropic_prompt_too_long_400.json").read_bytes()
     server.script(status=400, body=body)
@@ -161,7 +160,7 @@ def test_overflow_over_http_raises_at_once_without_retry(
 
 
 def test_llamacpp_overflow_with_status_500_is_not_retried(
-    server: ReplayServer, fixtures_dir: Path, openai: OpenAIProvider
+    server: ReplayServer, fixtures_dir: Path, openai: Provider
 ) -> None:
     body = (fixtures_dir / "errors" / "llamacpp_context_size_exceeded_500.json").read_bytes()
     server.script(status=500, body=body)
@@ -173,7 +172,7 @@ def test_llamacpp_overflow_with_status_500_is_not_retried(
 
 
 def test_overflow_as_a_stream_error_event_raises_context_overflow(
-    server: ReplayServer, openai: OpenAIProvider
+    server: ReplayServer, openai: Provider
 ) -> None:
     chunk = (
         'data: {"error":{"message":"This model\'s maximum context length is 4097 tokens. '
@@ -190,7 +189,7 @@ def test_overflow_as_a_stream_error_event_raises_context_overflow(
 
 
 def test_a_plain_400_is_a_provider_error_naming_status_type_and_message(
-    server: ReplayServer, fixtures_dir: Path, anthropic: AnthropicProvider
+    server: ReplayServer, fixtures_dir: Path, anthropic: Provider
 ) -> None:
     body = fixtures_dir / "errors" / "anthropic_tool_use_without_tool_result_400.json"
     server.script(status=400, body=body.read_bytes())

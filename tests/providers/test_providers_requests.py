@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from helpers import openai_provider
 from nodecode.errors import ConfigError, ProviderError, ProviderFailed
 from nodecode.providers import make_provider
-from nodecode.providers.anthropic import AnthropicProvider
-from nodecode.providers.openai import OpenAIProvider
+from nodecode.providers.http import Provider
 
 if TYPE_CHECKING:
     from conftest import ReplayServer
@@ -18,7 +18,7 @@ BODY = {"model": "claude-x", "max_tokens": 64, "messages": [{"role": "user", "co
 
 
 def test_anthropic_request_path_headers_and_stream_flag(
-    server: ReplayServer, fixtures_dir: Path, anthropic: AnthropicProvider, api_key: str
+    server: ReplayServer, fixtures_dir: Path, anthropic: Provider, api_key: str
 ) -> None:
     server.script(body=(fixtures_dir / "anthropic_basic_stream_sdk.sse").read_bytes())
 
@@ -34,7 +34,7 @@ def test_anthropic_request_path_headers_and_stream_flag(
 
 
 def test_openai_request_path_bearer_and_stream_options(
-    server: ReplayServer, fixtures_dir: Path, openai: OpenAIProvider, api_key: str
+    server: ReplayServer, fixtures_dir: Path, openai: Provider, api_key: str
 ) -> None:
     server.script(body=(fixtures_dir / "openai_text_stream.sse").read_bytes())
 
@@ -57,7 +57,7 @@ def test_openai_without_a_key_sends_no_authorization(
 ) -> None:
     server.script(body=(fixtures_dir / "llamacpp_text_stream.jsonl").read_bytes())
 
-    with OpenAIProvider(f"{server.url}/v1/", None) as provider:  # trailing slash tolerated
+    with openai_provider(f"{server.url}/v1/", None) as provider:  # trailing slash tolerated
         provider.stream({"model": "m", "messages": []})
 
     assert server.requests[0].path == "/v1/chat/completions"
@@ -65,7 +65,7 @@ def test_openai_without_a_key_sends_no_authorization(
 
 
 def test_the_callers_body_is_not_modified(
-    server: ReplayServer, fixtures_dir: Path, openai: OpenAIProvider
+    server: ReplayServer, fixtures_dir: Path, openai: Provider
 ) -> None:
     server.script(body=(fixtures_dir / "openai_text_stream.sse").read_bytes())
     body = {"model": "m", "messages": []}
@@ -76,7 +76,7 @@ def test_the_callers_body_is_not_modified(
 
 
 def test_401_message_names_status_type_and_message_without_the_key(
-    server: ReplayServer, openai: OpenAIProvider, api_key: str
+    server: ReplayServer, openai: Provider, api_key: str
 ) -> None:
     body = (
         '{"error":{"message":"Incorrect API key provided: ' + api_key + '.",'
@@ -94,7 +94,7 @@ def test_401_message_names_status_type_and_message_without_the_key(
 
 
 def test_the_key_never_appears_in_retry_notes_or_failure(
-    server: ReplayServer, anthropic: AnthropicProvider, api_key: str
+    server: ReplayServer, anthropic: Provider, api_key: str
 ) -> None:
     body = '{"type":"error","error":{"type":"api_error","message":"boom with ' + api_key + '"}}'
     for _ in range(4):
@@ -110,7 +110,7 @@ def test_the_key_never_appears_in_retry_notes_or_failure(
 
 
 def test_anthropic_error_without_json_body_is_one_bounded_line(
-    server: ReplayServer, anthropic: AnthropicProvider
+    server: ReplayServer, anthropic: Provider
 ) -> None:
     server.script(status=403, body=b"<html>\n<body>Forbidden</body>\n</html>" + b" x" * 500)
 
@@ -126,9 +126,9 @@ def test_make_provider_builds_each_type(server: ReplayServer) -> None:
     anthropic = make_provider("anthropic", base_url=None, api_key="k")
     openai = make_provider("openai", base_url=f"{server.url}/v1", api_key=None, max_retries=1)
 
-    assert isinstance(anthropic, AnthropicProvider)
+    assert anthropic.wire.type == "anthropic"
     assert anthropic.url() == "https://api.anthropic.com/v1/messages"
-    assert isinstance(openai, OpenAIProvider)
+    assert openai.wire.type == "openai"
     assert openai.url() == f"{server.url}/v1/chat/completions"
     assert openai.max_retries == 1
     anthropic.close()
@@ -139,4 +139,4 @@ def test_make_provider_rejects_an_unknown_type_naming_the_expected_ones() -> Non
     with pytest.raises(ConfigError) as caught:
         make_provider("gemini", base_url=None, api_key=None)
 
-    assert str(caught.value) == "provider type must be 'anthropic' or 'openai' (got 'gemini')"
+    assert str(caught.value) == "provider type must be one of 'anthropic', 'openai' (got 'gemini')"

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from helpers import anthropic_provider, openai_provider
 from nodecode.errors import ContextOverflow, ProviderError, ProviderFailed
-from nodecode.providers.anthropic import AnthropicProvider
-from nodecode.providers.openai import OpenAIProvider
+from nodecode.providers.http import Provider
 
 if TYPE_CHECKING:
     from conftest import ReplayServer
@@ -33,7 +33,7 @@ def _after(stream: bytes, marker: bytes) -> int:
 
 
 def test_429_waits_the_retry_after_seconds_then_succeeds(
-    server: ReplayServer, anthropic: AnthropicProvider, text_stream: bytes
+    server: ReplayServer, anthropic: Provider, text_stream: bytes
 ) -> None:
     body = b'{"type":"error","error":{"type":"rate_limit_error","message":"Slow down"}}'
     server.script(status=429, body=body, headers={"retry-after": "0.3"})
@@ -48,7 +48,7 @@ def test_429_waits_the_retry_after_seconds_then_succeeds(
 
 
 def test_retry_after_ms_wins_over_retry_after(
-    server: ReplayServer, anthropic: AnthropicProvider, text_stream: bytes
+    server: ReplayServer, anthropic: Provider, text_stream: bytes
 ) -> None:
     server.script(status=429, body=b"{}", headers={"retry-after-ms": "200", "retry-after": "30"})
     server.script(body=text_stream)
@@ -62,7 +62,7 @@ def test_retry_after_ms_wins_over_retry_after(
 
 
 def test_retry_after_as_an_http_date_in_the_past_means_now(
-    server: ReplayServer, anthropic: AnthropicProvider, text_stream: bytes
+    server: ReplayServer, anthropic: Provider, text_stream: bytes
 ) -> None:
     server.script(status=503, body=b"busy", headers={"retry-after": formatdate(0, usegmt=True)})
     server.script(body=text_stream)
@@ -89,7 +89,7 @@ def test_transient_status_is_retried(
     body: bytes,
     note: str,
     server: ReplayServer,
-    anthropic: AnthropicProvider,
+    anthropic: Provider,
     text_stream: bytes,
 ) -> None:
     server.script(status=status, body=body)
@@ -103,7 +103,7 @@ def test_transient_status_is_retried(
 
 
 def test_dropped_connection_mid_stream_is_retried_and_text_not_duplicated(
-    server: ReplayServer, anthropic: AnthropicProvider, text_stream: bytes
+    server: ReplayServer, anthropic: Provider, text_stream: bytes
 ) -> None:
     server.script(body=text_stream, drop_after=_after(text_stream, b'" Captain"'))
     server.script(body=text_stream)
@@ -119,7 +119,7 @@ def test_dropped_connection_mid_stream_is_retried_and_text_not_duplicated(
 
 
 def test_clean_end_of_body_before_message_stop_is_retried(
-    server: ReplayServer, anthropic: AnthropicProvider, text_stream: bytes
+    server: ReplayServer, anthropic: Provider, text_stream: bytes
 ) -> None:
     server.script(body=text_stream[: _after(text_stream, b"content_block_stop")])
     server.script(body=text_stream)
@@ -132,7 +132,7 @@ def test_clean_end_of_body_before_message_stop_is_retried(
 
 
 def test_anthropic_overloaded_error_event_after_200_is_retried(
-    server: ReplayServer, anthropic: AnthropicProvider, text_stream: bytes
+    server: ReplayServer, anthropic: Provider, text_stream: bytes
 ) -> None:
     head = text_stream[: _after(text_stream, b'" Captain"')]
     server.script(body=head + b"event: error\ndata: " + OVERLOADED + b"\n\n")
@@ -146,7 +146,7 @@ def test_anthropic_overloaded_error_event_after_200_is_retried(
 
 
 def test_anthropic_invalid_request_error_event_is_not_retried(
-    server: ReplayServer, anthropic: AnthropicProvider
+    server: ReplayServer, anthropic: Provider
 ) -> None:
     error = b'{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}'
     server.script(body=b"event: error\ndata: " + error + b"\n\n")
@@ -157,7 +157,7 @@ def test_anthropic_invalid_request_error_event_is_not_retried(
 
 
 def test_openai_transient_error_chunk_is_retried(
-    server: ReplayServer, openai: OpenAIProvider, fixtures_dir: Path
+    server: ReplayServer, openai: Provider, fixtures_dir: Path
 ) -> None:
     stream = (fixtures_dir / "openai_text_stream.sse").read_bytes()
     error = b'data: {"error":{"message":"Upstream overloaded, try again","code":502}}\n\n'
@@ -171,7 +171,7 @@ def test_openai_transient_error_chunk_is_retried(
 
 
 def test_openai_error_chunk_that_is_not_transient_is_raised(
-    server: ReplayServer, openai: OpenAIProvider
+    server: ReplayServer, openai: Provider
 ) -> None:
     server.script(body=b'data: {"error":{"message":"Invalid tool schema","code":400}}\n\n')
 
@@ -187,7 +187,7 @@ def test_read_timeout_counts_as_a_dropped_connection(
     server.script(body=text_stream)
     notes: list[str] = []
 
-    with AnthropicProvider(server.url, "k", timeout=0.3, backoff_base=0.01) as provider:
+    with anthropic_provider(server.url, "k", timeout=0.3, backoff_base=0.01) as provider:
         reply = provider.stream(BODY, on_retry=notes.append)
 
     assert (reply.text, reply.retries) == (TEXT, 1)
@@ -195,7 +195,7 @@ def test_read_timeout_counts_as_a_dropped_connection(
 
 
 def test_exhausted_retries_raise_provider_failed_with_one_line(
-    server: ReplayServer, anthropic: AnthropicProvider
+    server: ReplayServer, anthropic: Provider
 ) -> None:
     for _ in range(4):
         server.script(status=529, body=OVERLOADED)
@@ -213,13 +213,13 @@ def test_exhausted_retries_raise_provider_failed_with_one_line(
 
 def test_max_retries_zero_fails_on_the_first_error(server: ReplayServer) -> None:
     server.script(status=500, body=b"")
-    provider = OpenAIProvider(f"{server.url}/v1", None, max_retries=0)
+    provider = openai_provider(f"{server.url}/v1", None, max_retries=0)
     with provider, pytest.raises(ProviderFailed, match="after 0 retries: HTTP 500$"):
         provider.stream(BODY)
     assert len(server.requests) == 1
 
 
-def test_spend_limit_429_is_not_retried(server: ReplayServer, anthropic: AnthropicProvider) -> None:
+def test_spend_limit_429_is_not_retried(server: ReplayServer, anthropic: Provider) -> None:
     body = {
         "type": "error",
         "error": {
@@ -240,7 +240,7 @@ def test_spend_limit_429_is_not_retried(server: ReplayServer, anthropic: Anthrop
     assert len(server.requests) == 1
 
 
-def test_x_should_retry_false_is_obeyed(server: ReplayServer, anthropic: AnthropicProvider) -> None:
+def test_x_should_retry_false_is_obeyed(server: ReplayServer, anthropic: Provider) -> None:
     server.script(status=503, body=b"", headers={"x-should-retry": "false"})
 
     with pytest.raises(ProviderError, match="^anthropic: HTTP 503$"):
@@ -249,7 +249,7 @@ def test_x_should_retry_false_is_obeyed(server: ReplayServer, anthropic: Anthrop
 
 
 def test_connection_refused_is_retried_then_fails(unused_url: str) -> None:
-    provider = AnthropicProvider(unused_url, "k", max_retries=1, backoff_base=0.01)
+    provider = anthropic_provider(unused_url, "k", max_retries=1, backoff_base=0.01)
     failed = pytest.raises(
         ProviderFailed, match="after 1 retries: connection dropped: ConnectError"
     )

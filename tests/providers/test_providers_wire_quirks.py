@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from nodecode.providers.anthropic import AnthropicProvider
-from nodecode.providers.openai import OpenAIProvider
+from nodecode.providers.http import Provider
 from nodecode.providers.types import ToolCall, Usage
 
 if TYPE_CHECKING:
@@ -32,7 +31,7 @@ def _openai(*chunks: dict[str, Any]) -> bytes:
 
 
 def test_anthropic_thinking_server_tools_and_unknown_events_are_not_reply_text(
-    server: ReplayServer, anthropic: AnthropicProvider
+    server: ReplayServer, anthropic: Provider
 ) -> None:
     server.script(
         body=_sse(
@@ -98,7 +97,7 @@ def test_anthropic_thinking_server_tools_and_unknown_events_are_not_reply_text(
 
 
 def test_anthropic_unparsable_tool_input_is_kept_as_the_raw_string(
-    server: ReplayServer, anthropic: AnthropicProvider
+    server: ReplayServer, anthropic: Provider
 ) -> None:
     server.script(
         body=_sse(
@@ -122,9 +121,7 @@ def test_anthropic_unparsable_tool_input_is_kept_as_the_raw_string(
     assert anthropic.stream(BODY).calls == [ToolCall("t1", "f", '{"a": tru')]
 
 
-def test_openai_reasoning_fields_are_not_reply_text(
-    server: ReplayServer, openai: OpenAIProvider
-) -> None:
+def test_openai_reasoning_fields_are_not_reply_text(server: ReplayServer, openai: Provider) -> None:
     server.script(
         body=_openai(
             _chunk({"role": "assistant", "content": None, "reasoning_content": "hmm"}),
@@ -148,7 +145,7 @@ def test_openai_reasoning_fields_are_not_reply_text(
 
 
 def test_openai_repeated_id_and_name_null_arguments_and_empty_arguments(
-    server: ReplayServer, openai: OpenAIProvider
+    server: ReplayServer, openai: Provider
 ) -> None:
     call = {"index": 0, "id": "0", "type": "function"}
     server.script(
@@ -172,7 +169,7 @@ def test_openai_repeated_id_and_name_null_arguments_and_empty_arguments(
 
 
 def test_openai_calls_without_index_split_when_the_id_changes(
-    server: ReplayServer, openai: OpenAIProvider
+    server: ReplayServer, openai: Provider
 ) -> None:
     server.script(
         body=_openai(
@@ -187,7 +184,7 @@ def test_openai_calls_without_index_split_when_the_id_changes(
 
 
 def test_openai_same_index_with_a_new_id_is_a_new_call(
-    server: ReplayServer, openai: OpenAIProvider
+    server: ReplayServer, openai: Provider
 ) -> None:
     server.script(
         body=_openai(

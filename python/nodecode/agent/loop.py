@@ -21,14 +21,13 @@ from nodecode.cells.approval import Approval
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import CellResult, evaluate_call
 from nodecode.checkpoints import shadow
-from nodecode.config import Thinking
-from nodecode.context import request as request_builder
 from nodecode.context import sent as sent_log
 from nodecode.context import take as takes
 from nodecode.errors import ContextOverflow, DoesNotFit, ProviderError, Stopped, UserError
 from nodecode.log import turns as turn_tree
 from nodecode.log.leases import Lease, lease_seconds
-from nodecode.providers.types import Reply, ToolCall
+from nodecode.providers.types import Reply, ThinkingSetting, ToolCall
+from nodecode.providers.wire import Request
 from nodecode.secrets.redact import StreamRedactor
 from nodecode.verbs.prompt import SYSTEM_PROMPT, TOOLS
 
@@ -140,13 +139,15 @@ class _Turn:
         self.config = self.app.config
         self.redact = self.app.redactor.apply
         provider_cfg = self.config.require_provider(self.app.environ)
-        self.ptype = provider_cfg.type
+        self.wire = self.config.wire()
         self.provider_id = provider_cfg.id
         self.provider = self.app.provider()
         self.number = 0
         self.requests = 0  # model requests sent in this turn
         self.streamed: list[str] = []  # what the person saw of the current attempt
-        self.thinking: Thinking | None = None  # read at the turn's first request, kept to its end
+        self.thinking: ThinkingSetting | None = (
+            None  # read at the turn's first request, kept to its end
+        )
 
     def log(
         self,
@@ -237,14 +238,14 @@ class _Turn:
             return
         self.config = self.app.config
         provider_cfg = self.config.require_provider(self.app.environ)
-        self.ptype, self.provider_id = provider_cfg.type, provider_cfg.id
+        self.wire, self.provider_id = self.config.wire(), provider_cfg.id
         self.provider = self.app.provider()
 
     def request(self) -> Reply:
         self.follow_model()
         ws = self.app.workspace
         plan = budgets.of(ws, self.config)
-        meter = budgets.Meter(self.store, self.sid, self.config, self.ptype)
+        meter = budgets.Meter(self.store, self.sid, self.config, self.wire)
         self.meter = meter
         report = takes.take(ws, self.sid, self.number, budget=plan.tokens, count=meter.fill)
         for receipt in report.receipts:
@@ -272,7 +273,7 @@ class _Turn:
             self.cb.on_notice(notice)
         now = self.app.clock()
         scope = self.app.cache_scope() or ledger.scope_of(
-            self.ptype, self.provider_id, self.config.model, SYSTEM_PROMPT, TOOLS
+            self.wire.type, self.provider_id, self.config.model, SYSTEM_PROMPT, TOOLS
         )
         placed: list[ledger.Placed] = []
         arranged = ready.arranged or self.meter.arranged(ready.messages)
@@ -293,15 +294,16 @@ class _Turn:
             )
             return placed[0].marks()
 
-        built = request_builder.build(
-            self.ptype,
-            arranged,
-            model=self.config.model,
-            system=SYSTEM_PROMPT,
-            tools=TOOLS,
-            max_tokens=ready.budget.reply,
-            marks=marks if self.ptype == ledger.ANTHROPIC else None,
-            thinking=self.thinking_setting(ready.budget.reply),
+        built = self.wire.build(
+            Request(
+                arranged,
+                model=self.config.model or "",
+                system=SYSTEM_PROMPT,
+                tools=TOOLS,
+                max_tokens=ready.budget.reply,
+                marks=marks if self.wire.cache_marks else None,
+                thinking=self.thinking_setting(ready.budget.reply),
+            )
         )
         self.streamed.clear()
         shown = self.app.redactor.stream()  # a key split across deltas is still blanked
@@ -352,7 +354,7 @@ class _Turn:
         self._request_finished(info, reply, event.seq)
         return reply
 
-    def thinking_setting(self, max_tokens: int) -> Thinking:
+    def thinking_setting(self, max_tokens: int) -> ThinkingSetting:
         """The model's thinking setting, read once per turn: a tool loop is one
         assistant turn, and the API wants one thinking configuration for all of it."""
         if self.thinking is None:
@@ -409,13 +411,12 @@ class _Turn:
         self.cb.on_phase("retrying")
 
     def log_reply(self, reply: Reply) -> list[tuple[int, ToolCall]]:
-        fmt = "anthropic" if self.ptype == "anthropic" else "openai"
         for thought in reply.thinking:  # first, as the assistant message goes back
             self.log(
                 "thinking",
                 role="thinking",
                 text=self.redact(thought.text),
-                payload={"format": fmt, "block": thought.block},
+                payload={"format": self.wire.thinking_tag, "block": thought.block},
             )
         if reply.text.strip():
             self.log("assistant", role="assistant", text=self.redact(reply.text))

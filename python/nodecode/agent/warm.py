@@ -53,15 +53,16 @@ def warm(app: Any, sid: str) -> None:
 
         import nodecode.agent.loop  # noqa: F401 - imported for its import's sake
         from nodecode import budget
-        from nodecode.providers import PROVIDER_TYPES
-        from nodecode.providers.base import tls_context
+        from nodecode.providers import registry
+        from nodecode.providers.http import tls_context
 
         config = app.config_or_none()  # once: what is warmed is of one config
         name = config.encoding if config is not None else app.encoding_name()  # the default
         if name in SHIPPED:  # the ranks load in the meter that counts
             budget.fill_of(app.store, sid, config)
         provider = config.provider if config is not None else None
-        if provider is not None and provider.type in PROVIDER_TYPES:
-            tls_context(provider.base_url or PROVIDER_TYPES[provider.type].default_base_url)
+        if provider is not None and provider.type in registry.FORMATS:
+            wire = registry.wire(provider.type)  # imported now, as the ask would
+            tls_context(provider.base_url or wire.default_base_url)
     except Exception:  # noqa: BLE001, S110 - ahead of time only: the ask itself reports a failure
         pass

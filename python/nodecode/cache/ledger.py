@@ -24,8 +24,6 @@ from nodecode.context.arrange import Arranged
 from nodecode.context.model import Message
 from nodecode.log.store import Store
 
-ANTHROPIC = "anthropic"
-
 
 @dataclass(frozen=True)
 class Scope:

@@ -46,36 +46,24 @@ def carried(m: Message) -> bool:
     return m.role in ("call", "tool", "thinking") or (bool(text) and not text.isspace())
 
 
-def sends_thinking(m: Message, provider_type: str, send_back: bool) -> bool:
-    """Whether a thinking message goes into a request of this wire format: an
-    Anthropic block always (finished turns' too, so the prefix keeps its bytes),
-    OpenAI-compatible reasoning when ``send_back``; another format's never."""
-    fmt = m.payload.get("format")
-    if provider_type == "anthropic":
-        return fmt == "anthropic"
-    return send_back and fmt == "openai"
-
-
 def sendable(
     messages: list[Message],
-    provider_type: str,
-    send_back: bool,
+    carries: Callable[[Message], bool],
     previous: Arranged | None = None,
+    key: Hashable = None,
 ) -> list[Message]:
-    """``messages`` without the thinking this request does not carry (the same list
-    object when none is dropped, so the next request's reuse sees it unchanged).
-    Given the session's ``previous`` arrangement of the same wire format, whose
-    messages these begin with (the context only grew), only the new ones are tested."""
+    """``messages`` without those a request does not carry (``carries`` says, given
+    by the wire format: the thinking it does not send back); the same list object
+    when none is dropped, so the next request's reuse sees it unchanged. Given the
+    session's ``previous`` arrangement made for the same ``key`` (the wire format
+    and setting ``carries`` stands for), whose messages these begin with (the
+    context only grew), only the new ones are tested."""
     start, head = 0, None
-    if previous is not None and previous.wire_format == (provider_type, send_back):
+    if previous is not None and previous.wire_format == key:
         source = previous.source
         if source is not None and _same_objects(source, messages) == len(source):
             start, head = len(source), previous.messages
-    tail = [
-        m
-        for m in islice(messages, start, None)
-        if m.role != "thinking" or sends_thinking(m, provider_type, send_back)
-    ]
+    tail = [m for m in islice(messages, start, None) if m.role != "thinking" or carries(m)]
     if head is None:
         return messages if len(tail) == len(messages) else tail
     if head is previous.source and len(tail) == len(messages) - start:
@@ -263,7 +251,7 @@ class Arranged:
         previous: Arranged | None = None,
         *,
         source: list[Message] | None = None,
-        wire_format: tuple[str, bool] | None = None,
+        wire_format: Hashable = None,
     ):
         self.messages = messages
         # What ``sendable`` made ``messages`` of, and for which wire format (given by
@@ -303,15 +291,15 @@ def arranged(
     cache: dict[str, Any],
     sid: str,
     messages: list[Message],
-    provider_type: str = "anthropic",
-    send_back: bool = False,
+    carries: Callable[[Message], bool],
+    key: Hashable,
 ) -> Arranged:
-    """``messages`` as a request of this wire format carries them (``sendable``),
-    arranged, reusing the session's previous request's values (``cache`` is the
-    store's derived views: what this App computed)."""
+    """``messages`` as a request carries them (``sendable``: ``carries`` and ``key``
+    from the wire format), arranged, reusing the session's previous request's
+    values (``cache`` is the store's derived views: what this App computed)."""
     latest: dict[str, Arranged] = cache.setdefault("arranged", {})
     previous = latest.get(sid)
-    kept = sendable(messages, provider_type, send_back, previous)
-    made = Arranged(kept, previous, source=messages, wire_format=(provider_type, send_back))
+    kept = sendable(messages, carries, previous, key)
+    made = Arranged(kept, previous, source=messages, wire_format=key)
     latest[sid] = made
     return made

@@ -1,26 +1,20 @@
-"""Model providers: ``make_provider`` picks the class for a config ``type``."""
+"""Model providers: one module per wire format (``anthropic``, ``openai``), each
+owning its request bodies, stream parsing, usage and overflow rules and URL;
+``registry`` maps a config ``type`` to its format; ``http`` streams, retries and
+cancels for all of them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nodecode.errors import ConfigError
-from nodecode.providers.anthropic import AnthropicProvider
-from nodecode.providers.base import Provider
-from nodecode.providers.openai import OpenAIProvider
-
-PROVIDER_TYPES: dict[str, type[Provider]] = {
-    "anthropic": AnthropicProvider,
-    "openai": OpenAIProvider,
-}
-
-__all__ = ["AnthropicProvider", "OpenAIProvider", "Provider", "make_provider"]
+if TYPE_CHECKING:
+    from nodecode.providers.http import Provider
 
 
 def make_provider(type: str, *, base_url: str | None, api_key: str | None, **kw: Any) -> Provider:
-    """A provider of config ``type``; ``kw`` goes to the constructor (timeout, max_retries…)."""
-    cls = PROVIDER_TYPES.get(type)
-    if cls is None:
-        expected = " or ".join(repr(name) for name in PROVIDER_TYPES)
-        raise ConfigError(f"provider type must be {expected} (got {type!r})")
-    return cls(base_url, api_key, **kw)
+    """A provider speaking config ``type``; ``kw`` goes to the constructor (timeout,
+    max_retries, name…)."""
+    from nodecode.providers import registry
+    from nodecode.providers.http import Provider
+
+    return Provider(registry.wire(type), base_url, api_key, **kw)

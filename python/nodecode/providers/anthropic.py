@@ -10,14 +10,43 @@ API's versioning policy asks of clients.
 
 from __future__ import annotations
 
+import bisect
+import operator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, ClassVar
 
-from nodecode.errors import ProviderError
-from nodecode.providers.base import Provider, StreamParser, TextSink, load_data, parse_input
+from nodecode.context.arrange import ASSISTANT_SIDE, Arranged
+from nodecode.context.model import Message
+from nodecode.errors import ConfigError, ProviderError
 from nodecode.providers.overflow import parse_overflow
 from nodecode.providers.sse import ServerSentEvent
-from nodecode.providers.types import REDACTED_THINKING, Thinking, ToolCall
+from nodecode.providers.types import (
+    REDACTED_THINKING,
+    EncodedList,
+    Thinking,
+    ThinkingSetting,
+    ToolCall,
+    Usage,
+    dumpb,
+)
+from nodecode.providers.wire import (
+    LONG,
+    Built,
+    Request,
+    StreamParser,
+    TextSink,
+    WireFormat,
+    call_input,
+    default_marks,
+    encoded,
+    encoded_tools,
+    keep_part,
+    known_part,
+    load_data,
+    parse_input,
+    tool_of,
+)
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -28,31 +57,55 @@ _USAGE_FIELDS = {
     "cache_read_input_tokens": "cache_read",
     "cache_creation_input_tokens": "cache_write",
 }
-THINKING_TYPES = ("thinking", "redacted_thinking")
+THINKING_BLOCKS = ("thinking", "redacted_thinking")
+CACHE = {"type": "ephemeral"}  # a 5-minute entry
+CACHE_1H = {"type": "ephemeral", "ttl": "1h"}
+THINKING_KINDS = ("adaptive", "enabled")  # thinking.type values that turn it on
+EFFORTS = ("low", "medium", "high", "max")  # effort levels (output_config.effort)
+MIN_BUDGET = 1024  # the smallest budget_tokens
 
 
-class AnthropicProvider(Provider):
+class AnthropicWire(WireFormat):
     """The Messages API; ``base_url`` is the host, e.g. https://api.anthropic.com."""
 
-    name = "anthropic"
+    type = "anthropic"
+    label = "Anthropic"
     default_base_url = DEFAULT_BASE_URL
+    cache_marks = True  # cache breakpoints are the request's to place (cache.plan)
+    thinking_tag = "anthropic"
 
-    def url(self) -> str:
-        return f"{self.base_url}/v1/messages"
+    def url(self, base_url: str, model: str) -> str:
+        return f"{base_url}/v1/messages"
 
-    def headers(self) -> dict[str, str]:
+    def headers(self, api_key: str | None) -> dict[str, str]:
         headers = {"anthropic-version": API_VERSION, "accept": "text/event-stream"}
-        if self._api_key:
-            headers["x-api-key"] = self._api_key
+        if api_key:
+            headers["x-api-key"] = api_key
         return headers
 
-    def wire_body(self, body: dict[str, Any]) -> dict[str, Any]:
+    def stream_body(self, body: dict[str, Any]) -> dict[str, Any]:
         return {**body, "stream": True}
 
-    def new_parser(
-        self, on_text: TextSink | None, on_thinking: TextSink | None = None
-    ) -> StreamParser:
+    def parser(self, on_text: TextSink | None, on_thinking: TextSink | None) -> StreamParser:
         return AnthropicParser(on_text, on_thinking)
+
+    def build(self, request: Request) -> Built:
+        return _body(self, request)
+
+    def tool_id(self, call_seq: int) -> str:
+        return f"toolu_nc{call_seq}"
+
+    def thinking(self, raw: Any, where: str) -> ThinkingSetting:
+        return _thinking_setting(raw, where)
+
+    def sends_thinking(self, setting: ThinkingSetting | None) -> bool:
+        return True  # every thinking block goes back, finished turns' too (the prefix keeps)
+
+    def prompt_tokens(self, usage: Usage) -> int:
+        return usage.input + usage.cache_read + usage.cache_write  # input is the uncached part
+
+
+WIRE = AnthropicWire()
 
 
 @dataclass
@@ -105,7 +158,7 @@ class AnthropicParser(StreamParser):
             type=str(block.get("type", "")),
             id=str(block.get("id") or ""),
             name=str(block.get("name") or ""),
-            start=dict(block) if block.get("type") in THINKING_TYPES else {},
+            start=dict(block) if block.get("type") in THINKING_BLOCKS else {},
         )
         if block.get("type") == "text":
             self.emit_text(block.get("text") or "")
@@ -171,7 +224,7 @@ class AnthropicParser(StreamParser):
         only those that stopped (an unfinished one has no signature to send back)."""
         out = []
         for _, block in sorted(self._blocks.items()):
-            if block.type in THINKING_TYPES and (block.done or not partial):
+            if block.type in THINKING_BLOCKS and (block.done or not partial):
                 exact = block.exact()
                 text = exact.get("thinking", "") if block.type == "thinking" else REDACTED_THINKING
                 out.append(Thinking(str(text), exact))
@@ -188,3 +241,226 @@ def _stream_error(raw: str, data: dict[str, Any]) -> ProviderError:
     return ProviderError(
         f"stream error {kind}: {message}", retryable=kind in _RETRYABLE_STREAM_ERRORS
     )
+
+
+# -- the request body ----------------------------------------------------------
+
+
+def _cache(ttl: float) -> dict[str, str]:
+    return dict(CACHE_1H) if ttl >= LONG else dict(CACHE)
+
+
+def _body(wire: AnthropicWire, request: Request) -> Built:
+    arr = wire.arranged(request)
+    arranged = arr.out
+    marks = request.marks or default_marks
+    placed = sorted(p for p in marks(arranged) if _markable(arranged, p[0]))
+    system_ttl: float | None = None
+    ttl_at: dict[int, float] = {}
+    for at, ttl in placed:
+        if at < 0:
+            system_ttl = ttl
+        else:
+            ttl_at[at] = ttl
+    messages, parts = _anthropic_wire(arr, ttl_at)
+    body = {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "system": _system_blocks(request.system, system_ttl),
+        "tools": encoded_tools(wire, request.tools),
+        "messages": EncodedList(messages, parts),
+    }
+    thinking = request.thinking
+    if thinking is not None and thinking.wire is not None:
+        body["thinking"] = dict(thinking.wire)
+    if thinking is not None and thinking.effort is not None:
+        body["output_config"] = {"effort": thinking.effort}
+    ids = [arranged[i].id if i >= 0 else 0 for i, _ in placed]
+    return Built(body, arr.sent, ids, [ttl for _, ttl in placed], arranged)
+
+
+def _markable(arranged: list[Message], at: int) -> bool:
+    return at < 0 or arranged[at].role != "thinking"
+
+
+def _side(m: Message) -> str:
+    return "assistant" if m.role in ASSISTANT_SIDE else "user"
+
+
+_SIDES = {role: "assistant" for role in ASSISTANT_SIDE}
+_HEADS = {side: b'{"role":"%s","content":[' % side.encode() for side in ("user", "assistant")}
+
+
+def _anthropic_wire(
+    arr: Arranged, ttl_at: dict[int, float]
+) -> tuple[list[dict[str, Any]], list[bytes]]:
+    """The wire messages (runs of one side) and their JSON. The previous request's
+    are kept where they cover only positions it shares with this one and no
+    breakpoint of either; the rest are made from the messages' kept blocks."""
+    out = arr.out
+    starts: list[int] = []
+    ends: list[int] = []  # exclusive
+    msgs: list[dict[str, Any]] = []
+    texts: list[bytes] = []
+    old = arr.previous.memo.get("anthropic-wire") if arr.previous is not None else None
+    if old is not None:
+        kept = bisect.bisect_left(old[1], arr.same)  # runs that end before a change
+        starts, ends, msgs, texts = (list(x[:kept]) for x in old[:4])
+        marked = old[4] | ttl_at.keys()  # breakpoints then and now
+        for i in marked:
+            w = bisect.bisect_right(starts, i) - 1
+            if 0 <= w < kept and i < ends[w]:  # its run is made again, with today's
+                msgs[w], texts[w] = _anthropic_message(out, starts[w], ends[w], ttl_at)
+    i = ends[-1] if ends else 0
+    n, first = len(out), i
+    sides = [_SIDES.get(m.role, "user") for m in islice(out, i, None)]  # constant strings
+    while i < n:
+        side, j = sides[i - first], i + 1
+        while j < n and sides[j - first] is side:
+            j += 1
+        msg, text = (
+            _run_of(out, i, j, ttl_at) if i not in ttl_at else _anthropic_message(out, i, j, ttl_at)
+        )
+        starts.append(i)
+        ends.append(j)
+        msgs.append(msg)
+        texts.append(text)
+        i = j
+    arr.memo["anthropic-wire"] = (starts, ends, msgs, texts, set(ttl_at))
+    return msgs, texts
+
+
+def _run_of(
+    out: list[Message], i: int, j: int, ttl_at: dict[int, float]
+) -> tuple[dict[str, Any], bytes]:
+    """``_anthropic_message`` of ``out[i:j]``, kept on its first message with the
+    run's messages: the same objects (a state read again in any App of the process
+    holds them, see ``model._ROWS``) make the same wire message, so a new App's first
+    request encodes only what no App sent before. A breakpoint inside makes it anew."""
+    first = out[i]
+    memo = first.__dict__.get("_nc_run")
+    if j == i + 1:
+        if memo is not None and memo[0] is None:
+            return memo[1], memo[2]
+        block, text = _block_of(first)
+        side = _SIDES.get(first.role, "user")
+        msg, text = {"role": side, "content": [block]}, _HEADS[side] + text + b"]}"
+        first.__dict__["_nc_run"] = (None, msg, text)
+        return msg, text
+    if ttl_at and any(k in ttl_at for k in range(i + 1, j)):
+        return _anthropic_message(out, i, j, ttl_at)
+    rest = tuple(islice(out, i + 1, j))
+    # The very objects, not equal ones: messages of two sessions may be equal (the
+    # same seq, role, text and turn) and differ in their payload (a thinking block).
+    kept = memo[0] if memo is not None else None  # None: kept as a one-block run
+    if kept is not None and len(kept) == len(rest) and all(map(operator.is_, kept, rest)):
+        return memo[1], memo[2]
+    msg, text = _anthropic_message(out, i, j, ttl_at)
+    first.__dict__["_nc_run"] = (rest, msg, text)
+    return msg, text
+
+
+def _anthropic_message(
+    out: list[Message], i: int, j: int, ttl_at: dict[int, float]
+) -> tuple[dict[str, Any], bytes]:
+    """The wire message of ``out[i:j]`` (one side), results first (stable), and its JSON."""
+    side = _side(out[i])
+    blocks = [_block_of(out[k], ttl_at.get(k)) for k in range(i, j)]
+    if len(blocks) > 1:  # results first in a user message, thinking in an assistant's
+        if side == "user":
+            blocks.sort(key=lambda b: b[0]["type"] != "tool_result")
+        else:
+            blocks.sort(key=lambda b: b[0]["type"] not in THINKING_BLOCKS)
+    msg = {"role": side, "content": [b for b, _ in blocks]}
+    return msg, _HEADS[side] + b",".join([t for _, t in blocks]) + b"]}"
+
+
+def _block_of(m: Message, ttl: float | None = None) -> tuple[dict[str, Any], bytes]:
+    """The message's block (with a breakpoint of ``ttl``) and its JSON, made once
+    per message object (messages are immutable): a request encodes only the new."""
+    if ttl is None:
+        hit = m.__dict__.get("_nc_block")
+        if hit is None:
+            key = ("anthropic", m.digest, *tool_of(m))
+            hit = known_part(key)
+            if hit is None:
+                block = _anthropic_block(m)
+                hit = keep_part(key, (block, dumpb(block)))
+            m.__dict__["_nc_block"] = hit
+        return hit
+    marked = m.__dict__.setdefault("_nc_marked", {})
+    hit = marked.get(ttl)
+    if hit is None:
+        key = ("anthropic", m.digest, *tool_of(m), ttl)
+        hit = known_part(key)
+        if hit is None:
+            block = {**_block_of(m)[0], "cache_control": _cache(ttl)}
+            hit = keep_part(key, (block, dumpb(block)))
+        marked[ttl] = hit
+    return hit
+
+
+def _anthropic_block(m: Message) -> dict[str, Any]:
+    if m.role == "thinking":
+        return dict(m.payload["block"])  # as streamed, signature and data byte for byte
+    if m.role == "call":
+        return {
+            "type": "tool_use",
+            "id": WIRE.tool_id(m.id),
+            "name": m.payload.get("name", "eval"),
+            "input": call_input(m),
+        }
+    if m.role == "tool":
+        block = {
+            "type": "tool_result",
+            "tool_use_id": WIRE.tool_id(m.call_id or 0),
+            "content": m.text,
+        }
+        if m.payload.get("error"):
+            block["is_error"] = True
+        return block
+    return {"type": "text", "text": m.text}
+
+
+def _system_blocks(system: str, ttl: float | None) -> EncodedList:
+    """The Anthropic system prompt's block list (a breakpoint on it when ``ttl``)."""
+
+    def make() -> EncodedList:
+        block: dict[str, Any] = {"type": "text", "text": system}
+        if ttl is not None:
+            block["cache_control"] = _cache(ttl)
+        return EncodedList([block], [dumpb(block)])
+
+    return encoded(("system-blocks", system, ttl), make)
+
+
+# -- the thinking setting ---------------------------------------------------------
+
+
+def _thinking_setting(raw: Any, where: str) -> ThinkingSetting:
+    """A model entry's ``thinking``: ``type`` adaptive or enabled (with ``budget_tokens``),
+    and an ``effort`` level (sent as ``output_config.effort``)."""
+    if raw is None:
+        return ThinkingSetting()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config.jsonc: {where}.thinking must be an object (found {raw!r})")
+    kind = raw.get("type")
+    if kind not in THINKING_KINDS:
+        raise ConfigError(
+            f'config.jsonc: {where}.thinking.type must be "adaptive" or "enabled" (found {kind!r})'
+        )
+    budget = raw.get("budget_tokens")
+    if kind == "enabled" and (
+        isinstance(budget, bool) or not isinstance(budget, int) or budget < MIN_BUDGET
+    ):
+        raise ConfigError(
+            f"config.jsonc: {where}.thinking.budget_tokens must be a whole number of at least "
+            f'{MIN_BUDGET} with "type": "enabled" (found {budget!r})'
+        )
+    effort = raw.get("effort")
+    if effort is not None and effort not in EFFORTS:
+        raise ConfigError(
+            f"config.jsonc: {where}.thinking.effort must be one of {', '.join(EFFORTS)} "
+            f"(found {effort!r})"
+        )
+    return ThinkingSetting({k: v for k, v in raw.items() if k != "effort"}, effort)

@@ -15,16 +15,33 @@ as received (doc/nodecode.txt, ``nodecode-thinking``).
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodecode.errors import ProviderError
-from nodecode.providers.base import Provider, StreamParser, TextSink, load_data, parse_input
+from nodecode.context.arrange import USER_SIDE, Arranged
+from nodecode.context.model import Message
+from nodecode.errors import ConfigError, ProviderError
 from nodecode.providers.overflow import parse_overflow, unwrap_error
 from nodecode.providers.sse import DONE, ServerSentEvent
-from nodecode.providers.types import Thinking, ToolCall
+from nodecode.providers.types import EncodedList, Thinking, ThinkingSetting, ToolCall, dumpb
+from nodecode.providers.wire import (
+    Built,
+    Request,
+    StreamParser,
+    TextSink,
+    WireFormat,
+    call_input,
+    encoded,
+    encoded_tools,
+    keep_part,
+    known_part,
+    load_data,
+    parse_input,
+    tool_of,
+)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _TRANSIENT = re.compile(
@@ -37,29 +54,58 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")  # the first present in a 
 _DETAIL_TEXT = ("text", "summary", "data", "signature")  # fragments of one detail join
 
 
-class OpenAIProvider(Provider):
+class OpenAIWire(WireFormat):
     """Chat Completions; ``base_url`` includes ``/v1`` (https://api.openai.com/v1)."""
 
-    name = "openai"
+    type = "openai"
+    label = "OpenAI chat completions"
     default_base_url = DEFAULT_BASE_URL
+    thinking_tag = "openai"
 
-    def url(self) -> str:
-        return f"{self.base_url}/chat/completions"
+    def url(self, base_url: str, model: str) -> str:
+        return f"{base_url}/chat/completions"
 
-    def headers(self) -> dict[str, str]:
+    def headers(self, api_key: str | None) -> dict[str, str]:
         headers = {"accept": "text/event-stream"}
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
+        if api_key:
+            headers["authorization"] = f"Bearer {api_key}"
         return headers
 
-    def wire_body(self, body: dict[str, Any]) -> dict[str, Any]:
+    def stream_body(self, body: dict[str, Any]) -> dict[str, Any]:
         options = {**(body.get("stream_options") or {}), "include_usage": True}
         return {**body, "stream": True, "stream_options": options}
 
-    def new_parser(
-        self, on_text: TextSink | None, on_thinking: TextSink | None = None
-    ) -> StreamParser:
+    def parser(self, on_text: TextSink | None, on_thinking: TextSink | None) -> StreamParser:
         return OpenAIParser(on_text, on_thinking)
+
+    def build(self, request: Request) -> Built:
+        return _body(self, request)
+
+    def tools(self, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [_openai_tool(t) for t in tools]
+
+    def thinking(self, raw: Any, where: str) -> ThinkingSetting:
+        """Reasoning always shows; ``{"send_back": true}`` sends it back in later
+        requests (DeepSeek's thinking mode wants it)."""
+        if raw is None:
+            return ThinkingSetting()
+        if not isinstance(raw, dict):
+            raise ConfigError(f"config.jsonc: {where}.thinking must be an object (found {raw!r})")
+        extra = sorted(set(raw) - {"send_back"})
+        send_back = raw.get("send_back", False)
+        if extra or not isinstance(send_back, bool):
+            found = f"key {extra[0]!r}" if extra else repr(send_back)
+            raise ConfigError(
+                f"config.jsonc: {where}.thinking for an OpenAI-compatible provider must be "
+                f'{{"send_back": true | false}} (found {found})'
+            )
+        return ThinkingSetting(send_back=send_back)
+
+    def sends_thinking(self, setting: ThinkingSetting | None) -> bool:
+        return setting is not None and setting.send_back
+
+
+WIRE = OpenAIWire()
 
 
 @dataclass
@@ -274,3 +320,147 @@ def _stream_error(raw: str) -> ProviderError:
     transient = code in _TRANSIENT_CODES or bool(_TRANSIENT.search(f"{code} {message}"))
     label = f"stream error {code}" if code else "stream error"
     return ProviderError(f"{label}: {message}", retryable=transient)
+
+
+# -- the request body ----------------------------------------------------------
+
+
+def _body(wire: OpenAIWire, request: Request) -> Built:
+    arr = wire.arranged(request)
+    messages, parts = _openai_wire(arr)
+    system = request.system
+    body = {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "messages": EncodedList(
+            [{"role": "system", "content": system}, *messages],
+            [_system_json(system), *parts],
+        ),
+        "tools": encoded_tools(wire, request.tools),
+    }
+    return Built(body, arr.sent, arranged=arr.out)
+
+
+def _openai_wire(arr: Arranged) -> tuple[list[dict[str, Any]], list[bytes]]:
+    """The wire messages after the system prompt and their JSON; the previous
+    request's are kept where they cover only positions it shares with this one."""
+    ends: list[int] = []
+    msgs: list[dict[str, Any]] = []
+    texts: list[bytes] = []
+    old = arr.previous.memo.get("openai-wire") if arr.previous is not None else None
+    if old is not None:
+        kept = bisect.bisect_left(old[0], arr.same)
+        ends, msgs, texts = (list(x[:kept]) for x in old)
+    at = ends[-1] if ends else 0
+    for group in _openai_groups(arr.out[at:]):  # a kept message's end starts a new one
+        msg, text = _openai_message(group)
+        at += len(group)
+        ends.append(at)
+        msgs.append(msg)
+        texts.append(text)
+    arr.memo["openai-wire"] = (ends, msgs, texts)
+    if not arr.series("thinking", False, lambda seen, m: seen or m.role == "thinking")[-1]:
+        return msgs, texts
+    # reasoning alone (a reply that only thought) is no message a server takes
+    shown = [k for k, m in enumerate(msgs) if not _reasoning_only(m)]
+    return [msgs[k] for k in shown], [texts[k] for k in shown]
+
+
+def _reasoning_only(msg: dict[str, Any]) -> bool:
+    return msg["role"] == "assistant" and not msg["content"] and not msg.get("tool_calls")
+
+
+def _openai_groups(arranged: list[Message]) -> list[list[Message]]:
+    """The arranged messages as the wire messages they become: a user-side message
+    or a result alone; assistant texts and notes together, then the calls after them
+    (a text after calls starts another assistant message)."""
+    groups: list[list[Message]] = []
+    calls = False  # the open assistant group has calls
+    for m in arranged:
+        if m.role in USER_SIDE or m.role == "tool":
+            groups.append([m])
+            calls = False
+            continue
+        last = groups[-1] if groups else None
+        if last is None or last[0].role in USER_SIDE or last[0].role == "tool":
+            groups.append([m])
+        elif m.role != "call" and calls:
+            groups.append([m])
+            calls = False
+        else:
+            last.append(m)
+        calls = calls or m.role == "call"
+    return groups
+
+
+def _openai_message(group: list[Message]) -> tuple[dict[str, Any], bytes]:
+    """One wire message and its JSON, made once per group of message objects (kept
+    on the first, keyed by every member's id and digest)."""
+    first = group[0]
+    key = ("openai", *((m.id, m.digest) for m in group), *tool_of(first))
+    memo = first.__dict__.get("_openai_message")
+    if memo is not None and memo[0] == key:
+        return memo[1], memo[2]
+    hit = known_part(key)
+    if hit is not None:
+        first.__dict__["_openai_message"] = (key, *hit)
+        return hit
+    if first.role in USER_SIDE:
+        msg: dict[str, Any] = {"role": "user", "content": first.text}
+    elif first.role == "tool":
+        msg = {
+            "role": "tool",
+            "tool_call_id": WIRE.tool_id(first.call_id or 0),
+            "content": first.text,
+        }
+    else:
+        msg = {"role": "assistant", "content": None}
+        for m in group:
+            if m.role == "thinking":
+                _add_reasoning(msg, m.payload.get("block") or {})
+            elif m.role == "call":
+                msg.setdefault("tool_calls", []).append(
+                    {
+                        "id": WIRE.tool_id(m.id),
+                        "type": "function",
+                        "function": {
+                            "name": m.payload.get("name", "eval"),
+                            "arguments": json.dumps(call_input(m), ensure_ascii=False),
+                        },
+                    }
+                )
+            else:
+                msg["content"] = (
+                    m.text if msg["content"] is None else (msg["content"] + "\n\n" + m.text)
+                )
+    data = dumpb(msg)
+    first.__dict__["_openai_message"] = (key, msg, data)
+    return keep_part(key, (msg, data))
+
+
+def _system_json(system: str) -> bytes:
+    return encoded(("system", system), lambda: dumpb({"role": "system", "content": system}))
+
+
+def _add_reasoning(message: dict[str, Any], block: dict[str, Any]) -> None:
+    """A reply's reasoning fields on its assistant message, under the names they
+    arrived with; a second reasoning merged into the same message (edits can join
+    two replies) follows the first."""
+    for key, value in block.items():
+        if key not in message:
+            message[key] = value
+        elif isinstance(value, str) and isinstance(message[key], str):
+            message[key] = message[key] + "\n\n" + value
+        elif isinstance(value, list) and isinstance(message[key], list):
+            message[key] = message[key] + value
+
+
+def _openai_tool(tool: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool["name"],
+            "description": tool["description"],
+            "parameters": tool["input_schema"],
+        },
+    }

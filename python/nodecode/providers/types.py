@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
+from nodecode.errors import ConfigError
+
 
 @dataclass
 class ToolCall:
@@ -20,9 +22,8 @@ class ToolCall:
 
 @dataclass
 class Usage:
-    """Token usage. ``input`` is the provider's own figure: for Anthropic the
-    uncached part (prompt = input + cache_read + cache_write); for OpenAI
-    ``prompt_tokens`` (cached tokens included)."""
+    """Token usage. ``input`` is the provider's own figure, which each wire format
+    reads its own way (``WireFormat.prompt_tokens`` gives the whole prompt)."""
 
     input: int = 0
     output: int = 0
@@ -40,11 +41,6 @@ class Usage:
                 for k in ("input", "output", "cache_read", "cache_write", "thinking")
             )
         )
-
-    def prompt_total(self, provider_type: str) -> int:
-        if provider_type == "anthropic":
-            return self.input + self.cache_read + self.cache_write
-        return self.input
 
 
 REDACTED_THINKING = "[redacted thinking: encrypted by the provider, sent back as received]"
@@ -121,3 +117,24 @@ def encode_body(body: dict[str, Any]) -> bytes:
     chunks[0] = b"{" + chunks[0]
     chunks[-1] = chunks[-1] + b"}"
     return b",".join(chunks)
+
+
+@dataclass(frozen=True)
+class ThinkingSetting:
+    """A model's ``thinking`` setting, checked by its wire format (doc/nodecode.txt,
+    ``nodecode-thinking``). ``wire`` is the request's thinking object (None: not
+    asked for) and ``effort`` its effort level; ``send_back`` says whether later
+    requests carry reasoning back, for a format where that is a choice."""
+
+    wire: dict[str, Any] | None = None
+    effort: str | None = None
+    send_back: bool = False
+
+    def check_budget(self, max_tokens: int, where: str) -> None:
+        """A thinking budget must be below the reply's max_tokens (the APIs refuse it)."""
+        budget = (self.wire or {}).get("budget_tokens")
+        if isinstance(budget, int) and budget >= max_tokens:
+            raise ConfigError(
+                f"config.jsonc: {where}.thinking.budget_tokens must be below the reply's "
+                f"max_tokens ({max_tokens}): lower it or raise max_tokens (found {budget})"
+            )

@@ -24,6 +24,7 @@ from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
 from nodecode.log.store import Store
 from nodecode.providers.types import Usage
+from nodecode.providers.wire import WireFormat
 from nodecode.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -179,19 +180,19 @@ def cache_view(
         "system": 0 in live,
         "fixed": round((count.system + count.tools) * ratio),
         "tokens": tokens,
-        "last": _last_read(store, sid, meter.ptype),
+        "last": _last_read(store, sid, meter.wire),
         "prefix": prefix,
         "cached": cached,
     }
 
 
-def _last_read(store: Store, sid: str, ptype: str) -> dict[str, int] | None:
+def _last_read(store: Store, sid: str, wire: WireFormat) -> dict[str, int] | None:
     """What the last request read from cache, from its usage (None before any)."""
     event = store.last_event(sid, "request")
     if event is None:
         return None
     usage = Usage.of(event.payload.get("usage"))
-    return {"seq": event.seq, "read": usage.cache_read, "prompt": usage.prompt_total(ptype)}
+    return {"seq": event.seq, "read": usage.cache_read, "prompt": wire.prompt_tokens(usage)}
 
 
 def first_line(text: str) -> str:

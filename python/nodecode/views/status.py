@@ -16,6 +16,7 @@ from nodecode.cache.ledger import Scope
 from nodecode.context import take as takes
 from nodecode.context.model import state
 from nodecode.providers.types import Usage
+from nodecode.providers.wire import WireFormat
 from nodecode.views import context as view
 from nodecode.words import plural
 from nodecode.workspace import Workspace
@@ -78,7 +79,7 @@ def report(ws: Workspace, config: Config, sid: str, scope: Scope | None = None) 
         "parts": parts,
         "per_turn": per_turn,
         "messages": len(arranged),
-        "last_request": _last_request(store, sid, meter.ptype),
+        "last_request": _last_request(store, sid, meter.wire),
         **_cache(ws, sid, scope, config),
         "pending": [_pending(e) for e in takes.pending_edits(store, sid)],
     }
@@ -92,7 +93,7 @@ def _cache(ws: Workspace, sid: str, scope: Scope | None, config: Config) -> dict
     return {"cached_through": cache["through"], "cache": cache}
 
 
-def _last_request(store: Any, sid: str, ptype: str) -> dict[str, Any] | None:
+def _last_request(store: Any, sid: str, wire: WireFormat) -> dict[str, Any] | None:
     event = store.last_event(sid, "request")
     if event is None:
         return None
@@ -104,7 +105,7 @@ def _last_request(store: Any, sid: str, ptype: str) -> dict[str, Any] | None:
         "model": p.get("model"),
         "cache_read": usage.cache_read,
         "cache_write": usage.cache_write,
-        "prompt": usage.prompt_total(ptype),
+        "prompt": wire.prompt_tokens(usage),
         "breakpoints": list(p.get("breakpoints") or []),
         "ttls": list(p.get("ttls") or []),
         "fill": p.get("fill"),

@@ -1,7 +1,8 @@
 """The HTTP machinery every provider shares: POST, stream, retry, cancel.
 
-A subclass names its URL, headers and streaming flags, and a StreamParser
-that turns one attempt's events into a Reply. Retries follow the SDKs'
+A ``Provider`` speaks one ``WireFormat`` (``providers.wire``), which names the
+URL, headers and streaming flags, and the StreamParser that turns one
+attempt's events into a Reply. Retries follow the SDKs'
 policy (providers.md §1.8): 408/409/429/5xx and dropped streams, honouring
 ``retry-after-ms`` / ``retry-after`` (capped at 60 s), else
 ``min(base * 2**n, 8 s)`` less up to 25 % jitter. Each attempt's I/O runs in
@@ -14,7 +15,6 @@ from __future__ import annotations
 import codecs
 import email.utils
 import functools
-import json
 import os
 import queue
 import random
@@ -29,17 +29,16 @@ from typing import Any, Self
 import httpx
 
 from nodecode.errors import ContextOverflow, ProviderError, ProviderFailed
-from nodecode.providers.overflow import parse_overflow, unwrap_error
+from nodecode.providers.overflow import unwrap_error
 from nodecode.providers.sse import EventReader, LineSplitter, ServerSentEvent
-from nodecode.providers.types import Reply, Thinking, ToolCall, Usage, encode_body
+from nodecode.providers.types import Reply, encode_body
+from nodecode.providers.wire import StreamParser, TextSink, WireFormat
 
 MAX_RETRY_AFTER = 60.0
 MAX_BACKOFF = 8.0
 CONNECT_TIMEOUT = 10.0
 _POLL = 0.05  # how often a waiting caller looks at its cancel event
 _SPEND_LIMIT = "enforced_spend_limit_reached"
-
-TextSink = Callable[[str], None]
 
 
 def tls_context(url: str) -> ssl.SSLContext:
@@ -64,77 +63,13 @@ def _no_ca_context() -> ssl.SSLContext:
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifying, with nothing to verify against
 
 
-class StreamParser:
-    """Accumulates one attempt's events into a Reply (one subclass per wire format)."""
-
-    terminal = "its last event"  # named in the "stream ended before ..." failure
-
-    def __init__(self, on_text: TextSink | None, on_thinking: TextSink | None = None) -> None:
-        self._on_text = on_text
-        self._on_thinking = on_thinking
-        self._text: list[str] = []
-        self.usage = Usage()
-        self.stop_reason: str | None = None
-        self.finished = False  # the terminal event arrived: stop reading
-
-    def feed(self, event: ServerSentEvent) -> None:
-        raise NotImplementedError
-
-    @property
-    def complete(self) -> bool:
-        """Whether the body may end here without being a dropped stream."""
-        return self.finished
-
-    def reply(self) -> Reply:
-        return self._reply(partial=False)
-
-    def partial(self) -> Reply:
-        """What arrived so far, keeping only tool calls whose input completed."""
-        reply = self._reply(partial=True)
-        reply.stopped = True
-        return reply
-
-    def _reply(self, *, partial: bool) -> Reply:
-        return Reply(
-            text=self.text,
-            calls=self._tool_calls(partial=partial),
-            thinking=self._thinking(partial=partial),
-            usage=self.usage,
-            stop_reason=self.stop_reason,
-        )
-
-    def _tool_calls(self, *, partial: bool) -> list[ToolCall]:
-        """The tool calls so far; when ``partial``, only those whose input completed."""
-        raise NotImplementedError
-
-    def _thinking(self, *, partial: bool) -> list[Thinking]:
-        """The reasoning so far, in order; when ``partial``, only what completed."""
-        return []
-
-    def emit_thinking(self, text: str) -> None:
-        """Reasoning text for the person (never reply text)."""
-        if text and self._on_thinking is not None:
-            self._on_thinking(text)
-
-    def emit_text(self, text: str) -> None:
-        if text:
-            self._text.append(text)
-            if self._on_text is not None:
-                self._on_text(text)
-
-    @property
-    def text(self) -> str:
-        return "".join(self._text)
-
-
 class Provider:
-    """One model endpoint: ``stream(body)`` POSTs a complete wire body and returns a Reply."""
-
-    name = "provider"  # the wire format's; errors say the configured id when given one
-    default_base_url = ""  # used when the config names no base_url
+    """One model endpoint speaking ``wire``: ``stream(body)`` POSTs a complete wire
+    body and returns a Reply."""
 
     def __init__(
         self,
+        wire: WireFormat,
         base_url: str | None = None,
         api_key: str | None = None,
         *,
@@ -144,9 +79,9 @@ class Provider:
         transport: httpx.BaseTransport | None = None,
         name: str | None = None,
     ) -> None:
-        if name:
-            self.name = name  # the provider's id in config.jsonc: what errors begin with
-        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        self.wire = wire
+        self.name = name or wire.type  # the provider's id in config.jsonc: what errors begin with
+        self.base_url = (base_url or wire.default_base_url).rstrip("/")
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self._api_key = api_key or None
@@ -157,22 +92,8 @@ class Provider:
             verify=tls_context(self.base_url),
         )
 
-    # -- what a subclass provides -------------------------------------------------
-
-    def url(self) -> str:
-        raise NotImplementedError
-
-    def headers(self) -> dict[str, str]:
-        raise NotImplementedError
-
-    def wire_body(self, body: dict[str, Any]) -> dict[str, Any]:
-        """``body`` plus this API's streaming flags."""
-        raise NotImplementedError
-
-    def new_parser(
-        self, on_text: TextSink | None, on_thinking: TextSink | None = None
-    ) -> StreamParser:
-        raise NotImplementedError
+    def url(self, model: str = "") -> str:
+        return self.wire.url(self.base_url, model)
 
     # -- the shared part ----------------------------------------------------------
 
@@ -198,12 +119,13 @@ class Provider:
         """Stream one reply, retrying transient failures; a cancel returns the partial reply.
         ``on_open`` runs when an attempt's answer starts to arrive (the model is at work)."""
         cancel = cancel or threading.Event()
-        wire = self.wire_body(body)
+        payload = self.wire.stream_body(body)
+        url, headers = self.url(str(body.get("model") or "")), self.wire.headers(self._api_key)
         retries = 0
         while True:
-            parser = self.new_parser(on_text, on_thinking)
+            parser = self.wire.parser(on_text, on_thinking)
             try:
-                reply = self._attempt(wire, parser, cancel, on_open)
+                reply = self._attempt(url, headers, payload, parser, cancel, on_open)
             except ProviderError as exc:
                 delay = self._retry_delay(exc, retries)
                 if on_retry is not None:
@@ -213,7 +135,7 @@ class Provider:
                     continue
                 # Stopped while waiting to retry: the failed attempt's text went
                 # with it (the caller was told so), so the partial reply is empty.
-                reply = self.new_parser(None).partial()
+                reply = self.wire.parser(None, None).partial()
             reply.retries = retries
             return reply
 
@@ -227,13 +149,15 @@ class Provider:
 
     def _attempt(
         self,
+        url: str,
+        headers: dict[str, str],
         wire: dict[str, Any],
         parser: StreamParser,
         cancel: threading.Event,
         on_open: Callable[[], None] | None = None,
     ) -> Reply:
         """One POST read to its end; raises ProviderError (retryable or not)."""
-        pump = _Pump(self._client, self.url(), self.headers(), wire)
+        pump = _Pump(self._client, url, headers, wire)
         frames = _Frames(parser, cancel)
         try:
             for text in pump.body(cancel, self._http_error):
@@ -261,7 +185,7 @@ class Provider:
 
     def _http_error(self, status: int, headers: httpx.Headers, body: str) -> ProviderError:
         """The error a non-2xx answer stands for; overflow first, since it never heals."""
-        overflow = parse_overflow(status, body)
+        overflow = self.wire.overflow(status, body)
         if overflow is not None:
             return overflow
         kind, message = _summary(body)
@@ -301,25 +225,6 @@ class Provider:
         if retry_after is not None:
             return min(retry_after, MAX_RETRY_AFTER)
         return min(self.backoff_base * 2**attempt, MAX_BACKOFF) * (1 - 0.25 * random.random())
-
-
-def load_data(data: str, unit: str) -> dict[str, Any]:
-    """One event's JSON data (not an object: ``{}``); malformed data is a dropped stream."""
-    try:
-        value = json.loads(data)
-    except ValueError:
-        raise ProviderError(f"malformed stream {unit}: {data[:120]}", retryable=True) from None
-    return value if isinstance(value, dict) else {}
-
-
-def parse_input(raw: str) -> Any:
-    """A tool's streamed input: ``""`` is ``{}`` (no-argument tools), unparsable stays raw."""
-    if not raw.strip():
-        return {}
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
 
 
 class _Frames:
