@@ -34,6 +34,7 @@ import httpx
 from _common import WORDS, prose
 from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
+from nodecode.context import derived
 from nodecode.context import model as context_model
 from nodecode.context import take as takes
 from nodecode.loopback import LoopbackServer
@@ -215,7 +216,7 @@ def grow(root: Path, seed: int, turns: int, reading: str, **settings: Any) -> Gr
                 if k:
                     timeline.advance(pace.randint(*PAUSE_SECONDS))
                 ask(app, sid, timeline, pace, plan_turn(rng, files))
-            messages = len(context_model.build(app.store, sid))
+            messages = len(derived.build(app.store, sid))
         finally:
             app.close()
         reqs = srv.model_requests
@@ -356,5 +357,5 @@ def edit_context(app: App, sid: str, remove: set[int], rewrite: dict[int, str]) 
 
 def result_of(app: App, sid: str, call: int) -> context_model.Message:
     """The result message of call ``call``."""
-    messages = context_model.build(app.store, sid)
+    messages = derived.build(app.store, sid)
     return next(m for m in messages if m.role == "tool" and m.call_id == call)

@@ -29,7 +29,7 @@ from typing import Any
 from _common import FILES, WORDS, ServerProcess, prose, write_config
 from nodecode.agent.loop import Agent
 from nodecode.app import App
-from nodecode.context import model as context_model
+from nodecode.context import derived
 
 BENCH = Path(__file__).resolve().parent
 PACKAGE = BENCH.parent / "python" / "nodecode"
@@ -253,7 +253,7 @@ def _grow(root: Path, stops: list[int], seed: int, note: Any) -> dict[str, Any]:
                     result = Agent(app, sid).ask(turn.ask)
                     if result.status != "done":
                         raise RuntimeError(f"a grown turn ended {result.status}: {result}")
-                got = len(context_model.build(app.store, sid))
+                got = len(derived.build(app.store, sid))
             finally:
                 app.close()  # the WAL checkpointed into the .db
             if got != stop:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from _common import FILES, WORDS, log_message, numbered_lines, prose, write_config
 from nodecode.app import App
+from nodecode.context import derived
 from nodecode.context import model as context_model
 from nodecode.log import turns as turn_tree
 
@@ -113,7 +114,7 @@ def build_template(root: Path, n: int, url: str) -> tuple[Path, str, int, int]:
             sent.append((event.seq, context_model.message_of(event).digest))
             count += 1
         turn_tree.finish(store, sid, number, store.last_seq(sid), "done")
-    messages = len(context_model.build(store, sid))
-    chars = sum(len(m.text) for m in context_model.build(store, sid))
+    messages = len(derived.build(store, sid))
+    chars = sum(len(m.text) for m in derived.build(store, sid))
     app.close()  # checkpoints the WAL: the template is the one .db file
     return home, sid, messages if messages == n else -messages, chars

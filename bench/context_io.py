@@ -50,8 +50,10 @@ from _common import Report, arg_parser, band, prose, ratio_verdict  # noqa: E402
 from _grow import Grown, grown  # noqa: E402
 from nodecode import budget as budgets  # noqa: E402
 from nodecode.app import App  # noqa: E402
-from nodecode.context import edits  # noqa: E402
-from nodecode.context import model as context_model  # noqa: E402
+from nodecode.context import (
+    derived,
+    edits,  # noqa: E402
+)
 from nodecode.context import take as takes  # noqa: E402
 from nodecode.context.model import Message  # noqa: E402
 from nodecode.loopback.tokens import count_text  # noqa: E402
@@ -111,7 +113,7 @@ class Bench:
         """The context's messages as plain JSON values: the anchor's input."""
         return [
             {"id": m.id, "role": m.role, "text": m.text}
-            for m in context_model.build(self.store, self.sid)
+            for m in derived.build(self.store, self.sid)
         ]
 
     def json_rt(self, data: list[dict]) -> float:
@@ -125,7 +127,7 @@ class Bench:
         (the budget and meter it is given are made before, off the clock)."""
         ws, config = self.app.workspace, self.app.config
         plan = budgets.of(ws, config)
-        meter = budgets.Meter(self.store, self.sid, config, config.wire())
+        meter = budgets.Meter(config, config.wire(), derived.read(self.store, self.sid).views)
         turn = takes.head_turn(self.store, self.sid)
         return lambda: takes.take(ws, self.sid, turn, budget=plan.tokens, count=meter.fill)
 
@@ -135,7 +137,7 @@ class Bench:
         exp = takes.latest_export(self.store, self.sid)
         export_text = self.path.read_text(encoding="utf-8")
         edited = edit_file(export_text, self.rng)
-        st = context_model.state(self.store, self.sid)
+        st = derived.state(self.store, self.sid)
         counter = iter(range(-1, -100, -1))
         got: list[edits.Edit] = []
 
@@ -170,7 +172,7 @@ def run(report: Report, root: Path, reps: int, warmup: int, profile: int) -> Non
     app = g.open(home)
     try:
         bench = Bench(app, g.sid)
-        messages = context_model.build(app.store, g.sid)
+        messages = derived.build(app.store, g.sid)
         tokens = sum(count_text(m.text) for m in messages)
         chars = sum(len(m.text) for m in messages)
         report.note(

@@ -31,7 +31,8 @@ from _common import Report, arg_parser, median, spread
 from _template import build_template
 from nodecode import budget as budgets
 from nodecode.app import App
-from nodecode.context.model import state
+from nodecode.context import derived
+from nodecode.context.derived import state
 from nodecode.log import turns as turn_tree
 
 GOAL = 0.05
@@ -47,7 +48,7 @@ def measure(report: Report, root: Path, n: int, reps: int, warmup: int) -> None:
     try:
         store = app.store
         turn = turn_tree.path(store, sid)[-1].number
-        meter = budgets.Meter(app.store, sid, app.config)
+        meter = budgets.Meter(app.config, None, derived.read(app.store, sid).views)
 
         def fill(cached: bool = True) -> tuple[float, int]:
             gc.collect()

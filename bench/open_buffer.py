@@ -44,7 +44,7 @@ import pynvim
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import Report, arg_parser, band, ratio_verdict  # noqa: E402
 from _grow import Grown, grown  # noqa: E402
-from nodecode.context import model as context_model  # noqa: E402
+from nodecode.context import derived
 
 ROOT = Path(__file__).resolve().parents[1]
 INIT = ROOT / "tests" / "nvim" / "minimal_init.lua"
@@ -108,8 +108,7 @@ def run(report: Report, tmp: Path, reps: int) -> None:
     app = g.open(home)
     try:
         rows = [
-            {"id": m.id, "role": m.role, "text": m.text}
-            for m in context_model.build(app.store, g.sid)
+            {"id": m.id, "role": m.role, "text": m.text} for m in derived.build(app.store, g.sid)
         ]
     finally:
         app.close()

@@ -316,3 +316,51 @@ def test_a_provider_literal_inside_providers_is_theirs(tmp_path):
     code = 'def f(t):\n    return t == "anthropic"\n'
     root = _tree(tmp_path, {"__init__.py": "", "providers/__init__.py": "", "providers/x.py": code})
     assert provider_literals(root) == []
+
+
+def growing_tables(root: Path) -> list[str]:
+    """Module-level dicts that code adds to (``T[k] = v``, ``T.setdefault``,
+    ``T.update``): process-wide tables, each of which must be a ``Bounded``."""
+    found = []
+    for name, path in modules(root).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        tables = set()
+        for node in tree.body:
+            target, value = None, None
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, value = node.targets[0], node.value
+            elif isinstance(node, ast.AnnAssign):
+                target, value = node.target, node.value
+            is_dict = isinstance(value, ast.Dict) or (
+                isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Name)
+                and value.func.id == "dict"
+            )
+            if isinstance(target, ast.Name) and is_dict:
+                tables.add(target.id)
+        for node in ast.walk(tree):
+            grown = None
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+                grown = node.value
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("setdefault", "update", "__setitem__")
+            ):
+                grown = node.func.value
+            if isinstance(grown, ast.Name) and grown.id in tables:
+                found.append(f"{name}.{grown.id}")
+    return sorted(set(found))
+
+
+def test_every_process_wide_table_has_a_bound():
+    found = growing_tables(CORE)
+    assert not found, "process-wide tables without a bound (make each a Bounded): " + ", ".join(
+        found
+    )
+
+
+def test_an_unbounded_process_wide_table_is_found(tmp_path):
+    code = "_SEEN: dict[str, str] = {}\n\ndef f(k):\n    _SEEN[k] = k\n"
+    root = _tree(tmp_path, {"__init__.py": "", "context/__init__.py": "", "context/m.py": code})
+    assert growing_tables(root) == ["nodecode.context.m._SEEN"]

@@ -18,7 +18,9 @@ from hypothesis import strategies as hs
 from nodecode import budget as budgets
 from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
-from nodecode.context.model import Message, state
+from nodecode.context import derived
+from nodecode.context.derived import state
+from nodecode.context.message import Message
 from nodecode.host import Host
 from nodecode.loopback import LoopbackServer, Reply
 from nodecode.loopback.tokens import openai_tokens
@@ -400,7 +402,7 @@ def test_the_fill_follows_the_reported_figure_within_2_percent(ptype, session, l
         abs(
             budgets.fill_of(s.app.store, s.sid, s.app.config)
             - 1.25
-            * budgets.Meter(s.app.store, s.sid, s.app.config)
+            * budgets.Meter(s.app.config, None, derived.read(s.app.store, s.sid).views)
             .count(state(s.app.store, s.sid).messages)
             .total
         )
@@ -436,7 +438,7 @@ def test_counting_after_an_append_counts_only_the_new_message(session):
     s = session(window=None)
     for k in range(1, 4):
         s.read_turn(k)
-    meter = budgets.Meter(s.app.store, s.sid, s.app.config)
+    meter = budgets.Meter(s.app.config, None, derived.read(s.app.store, s.sid).views)
     messages = state(s.app.store, s.sid).messages
     meter.count(messages)
     calls: list[str] = []
@@ -557,7 +559,9 @@ def _contexts(draw) -> list[Message]:
 @pytest.fixture(scope="module")
 def meter(tmp_path_factory):
     app = App.open(tmp_path_factory.mktemp("meter"), "default", None, environ={})
-    yield budgets.Meter(app.store, app.new_session("m"), app.config, registry.wire("anthropic"))
+    yield budgets.Meter(
+        app.config, registry.wire("anthropic"), derived.read(app.store, app.new_session("m")).views
+    )
     app.close()
 
 

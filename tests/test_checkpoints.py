@@ -16,7 +16,7 @@ from nodecode import recall
 from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.checkpoints import moves as checkpoints
-from nodecode.context import model
+from nodecode.context import derived
 from nodecode.errors import SessionBusy, UserError
 from nodecode.log import leases, sessions, turns
 
@@ -261,9 +261,9 @@ def test_a_move_waits_for_no_running_turn(s):
 
 @needs_git
 def test_undo_makes_older_exports_stale(s):
-    before = model.take_count(s.store, s.sid)
+    before = derived.read(s.store, s.sid).takes.takes
     checkpoints.undo(s.app.workspace, s.sid)
-    assert model.take_count(s.store, s.sid) == before + 1
+    assert derived.read(s.store, s.sid).takes.takes == before + 1
 
 
 def test_undo_refuses_paths_outside_the_workspace(tmp_path, loopback):

@@ -55,7 +55,7 @@ def test_two_round_turn_sends_the_result_with_its_seq(ptype, loopback, home, wor
     assert events[1].payload["usage"]["input"] > 0
     # The second request records only what it added to the first: ask 1, then 3 4 5.
     assert events[5].payload["sent"]["after"] == 2 and events[5].payload["sent"]["keep"] == 1
-    assert [p[0] for p in sent_of(store, sid, events[5])] == [1, 3, 4, 5]
+    assert [p[0] for p in sent_of(store, sid, events[5].seq)] == [1, 3, 4, 5]
     store.close()
 
 

@@ -8,8 +8,9 @@ import pytest
 from helpers import run_cli
 from nodecode.budget import evict as evictions
 from nodecode.budget import stubs
+from nodecode.context import derived
 from nodecode.context import take as takes
-from nodecode.context.model import state
+from nodecode.context.derived import state
 from nodecode.errors import SessionBusy, UserError
 from nodecode.log import turns as turn_tree
 from nodecode.log.leases import Lease
@@ -245,7 +246,7 @@ def test_the_warning_is_rearmed_after_the_fill_drops_below_85_percent(session):
     while not evictions_of(s):
         s.read_turn(n)
         n += 1
-    assert not evictions.warned(s.app.store, s.sid)
+    assert not evictions.warned(derived.read(s.app.store, s.sid).requests)
     while len(s.events("notice")) < 2:
         s.read_turn(n)
         n += 1
@@ -276,7 +277,9 @@ def fixed_tokens(s: Session) -> int:
     """What the system prompt and tool definitions cost, by our count."""
     from nodecode import budget as budgets
 
-    meter = budgets.Meter(s.app.store, s.sid, s.app.config, registry.wire(s.ptype))
+    meter = budgets.Meter(
+        s.app.config, registry.wire(s.ptype), derived.read(s.app.store, s.sid).views
+    )
     return meter.system + meter.tools
 
 

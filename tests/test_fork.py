@@ -7,7 +7,7 @@ import pytest
 from helpers import run_cli
 from nodecode import recall
 from nodecode.checkpoints import moves as checkpoints
-from nodecode.context import model
+from nodecode.context import derived
 from nodecode.context import take as takes
 from nodecode.errors import UserError
 from nodecode.log import sessions
@@ -23,13 +23,13 @@ def view(messages):
 @needs_git
 def test_fork_at_the_head_starts_with_the_parents_context(s):  # noqa: F811
     parent_events = s.store.events(s.sid)
-    parent_context = model.build(s.store, s.sid)
+    parent_context = derived.build(s.store, s.sid)
     last = s.store.last_seq(s.sid)
     child = checkpoints.fork(s.app.store, s.sid)
     assert sessions.current(s.store) == child
     info = sessions.get(s.store, child)
     assert (info.parent, info.fork_seq, info.fork_turn, info.head) == (s.sid, last, 2, 2)
-    assert model.build(s.store, child) == parent_context
+    assert derived.build(s.store, child) == parent_context
     assert s.store.events(s.sid) == parent_events
     [fork_event] = s.store.events(child)
     assert (fork_event.seq, fork_event.kind, fork_event.turn) == (last + 1, "fork", 2)
@@ -61,10 +61,10 @@ def test_fork_at_an_earlier_turn_reads_the_context_as_that_turn_left_it(s):  # n
 def test_fork_keeps_edits_taken_while_idle(s):  # noqa: F811
     takes.record_form_edit(s.store, s.sid, {"drop": [4], "note": "remember: a is alpha"}, 2)
     takes.take(s.app.workspace, s.sid, 2)  # taken while idle: the note is logged after turn 2 ended
-    parent_context = model.build(s.store, s.sid)
+    parent_context = derived.build(s.store, s.sid)
     assert any(m.role == "note" for m in parent_context)
     child = checkpoints.fork(s.app.store, s.sid)
-    assert view(model.build(s.store, child)) == view(parent_context)
+    assert view(derived.build(s.store, child)) == view(parent_context)
     assert [e.kind for e in s.store.events(child)] == ["note", "fork"]  # the note, copied
     kid = Session(s.app, s.srv, child)
     kid.turn("and now")
@@ -78,8 +78,8 @@ def test_a_fork_of_a_fork_sees_only_what_its_parent_saw(s):  # noqa: F811
     child = checkpoints.fork(s.app.store, s.sid)
     grandchild = checkpoints.fork(s.app.store, child, 1)
     assert [n.number for n in tree.nodes(s.store, grandchild)] == [1]
-    assert view(model.build(s.store, grandchild)) == view(
-        [m for m in model.build(s.store, s.sid) if m.turn == 1]
+    assert view(derived.build(s.store, grandchild)) == view(
+        [m for m in derived.build(s.store, s.sid) if m.turn == 1]
     )
 
 

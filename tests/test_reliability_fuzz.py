@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.cells.evaluate import CellResult, evaluate
-from nodecode.context import model as context_model
+from nodecode.context import derived
 from nodecode.context import take as takes
 from nodecode.loopback import LoopbackServer
 from nodecode.providers import registry
@@ -359,7 +359,7 @@ def check_take(template: Template, scratch: Path, raw: bytes) -> None:
                 .startswith(b"[[receipt ")
             )
         assert path.read_bytes() == raw  # a take writes nothing into context.txt
-        messages = context_model.build(app.store, template.sid)
+        messages = derived.build(app.store, template.sid)
         for ptype in ("anthropic", "openai"):
             registry.wire(ptype).build(
                 Request(messages, model="m", system=SYSTEM_PROMPT, tools=TOOLS, max_tokens=1024)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import json5
 
+from nodecode.bounded import Bounded
 from nodecode.errors import ConfigError
 from nodecode.providers import registry
 from nodecode.providers.types import ThinkingSetting
@@ -176,7 +177,7 @@ def _read(path: Path) -> dict[str, Any]:
 _STRING = r'"(?:[^"\\\n]|\\.)*"'
 _COMMENT = re.compile(rf"({_STRING})|//[^\n]*|/\*[\s\S]*?\*/")
 _TRAILING_COMMA = re.compile(rf"({_STRING})|,(\s*[}}\]])")
-_PARSED: dict[str, str] = {}  # a config text json5 had to read → its value, as JSON
+_PARSED = Bounded(64)  # a config text json5 had to read → its value, as JSON
 _PARSED_LOCK = threading.Lock()
 
 
@@ -201,9 +202,7 @@ def _parse(path: Path, text: str) -> Any:
     except ValueError as e:
         raise ConfigError(f"{path}: not valid JSONC: {e}") from None
     with _PARSED_LOCK:
-        if len(_PARSED) > 64:
-            _PARSED.clear()
-        _PARSED[text] = json.dumps(data)
+        _PARSED.keep(text, json.dumps(data))
     return data
 
 

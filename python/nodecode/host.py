@@ -358,14 +358,15 @@ class Host:
     def validate(self, ctx: Any, text: str) -> dict[str, Any]:
         """A dry run of taking ``text`` as the saved context.txt: {ok, errors,
         summary} (summary.cache: what the next request can then read from cache)."""
-        from nodecode.context import take
+        from nodecode.context import derived, take
         from nodecode.views import context as view
         from nodecode.views.notices import for_person
 
         app, sid = self._pinned(ctx)
         result, order = take.check_file(app.workspace, sid, str(text))
         if order is not None:
-            cache = view.cache_view(app.store, sid, app.cache_scope(), app.config_or_none(), order)
+            r = derived.read(app.store, sid)
+            cache = view.cache_view(r, app.cache_scope(), app.config_or_none(), order)
             del cache["prefix"], cache["cached"]
             result["summary"]["cache"] = cache
         result["errors"] = [[line, for_person(str(why))] for line, why in result["errors"]]

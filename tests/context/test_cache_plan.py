@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.cache import plan as cache_plan
+from nodecode.context import derived
 from nodecode.context import model as context_model
 from nodecode.context import take as takes
 from nodecode.loopback import LoopbackServer
@@ -183,7 +184,7 @@ class Session:
         return cb
 
     def messages(self) -> list[context_model.Message]:
-        return context_model.build(self.app.store, self.sid)
+        return derived.build(self.app.store, self.sid)
 
     def edit_file(self, remove: set[int] = frozenset(), rewrite: dict[int, str] | None = None):
         """Export context.txt, delete and rewrite blocks in it as a person would."""
@@ -357,9 +358,7 @@ def test_status_shows_what_the_last_request_read_and_wrote_and_where_the_cache_e
     app = App.open(home=home, cwd=workspace, environ={})
     try:
         sid = app.store.read("SELECT id FROM sessions")[0][0]
-        ask = next(
-            m for m in context_model.build(app.store, sid) if m.text == "the second question"
-        )
+        ask = next(m for m in derived.build(app.store, sid) if m.text == "the second question")
     finally:
         app.close()
     assert f"next request: cached through message {ask.id}" in out.stdout, out.stdout

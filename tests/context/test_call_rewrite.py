@@ -15,8 +15,9 @@ from helpers import write_config
 from nodecode import budget as budgets
 from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
+from nodecode.context import derived
 from nodecode.context import take as takes
-from nodecode.context.model import build
+from nodecode.context.derived import build
 from nodecode.providers import registry
 from validator import check
 
@@ -84,7 +85,7 @@ def test_the_fill_counts_the_rewritten_call(session):
     rewrite_call(app, sid)
     srv.add_rounds([{"text": "ok"}, {"text": "ok again"}])
     Agent(app, sid).ask("go on", TurnCallbacks())
-    meter = budgets.Meter(app.store, sid, app.config, registry.wire(ptype))
+    meter = budgets.Meter(app.config, registry.wire(ptype), derived.read(app.store, sid).views)
     call = next(m for m in build(app.store, sid) if m.role == "call")
     counted = meter.message(call, cached=False)
     wanted = meter.message(call.__class__(call.id, "user", f"eval {json.dumps({'code': NEW})}"))

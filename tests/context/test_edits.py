@@ -249,7 +249,7 @@ def test_an_idle_take_belongs_to_the_head_and_lists_each_message_once(harness):
     path.write_text(remove_block(text, 10))
     report = takes.take(harness.app.workspace, harness.sid, None)
     assert report.taken
-    from nodecode.context.model import build
+    from nodecode.context.derived import build
 
     ids = [m.id for m in build(harness.app.store, harness.sid)]
     assert len(ids) == len(set(ids)) and 10 not in ids and 11 in ids

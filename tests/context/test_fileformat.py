@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nodecode.context import fileformat
-from nodecode.context.model import Message
+from nodecode.context.message import Message
 
 PIECES = ["", "\n", "[[m:", "[[m:abcdef 1 user]]", "[[note]]", "\r", "x", " ", "]]", "é"]
 bodies = st.lists(st.sampled_from(PIECES), max_size=8).map("".join)

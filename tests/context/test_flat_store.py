@@ -15,7 +15,7 @@ from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.cells.evaluate import evaluate
 from nodecode.checkpoints import moves as checkpoints
-from nodecode.context import model
+from nodecode.context import derived, model
 from nodecode.context import take as takes
 from nodecode.recall import recall_entry
 
@@ -166,7 +166,7 @@ def test_recall_entry_of_an_export_and_a_receipt_shows_the_whole_order(grown):
     g.form("(context :drop (7))")
     g.ask("after the second drop", "ok")
     path = takes.export(g.app.workspace, g.sid)
-    st = model.state(g.store, g.sid)
+    st = derived.state(g.store, g.sid)
     ids = [m.id for m in st.messages]
     exp = g.store.last_event(g.sid, "export")
     entry = recall_entry(g.store, g.sid, exp.seq)
@@ -189,7 +189,7 @@ def take_bytes(g: Grown, takes_: int) -> list[int]:
     """The bytes each of ``takes_`` takes stored in its receipt (a drop of one
     old reply each, taken at the next ask)."""
     sizes = []
-    replies = [m.id for m in model.state(g.store, g.sid).messages if m.role == "assistant"]
+    replies = [m.id for m in derived.state(g.store, g.sid).messages if m.role == "assistant"]
     for k in range(takes_):
         g.form(f"(context :drop ({replies[k]}))")
         g.ask(f"after take {k}", "ok")
@@ -222,5 +222,5 @@ def test_the_context_decodes_from_a_bounded_chain_of_snapshots(grown):
         session, seq = context["after"]
         context = g.store.event(session, seq).payload["context"]
     assert chain < model.SNAPSHOT_CHAIN
-    replies = [m.id for m in model.state(g.store, g.sid).messages if m.role == "assistant"]
+    replies = [m.id for m in derived.state(g.store, g.sid).messages if m.role == "assistant"]
     assert len(replies) == 60 + 40 - 40

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from nodecode.context import model
+from nodecode.context import derived
 from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
 from nodecode.log.store import open_store
@@ -22,7 +22,7 @@ def test_state_read_by_two_threads_while_a_turn_appends_never_duplicates_a_messa
 
     def read() -> None:
         while not done.is_set():
-            ids = [m.id for m in model.state(store, sid).messages]
+            ids = [m.id for m in derived.state(store, sid).messages]
             if len(ids) != len(set(ids)):
                 bad.append(ids)
                 return
@@ -41,7 +41,7 @@ def test_state_read_by_two_threads_while_a_turn_appends_never_duplicates_a_messa
         for t in readers:
             t.join()
         sys.setswitchinterval(old)
-    ids = [m.id for m in model.state(store, sid).messages]
+    ids = [m.id for m in derived.state(store, sid).messages]
     assert not bad, f"a state listed message {_first_dup(bad[0])} twice"
     assert ids == list(range(1, 602))
     store.close()

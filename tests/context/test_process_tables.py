@@ -66,7 +66,7 @@ def test_equal_messages_of_two_sessions_each_send_their_own_thinking_block():
     import json
 
     import msgpack
-    from nodecode.context.model import _message_of_row
+    from nodecode.context.message import of_row
     from nodecode.providers import registry
     from nodecode.providers.wire import Request
 
@@ -81,7 +81,7 @@ def test_equal_messages_of_two_sessions_each_send_their_own_thinking_block():
         ]
 
     def sent_blocks(data: str) -> list[dict]:
-        msgs = [_message_of_row(r) for r in rows(data)]
+        msgs = [of_row(r) for r in rows(data)]
         built = registry.wire("anthropic").build(
             Request(msgs, model="m", system="s", tools=[], max_tokens=10)
         )

@@ -29,8 +29,8 @@ from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.cells.evaluate import evaluate
 from nodecode.context import take as takes
+from nodecode.context.derived import state
 from nodecode.context.fileformat import ROLES, split
-from nodecode.context.model import state
 from nodecode.loopback import LoopbackServer
 from validator import check
 

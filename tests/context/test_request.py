@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from nodecode.context.arrange import CONTEXT_BEGINS, arrange
-from nodecode.context.model import Message
+from nodecode.context.message import Message
 from nodecode.providers import registry
 from nodecode.providers.wire import Request
 from nodecode.verbs.prompt import SYSTEM_PROMPT, TOOLS
@@ -207,7 +207,7 @@ def test_a_request_made_from_the_previous_ones_parts_is_the_one_made_afresh():
     from nodecode.context.arrange import Arranged
     from nodecode.providers.types import encode_body
 
-    meter = Meter(None, "s", None)  # counting only: no store needed
+    meter = Meter(None)  # counting only: no store needed
     scope = ledger.scope_of("anthropic", "p", "m", SYSTEM_PROMPT, TOOLS)
 
     @settings(max_examples=300, deadline=None)
@@ -258,7 +258,7 @@ def test_a_growing_context_keeps_the_thinking_its_format_sends():
     model changing, what is sent is what a fresh ``sendable`` makes of it."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
-    from nodecode.context.arrange import arranged, sendable
+    from nodecode.context.arrange import arranged_after, sendable
 
     def thinking(i, fmt):
         return Message(i, "thinking", f"thought {i}", payload={"format": fmt, "block": {}})
@@ -266,7 +266,7 @@ def test_a_growing_context_keeps_the_thinking_its_format_sends():
     @settings(max_examples=200, deadline=None)
     @given(st.data())
     def check(data):
-        cache: dict = {}
+        previous: list = [None]
         msgs: list[Message] = []
         for step in range(data.draw(st.integers(1, 5))):
             # The model may change between requests (another provider, send_back).
@@ -287,7 +287,7 @@ def test_a_growing_context_keeps_the_thinking_its_format_sends():
             wire = registry.wire(ptype)
             setting = wire.thinking({"send_back": send_back} if ptype == "openai" else None, "m")
             carries, key = wire.carries(setting), wire.arrangement_key(setting)
-            got = arranged(cache, "s", msgs, carries, key)
+            got = previous[0] = arranged_after(previous[0], msgs, carries, key)
             assert got.messages == sendable(msgs, carries)
             if got.messages == msgs:
                 assert got.messages is msgs  # none dropped: the very list, for the next reuse

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nodecode.context import model
+from nodecode.context import derived
 from nodecode.log import sessions as session
 from nodecode.log.store import Store
 
@@ -29,7 +29,7 @@ def _land_during(reader: Store, writer: Store, sid: str, sql_start: str, text: s
 
 
 def _texts(store: Store, sid: str) -> list[str]:
-    return [m.text for m in model.state(store, sid).messages]
+    return [m.text for m in derived.state(store, sid).messages]
 
 
 def test_a_message_committed_mid_read_is_in_the_state_once(tmp_path: Path) -> None:

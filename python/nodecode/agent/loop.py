@@ -21,6 +21,7 @@ from nodecode.cells.approval import Approval
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import CellResult, evaluate_call
 from nodecode.checkpoints import shadow
+from nodecode.context import derived
 from nodecode.context import sent as sent_log
 from nodecode.context import take as takes
 from nodecode.errors import ContextOverflow, DoesNotFit, ProviderError, Stopped, UserError
@@ -245,25 +246,20 @@ class _Turn:
         self.follow_model()
         ws = self.app.workspace
         plan = budgets.of(ws, self.config)
-        meter = budgets.Meter(self.store, self.sid, self.config, self.wire)
+        views = derived.views(self.store, self.sid)
+        meter = budgets.Meter(self.config, self.wire, views)
         self.meter = meter
         report = takes.take(ws, self.sid, self.number, budget=plan.tokens, count=meter.fill)
         for receipt in report.receipts:
             self.cb.on_receipt(receipt)
-        ready = evictions.before_request(ws, self.sid, self.number, meter, plan, report.receipts)
+        # The session as the take left it: read once for the eviction and the request.
+        at = evictions.Evicting(ws, derived.read(self.store, self.sid), self.number, meter, plan)
+        ready = evictions.before_request(at, report.receipts)
         try:
             return self.send(ready)
         except ContextOverflow as e:  # a ceiling learned: evict and retry once
             ready = evictions.after_overflow(
-                ws,
-                self.config,
-                self.sid,
-                self.number,
-                meter,
-                e,
-                ready,
-                report.receipts,
-                redact=self.redact,
+                at, self.config, e, ready, report.receipts, redact=self.redact
             )
             return self.send(ready)
 
@@ -344,13 +340,13 @@ class _Turn:
                     "stop_reason": reply.stop_reason,
                     **ready.log_fields(),
                 },
-                own={"sent": sent_log.delta(self.store, self.sid, built.sent)},
+                own={"sent": sent_log.delta(self.store, self.meter.views, built.sent)},
             )
             if placed:
                 ledger.record(self.store, placed[0], now, u.cache_read)
             else:
                 ledger.record_end(self.store, scope, arranged, now)
-        sent_log.remember(self.store, self.sid, event.seq, built.sent)
+        sent_log.remember(self.meter.views, event.seq, built.sent)
         self._request_finished(info, reply, event.seq)
         return reply
 

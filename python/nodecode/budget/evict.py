@@ -24,8 +24,11 @@ from typing import TYPE_CHECKING, Any
 from nodecode.budget import meter as meters
 from nodecode.budget import window as budgets
 from nodecode.budget.stubs import CONTENT, Unit, cell_line, runs, stub_payload, stub_text
+from nodecode.context import derived
 from nodecode.context.arrange import Arranged
-from nodecode.context.model import Message, State, message_of, snapshot, state
+from nodecode.context.derived import WARNING_MARK, Read, RequestLog
+from nodecode.context.message import Message, message_of
+from nodecode.context.model import State, snapshot
 from nodecode.errors import ContextOverflow, DoesNotFit, UserError
 from nodecode.log import turns as turn_tree
 from nodecode.log.leases import Lease
@@ -37,7 +40,7 @@ from nodecode.workspace import Workspace
 if TYPE_CHECKING:
     from nodecode.config import Config
 
-WARNING_PREFIX = "[context at "
+WARNING_PREFIX = WARNING_MARK
 
 
 def warning_text(fill: int, budget: int) -> str:
@@ -51,23 +54,34 @@ def warning_text(fill: int, budget: int) -> str:
 # -- the armed state, from the log ---------------------------------------------
 
 
-def warned(store: Store, sid: str) -> bool:
+def warned(requests: RequestLog) -> bool:
     """A warning stands: one was given and no request since was sent under 85%."""
-    rows = store.read(
-        "SELECT MAX(seq) FROM events WHERE session = ? AND kind = 'notice' AND text LIKE ?",
-        (sid, WARNING_PREFIX + "%"),
-    )
-    last = rows[0][0]
-    if last is None:
+    if requests.warning is None:
         return False
-    for e in store.events(sid, after=last, kinds=("request",)):
-        fill, tokens = e.payload.get("fill"), e.payload.get("budget")
+    for payload in requests.after_warning():
+        fill, tokens = payload.get("fill"), payload.get("budget")
         if fill is None or not tokens or fill < budgets.WARN_AT * tokens:
             return False
     return True
 
 
 # -- what each request does ------------------------------------------------------
+
+
+@dataclass
+class Evicting:
+    """What an eviction works with: the workspace, the session as read for the
+    operation, the turn the eviction belongs to, the meter and the budget."""
+
+    ws: Workspace
+    read: Read
+    turn: int | None
+    meter: meters.Meter
+    plan: budgets.Budget
+
+    def again(self) -> None:
+        """Read the session again, after this operation wrote to it."""
+        self.read = derived.read(self.ws.store, self.read.sid)
 
 
 @dataclass
@@ -91,36 +105,28 @@ class Prepared:
         }
 
 
-def before_request(
-    ws: Workspace,
-    sid: str,
-    turn: int | None,
-    meter: meters.Meter,
-    plan: budgets.Budget,
-    receipts: list[str] | None = None,
-) -> Prepared:
+def before_request(at: Evicting, receipts: list[str] | None = None) -> Prepared:
     """Count the fill, evict if armed and over 85% (or over the budget), warn
     if over 85% and not yet warned. Raises DoesNotFit instead of sending."""
-    store = ws.store
-    st = state(store, sid)
+    meter, plan = at.meter, at.plan
     ratio = meter.ratio()
-    arranged = meter.arranged(st.messages)
-    counted = meter.tokens(arranged)[-1]
-    fill = round(counted * ratio)
+
+    def counted() -> tuple[Arranged, int]:
+        arranged = meter.arranged(at.read.state.messages)
+        return arranged, meter.tokens(arranged)[-1]
+
+    arranged, count = counted()
+    fill = round(count * ratio)
     notices: list[str] = []
     limit = plan.tokens
     if (
         limit is not None
         and fill > budgets.WARN_AT * limit
-        and (fill > limit or warned(store, sid))
+        and (fill > limit or warned(at.read.requests))
     ):
+        st = at.read.state
         done = evict(
-            ws,
-            sid,
-            turn,
-            meter,
-            plan,
-            st,
+            at,
             target=budgets.EVICT_TO * limit,
             protect=set(st.newest),
             ratio=ratio,
@@ -129,36 +135,31 @@ def before_request(
         )
         if done is not None:
             notices.append(done.receipt)
-            st = state(store, sid)
-            arranged = meter.arranged(st.messages)
-            counted = meter.tokens(arranged)[-1]
-            fill = round(counted * ratio)
+            at.again()
+            arranged, count = counted()
+            fill = round(count * ratio)
         if fill > limit:
-            raise DoesNotFit(does_not_fit(fill, plan, meter, st, ratio))
-    if limit is not None and fill > budgets.WARN_AT * limit and not warned(store, sid):
+            raise DoesNotFit(does_not_fit(fill, plan, meter, at.read.state, ratio))
+    if limit is not None and fill > budgets.WARN_AT * limit and not warned(at.read.requests):
         text = warning_text(fill, limit)
-        store.append(
-            sid,
+        at.ws.store.append(
+            at.read.sid,
             "notice",
             role="notice",
-            turn=turn,
+            turn=at.turn,
             text=text,
             payload={"budget": limit, "fill": fill},
         )
         notices.append(text)
-        st = state(store, sid)
-        arranged = meter.arranged(st.messages)
-        counted = meter.tokens(arranged)[-1]
-        fill = round(counted * ratio)
-    return Prepared(plan, st.messages, counted, fill, notices, arranged)
+        at.again()
+        arranged, count = counted()
+        fill = round(count * ratio)
+    return Prepared(plan, at.read.state.messages, count, fill, notices, arranged)
 
 
 def after_overflow(
-    ws: Workspace,
+    at: Evicting,
     config: Config,
-    sid: str,
-    turn: int | None,
-    meter: meters.Meter,
     error: ContextOverflow,
     sent: Prepared,
     receipts: list[str] | None = None,
@@ -169,22 +170,22 @@ def after_overflow(
     maximum it named, else the size sent less one), log the rejection (so
     recall shows why history goes), evict down to 50% of the new budget and
     return the request to retry once."""
-    store = ws.store
+    store, meter = at.ws.store, at.meter
     ratio = meter.ratio()
     if error.prompt and sent.counted and 0.5 <= error.prompt / sent.counted <= 3:
         ratio = error.prompt / sent.counted  # the provider's own count of this very request
     ceiling = budgets.record_ceiling(
         store, config, error.maximum if error.maximum else sent.fill - 1
     )
-    plan = budgets.of(ws, config)
+    at.plan = plan = budgets.of(at.ws, config)
     notice = (
         f"the provider rejected the request as too large; ceiling for "
         f"{plan.provider}/{plan.model} now {plan.window} tokens (budget {plan.tokens})"
     )
     store.append(
-        sid,
+        at.read.sid,
         "error",
-        turn=turn,
+        turn=at.turn,
         text=redact(f"{notice}: {error}"),
         payload={
             "status": error.status,
@@ -194,24 +195,20 @@ def after_overflow(
             "sent": sent.fill,
         },
     )
-    st = state(store, sid)
+    at.again()
     notices = [notice]
     done = evict(
-        ws,
-        sid,
-        turn,
-        meter,
-        plan,
-        st,
+        at,
         target=budgets.EVICT_TO * (plan.tokens or 0),
-        protect=set(st.newest),
+        protect=set(at.read.state.newest),
         ratio=ratio,
         reason="overflow",
         receipts=receipts,
     )
     if done is not None:
         notices.append(done.receipt)
-        st = state(store, sid)
+        at.again()
+    st = at.read.state
     counted = meter.total(st.messages)
     fill = round(counted * ratio)
     if plan.tokens is None or fill > plan.tokens:
@@ -285,26 +282,11 @@ def owners(messages: list[Message]) -> list[int | None]:
     return out
 
 
-def _requests(store: Store, sid: str, turn: int | None) -> list[int]:
-    if turn is None:
-        return []
-    info = turn_tree.get(store, sid, turn)
-    owner = info.session if info else sid
-    return [
-        r[0]
-        for r in store.read(
-            "SELECT seq FROM events WHERE session = ? AND turn = ? AND "
-            "kind = 'request' ORDER BY seq",
-            (owner, turn),
-        )
-    ]
-
-
-def units(store: Store, sid: str, st: State, protect: set[int]) -> list[Unit]:
-    """Everything evictable, in eviction order."""
+def units(r: Read, st: State, protect: set[int]) -> list[Unit]:
+    """Everything evictable, in eviction order (``r``: the session as read)."""
     order = st.messages
     own = owners(order)
-    requests = _requests(store, sid, st.running)
+    requests = r.running_requests()
     turns: dict[Hashable, Unit] = {}
     rounds: dict[Hashable, Unit] = {}
     restored: dict[Hashable, Unit] = {}
@@ -354,12 +336,7 @@ class Eviction:
 
 
 def evict(
-    ws: Workspace,
-    sid: str,
-    turn: int | None,
-    meter: meters.Meter,
-    plan: budgets.Budget,
-    st: State,
+    at: Evicting,
     *,
     target: float | None,
     protect: set[int],
@@ -369,16 +346,16 @@ def evict(
     receipts: list[str] | None = None,
     explain: Callable[[int], str | None] | None = None,
 ) -> Eviction | None:
-    """Evict units in order until the fill is at most ``target`` (or, with
-    ``only``, every finished turn in it). None when nothing went. ``explain``
-    gives the receipt's last line from the fill after, if it has one."""
-    store = ws.store
+    """Evict units of the context ``at`` read until the fill is at most ``target``
+    (or, with ``only``, every finished turn in it). None when nothing went.
+    ``explain`` gives the receipt's last line from the fill after, if it has one."""
+    st, meter = at.read.state, at.meter
     count = meter.count(st.messages)
     before = round(count.total * ratio)
     tokens = {m.id: n for m, n in count.messages}
     chosen: list[Unit] = []
     estimate = float(count.total)
-    for unit in units(store, sid, st, protect):
+    for unit in units(at.read, st, protect):
         if only is not None:
             if unit.round is None and unit.turn in only:
                 chosen.append(unit)
@@ -395,7 +372,7 @@ def evict(
         )  # its line in the stub
     if not chosen:
         return None
-    return _apply(ws, sid, turn, meter, plan, st, chosen, before, ratio, reason, receipts, explain)
+    return _apply(at, chosen, before, ratio, reason, receipts, explain)
 
 
 def _with_pairs(st: State, ids: set[int], protect: set[int]) -> set[int]:
@@ -414,12 +391,7 @@ def _with_pairs(st: State, ids: set[int], protect: set[int]) -> set[int]:
 
 
 def _apply(
-    ws: Workspace,
-    sid: str,
-    turn: int | None,
-    meter: meters.Meter,
-    plan: budgets.Budget,
-    st: State,
+    at: Evicting,
     chosen: list[Unit],
     before: int,
     ratio: float,
@@ -427,7 +399,8 @@ def _apply(
     receipts: list[str] | None,
     explain: Callable[[int], str | None] | None = None,
 ) -> Eviction:
-    store = ws.store
+    ws, st, meter, plan, turn = at.ws, at.read.state, at.meter, at.plan, at.turn
+    store, sid = ws.store, at.read.sid
     unit_of = {i: u for u in chosen for i in u.ids}
     evicted = _with_pairs(st, set(unit_of), set(st.newest) - set(unit_of))
     for i in evicted - set(unit_of):  # a pair's other half: with the unit of its partner
@@ -531,8 +504,9 @@ def manual(
     store = ws.store
     with Lease(store, sid):
         plan = budgets.of(ws, config)
-        meter = meters.Meter(store, sid, config)
-        st = state(store, sid)
+        r = derived.read(store, sid)
+        meter = meters.Meter(config, views=r.views)
+        st = r.state
         head = st.running
         protect = set(st.newest) | {
             m.id
@@ -559,12 +533,7 @@ def manual(
                 return _out_of_reach(meter, plan, st, protect, ratio, share, fill)
 
         done = evict(
-            ws,
-            sid,
-            head,
-            meter,
-            plan,
-            st,
+            Evicting(ws, r, head, meter, plan),
             target=target,
             protect=protect,
             ratio=ratio,

@@ -14,7 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from nodecode.bounded import Bounded
 from nodecode.context import arrange as arrangement
+from nodecode.context import derived
 from nodecode.context.arrange import (
     CONTEXT_BEGINS,
     USER_SIDE,
@@ -23,7 +25,7 @@ from nodecode.context.arrange import (
     missing_result,
     sendable,
 )
-from nodecode.context.model import Message, state
+from nodecode.context.message import Message
 from nodecode.errors import ConfigError
 from nodecode.log.store import Store
 from nodecode.providers import registry
@@ -75,20 +77,25 @@ class Count:
 # Tokens per encoding and message digest, for the process: a digest names the
 # message's id, role and what of it is counted, so a count holds in any App and
 # store (a host opening another App, a CLI command after an ask, recount nothing).
-_COUNTS: dict[str, dict[str, int]] = {}
-MAX_COUNTS = 300_000  # about 30 MB; past it the counts start over
+# One table per encoding, each of at most 300,000 counts (about 30 MB).
+_COUNTS = Bounded(8)
+MAX_COUNTS = 300_000
 # (encoding, system prompt, each tool's JSON) → the tokens of the system prompt and tools
-_FIXED: dict[tuple[str, ...], tuple[int, int]] = {}
+_FIXED = Bounded(32)
 
 
 class Meter:
     """Counts what a request costs, per message once, and calibrates it by the
-    provider's figure for the previous request of this session."""
+    provider's figure for the previous request of the session whose ``views``
+    (``context.derived``) it is given; without them it counts only."""
 
     def __init__(
-        self, store: Store, sid: str, config: Config | None, wire: WireFormat | None = None
+        self,
+        config: Config | None,
+        wire: WireFormat | None = None,
+        views: derived.Derived | None = None,
     ):
-        self.store, self.sid = store, sid
+        self.views = views
         thinking = None
         try:
             if config is None:
@@ -105,15 +112,15 @@ class Meter:
         self.carries = wire.carries(thinking)  # which messages a request carries
         self.key = wire.arrangement_key(thinking)
         self.encoding = encoding(name)
-        self.cache = _COUNTS.setdefault(name, {})
-        if len(self.cache) > MAX_COUNTS:
-            self.cache.clear()
-        self._memo = f"_nc_tokens_{name}"  # per message object: (key, tokens, blank)
+        self.cache = _COUNTS.get(name)
+        if self.cache is None:
+            self.cache = _COUNTS.keep(name, Bounded(MAX_COUNTS))
+        self._memo = f"tokens:{name}"  # per message object: (key, tokens, blank)
         tools = wire.tool_json(TOOLS)
         fixed = _FIXED.get((name, SYSTEM_PROMPT, *tools))
         if fixed is None:  # counted once per text: the system prompt and tools are constants
             fixed = self.text(SYSTEM_PROMPT), sum(self.text(t) for t in tools)
-            _FIXED[(name, SYSTEM_PROMPT, *tools)] = fixed
+            _FIXED.keep((name, SYSTEM_PROMPT, *tools), fixed)
         self.system, self.tools = fixed
         self._begins = Message(0, "user", CONTEXT_BEGINS)
 
@@ -125,22 +132,26 @@ class Meter:
 
     def _entry(self, m: Message, cached: bool = True) -> tuple[Any, int, bool]:
         """(key, tokens, blank) of a message, memoized on the object and by (id, digest)."""
-        memo = m.__dict__.get(self._memo) if cached else None
+        memo = m.memo.get(self._memo) if cached else None
         if memo is not None:
             return memo
         key = m.digest
         n = self.cache.get(key) if cached else None
         if n is None:
             n = self.text(message_text(m)) + MESSAGE_OVERHEAD
-            self.cache[key] = n
+            self.cache.keep(key, n)
         memo = (key, n, not arrangement.carried(m))  # blank: the arrangement drops it
-        m.__dict__[self._memo] = memo
+        m.memo[self._memo] = memo
         return memo
 
     def arranged(self, messages: list[Message]) -> Arranged:
         """``messages`` as this meter's wire format sends them, arranged (reusing the
         session's previous request's arrangement)."""
-        return arrangement.arranged(self.store.cache, self.sid, messages, self.carries, self.key)
+        previous = self.views.arranged if self.views is not None else None
+        made = arrangement.arranged_after(previous, messages, self.carries, self.key)
+        if self.views is not None:
+            self.views.arranged = made
+        return made
 
     def tokens(self, arranged: Arranged) -> list[int]:
         """Cumulative tokens of an arranged request: entry 0 is the system prompt
@@ -172,7 +183,7 @@ class Meter:
             role = m.role
             if role == "thinking" and not self.carries(m):
                 continue  # thinking this request does not carry costs nothing
-            memo = m.__dict__.get(name) if cached else None  # the common case, inline
+            memo = m.memo.get(name) if cached else None  # the common case, inline
             if memo is None:
                 memo = self._entry(m, cached)
             if role == "tool":
@@ -205,46 +216,32 @@ class Meter:
         return total
 
     def ratio(self) -> float:
-        """The provider's prompt total ÷ our count, for the last request of this
+        """The provider's prompt total ÷ our count, for the last request of the
         session to the same model that reported one (1.0 before any). A request
         stopped or failed before its usage arrived reports nothing and must not
-        reset it. Read once per request: memoized by the newest request's seq."""
-        rows = self.store.read(
-            "SELECT MAX(seq) FROM events WHERE session = ? AND kind = 'request'", (self.sid,)
-        )
-        seq = rows[0][0]
-        if seq is None:
+        reset it. From the session's request log, as its last read left it."""
+        if self.views is None:
             return 1.0
-        memo = self.store.cache.setdefault("fill:ratio", {})
-        hit = memo.get((self.sid, self.wire.type, self.model))
-        if hit is not None and hit[0] == seq:
+        requests = self.views.requests
+        newest = requests.seqs[-1] if requests.seqs else None
+        if newest is None:
+            return 1.0
+        key = ("ratio", self.wire.type, self.model)
+        hit = requests.memo.get(key)
+        if hit is not None and hit[0] == newest:
             return hit[1]
-        ratio = self._reported_ratio(seq, hit)
-        memo[(self.sid, self.wire.type, self.model)] = (seq, ratio)
+        ratio = 1.0
+        for seq, payload in requests.newest_first():
+            if hit is not None and seq <= hit[0]:
+                ratio = hit[1]
+                break
+            counted = payload.get("counted")
+            reported = self.wire.prompt_tokens(Usage.of(payload.get("usage") or {}))
+            if counted and reported > 0 and payload.get("model") == self.model:
+                ratio = reported / counted
+                break
+        requests.memo[key] = (newest, ratio)
         return ratio
-
-    def _reported_ratio(self, newest: int, hit: tuple[int, float] | None) -> float:
-        """Walk the request events back from ``newest`` to the first that reported
-        usage (stopping at the one an earlier memo ``hit`` already read)."""
-        below = newest + 1
-        while True:  # a few at a time: it is nearly always the newest
-            rows = self.store.read(
-                "SELECT seq FROM events WHERE session = ? AND kind = 'request' AND seq < ? "
-                "ORDER BY seq DESC LIMIT 8",
-                (self.sid, below),
-            )
-            for (seq,) in rows:
-                if hit is not None and seq <= hit[0]:
-                    return hit[1]
-                event = self.store.event(self.sid, seq)
-                payload = event.payload if event else {}
-                counted = payload.get("counted")
-                reported = self.wire.prompt_tokens(Usage.of(payload.get("usage") or {}))
-                if counted and reported > 0 and payload.get("model") == self.model:
-                    return reported / counted
-            if len(rows) < 8:
-                return 1.0
-            below = rows[-1][0]
 
     def fill(self, messages: Iterable[Message]) -> int:
         """The calibrated fill of a request made of ``messages``."""
@@ -264,4 +261,5 @@ def _begins(first: str | None, trailing_notes: int, users: int, kept: int) -> bo
 
 def fill_of(store: Store, sid: str, config: Config | None) -> int:
     """The fill of the session's next request, as it stands."""
-    return Meter(store, sid, config).fill(state(store, sid).messages)
+    r = derived.read(store, sid)
+    return Meter(config, views=r.views).fill(r.state.messages)

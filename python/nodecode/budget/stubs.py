@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodecode.cells.reader import first_comment
-from nodecode.context.model import Message
+from nodecode.context.message import Message
 from nodecode.words import plural
 
 CONTENT = ("user", "assistant", "call", "tool")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from nodecode.bounded import Bounded
 from nodecode.errors import ConfigError, UserError
 from nodecode.log.store import Store
 from nodecode.paths import write_private
@@ -222,7 +223,7 @@ def _snapshot_table() -> dict[str, Any]:
         return {}
 
 
-_CACHE_TABLES: dict[Path, tuple[float, dict[str, Any] | None]] = {}
+_CACHE_TABLES = Bounded(8)  # path → (its mtime, the table parsed)
 
 
 def _cache_table(path: Path) -> dict[str, Any] | None:
@@ -240,7 +241,7 @@ def _cache_table(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         table = None
     table = table if isinstance(table, dict) else None
-    _CACHE_TABLES[path] = (stamp, table)
+    _CACHE_TABLES.keep(path, (stamp, table))
     return table
 
 

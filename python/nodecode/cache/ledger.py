@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nodecode.bounded import Bounded
 from nodecode.cache import plan as cache_plan
 from nodecode.context.arrange import Arranged
-from nodecode.context.model import Message
+from nodecode.context.message import Message
 from nodecode.log.store import Store
 
 
@@ -74,21 +75,18 @@ def prefix_keys(scope: Scope, arranged: Sequence[Message] | Arranged) -> list[st
 
 # Prefix hashes for the process by (the hash before, the message's digest): an App
 # opening a store this process already sent from hashes none of it again.
-_KEYS: dict[tuple[str, str], str] = {}
-MAX_KEYS = 200_000
+_KEYS = Bounded(200_000)
 
 
 def _next_key(previous: str, m: Message) -> str:
-    memo = m.__dict__.get("_nc_prefix")
+    memo = m.memo.get("cache:prefix")
     if memo is None or memo[0] != previous:
         digest = _KEYS.get((previous, m.digest))
         if digest is None:
             digest = hashlib.sha256(f"{previous}{m.id}:{m.digest}".encode()).hexdigest()[:24]
-            if len(_KEYS) >= MAX_KEYS:
-                _KEYS.clear()
-            _KEYS[(previous, m.digest)] = digest
+            _KEYS.keep((previous, m.digest), digest)
         memo = (previous, digest)
-        m.__dict__["_nc_prefix"] = memo
+        m.memo["cache:prefix"] = memo
     return memo[1]
 
 
@@ -98,9 +96,9 @@ Rows = dict[tuple[str, int], tuple[float, float]]  # (hash, reading) → (ttl, e
 def load(store: Store, scope: Scope, now: float) -> cache_plan.Ledger:
     """The ledger of ``scope``, from memory while no other connection has written
     the store since this one last read or wrote it."""
-    cached = store.cache.setdefault("cache-ledger", {})
+    key = ("ledger", scope.key)
     version = store.data_version()
-    hit = cached.get(scope.key)
+    hit = store.derived.get(key)
     if hit is not None and hit[0] == version:
         return hit[1]
     ledger = cache_plan.Ledger()
@@ -110,16 +108,16 @@ def load(store: Store, scope: Scope, now: float) -> cache_plan.Ledger:
     for key, reading, ttl, expires in rows:
         if expires > now:
             ledger.models[reading].entries[key] = cache_plan.Entry(ttl, expires)
-    cached[scope.key] = (version, ledger, {(k, r): (t, e) for k, r, t, e in rows})
+    store.derived[key] = (version, ledger, {(k, r): (t, e) for k, r, t, e in rows})
     return ledger
 
 
 def save(store: Store, scope: Scope, ledger: cache_plan.Ledger, now: float) -> None:
     """Make the scope's rows the ledger's (the caller holds a write transaction):
     only the rows that changed, when the store holds what this connection last saw."""
-    cached = store.cache.setdefault("cache-ledger", {})
+    key = ("ledger", scope.key)
     version = store.data_version()
-    hit = cached.get(scope.key)
+    hit = store.derived.get(key)
     rows: Rows = {(k, r): (ttl, exp) for k, r, ttl, exp, _ in ledger.rows()}
     if hit is not None and hit[0] == version:
         before: Rows = hit[2]
@@ -136,7 +134,7 @@ def save(store: Store, scope: Scope, ledger: cache_plan.Ledger, now: float) -> N
         "VALUES (?, ?, ?, ?, ?, ?)",
         [(scope.key, k, r, ttl, exp, now) for k, r, ttl, exp in changed],
     )
-    cached[scope.key] = (version, ledger, rows)
+    store.derived[key] = (version, ledger, rows)
 
 
 @dataclass

@@ -27,8 +27,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodecode.context import model
+from nodecode.context import derived, model
 from nodecode.context import take as takes
+from nodecode.context.message import Message
 from nodecode.errors import UserError
 from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
@@ -453,7 +454,7 @@ def fork(store: Store, sid: str, at: int | None = None) -> str:
         if turn.last_seq is None:
             raise UserError(f"fork: turn {number} is still running; fork when it has finished")
         with store.atomic():
-            order = model.build(store, sid) if number == info.head else None
+            order = derived.build(store, sid) if number == info.head else None
             child = sessions.create(
                 store,
                 title=info.title,
@@ -467,14 +468,12 @@ def fork(store: Store, sid: str, at: int | None = None) -> str:
     return child
 
 
-def _start_with(
-    store: Store, child: str, parent: str, number: int, order: list[model.Message]
-) -> None:
+def _start_with(store: Store, child: str, parent: str, number: int, order: list[Message]) -> None:
     """Give the child exactly ``order`` as its context: a ``fork`` snapshot. Messages
     the child cannot see (logged after the fork point, e.g. notes of an idle take)
     are copied into it first as new events."""
-    present = model.state(store, child).path_messages
-    own: list[model.Message] = []
+    present = derived.state(store, child).path_messages
+    own: list[Message] = []
     for m in order:
         if m.id in present:
             own.append(m)
@@ -487,9 +486,7 @@ def _start_with(
             text=m.text,
             payload={**m.payload, "copy_of": [parent, m.id]},
         )
-        own.append(
-            model.Message(copy.seq, m.role, m.text, number, copy.payload, restored=m.restored)
-        )
+        own.append(Message(copy.seq, m.role, m.text, number, copy.payload, restored=m.restored))
     store.append(
         child,
         "fork",

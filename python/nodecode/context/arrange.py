@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from itertools import compress, count, islice
 from typing import Any
 
-from nodecode.context.model import Message
+from nodecode.context.message import Message
 
 CONTEXT_BEGINS = "(context begins)"
 USER_SIDE = ("user", "stub", "notice")
@@ -28,11 +28,11 @@ ASSISTANT_SIDE = ("assistant", "note", "call", "thinking")
 def missing_result(call: Message) -> Message:
     """The result a call gets when none was logged (a stopped turn): one object per
     call, so that requests made of the same messages hold the same objects."""
-    made = call.__dict__.get("_nc_missing")
+    made = call.memo.get("missing-result")
     if made is None:
         text = f"[no result: the turn stopped before this call ran] [seq {call.id}]"
         made = Message(-call.id, "tool", text, call.turn, {"call": call.id, "error": True})
-        call.__dict__["_nc_missing"] = made
+        call.memo["missing-result"] = made
     return made
 
 
@@ -287,19 +287,14 @@ class Arranged:
         return self.series("sent", None, lambda _, m: (m.id, m.digest))[1:]
 
 
-def arranged(
-    cache: dict[str, Any],
-    sid: str,
+def arranged_after(
+    previous: Arranged | None,
     messages: list[Message],
     carries: Callable[[Message], bool],
     key: Hashable,
 ) -> Arranged:
     """``messages`` as a request carries them (``sendable``: ``carries`` and ``key``
-    from the wire format), arranged, reusing the session's previous request's
-    values (``cache`` is the store's derived views: what this App computed)."""
-    latest: dict[str, Arranged] = cache.setdefault("arranged", {})
-    previous = latest.get(sid)
+    from the wire format), arranged, reusing the ``previous`` request's values for
+    what both hold."""
     kept = sendable(messages, carries, previous, key)
-    made = Arranged(kept, previous, source=messages, wire_format=key)
-    latest[sid] = made
-    return made
+    return Arranged(kept, previous, source=messages, wire_format=key)

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodecode.context.fileformat import NOTE_LINE, Block, Split, split, split_like
-from nodecode.context.model import Message, State, rewritten
+from nodecode.context.message import Message, rewritten
+from nodecode.context.model import State
 
 SIGNED = "a thinking block is signed by the provider: keep it or delete it"
 

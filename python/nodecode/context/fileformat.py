@@ -18,7 +18,7 @@ import re
 import secrets
 from dataclasses import dataclass, field
 
-from nodecode.context.model import Message
+from nodecode.context.message import Message
 
 ROLES = ("user", "assistant", "call", "tool", "note", "stub", "notice", "thinking")
 NOTE_LINE = "[[note]]"

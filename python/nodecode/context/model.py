@@ -14,137 +14,21 @@ the turn undoes them too.
 from __future__ import annotations
 
 import hashlib
-import json
 import operator
-import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import Any
 
+from nodecode.bounded import Bounded
+from nodecode.context.message import Message, message_of, of_row, rewritten
 from nodecode.errors import StoreError
-from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
-from nodecode.log.store import Event, Store, unpack_payload
+from nodecode.log.store import Event, Store
 
 SNAPSHOT_KINDS = ("receipt", "evict", "fork")
 SNAPSHOT_CHAIN = 16  # a snapshot is whole when its delta would be this many deep
 TAKE_KINDS = ("evict", "move", "fork")  # every one is a take; a receipt only when taken
-
-
-class _once:
-    """``functools.cached_property`` without the lock Python 3.11 takes at every first
-    read (a new App reads 2,000 digests): a message is immutable, so two threads
-    reading at once compute the same value."""
-
-    def __init__(self, fn: Any) -> None:
-        self.fn, self.name = fn, fn.__name__
-
-    def __get__(self, obj: Any, owner: Any = None) -> Any:
-        if obj is None:
-            return self
-        value = obj.__dict__[self.name] = self.fn(obj)
-        return value
-
-
-@dataclass(frozen=True)
-class Message:
-    """One block of the context. ``id`` is the seq of the event that made it."""
-
-    id: int
-    role: str
-    text: str
-    turn: int | None = None
-    payload: dict[str, Any] = field(default_factory=dict, compare=False)
-    rewritten: bool = False
-    restored: bool = False
-
-    @property
-    def call_id(self) -> int | None:
-        """For a ``tool`` result, the seq of its call."""
-        return self.payload.get("call") if self.role == "tool" else None
-
-    @_once
-    def digest(self) -> str:
-        """A short hash of what the model reads of this message (computed once; a
-        message made of the same id, role and text as one this process hashed
-        before, in any App, is looked up instead)."""
-        role = self.role
-        key: tuple | None = (self.id, role, self.text)
-        if role == "call" or role == "thinking":  # hashed with their payload: known by
-            packed = self.__dict__.get("_nc_packed")  # its stored bytes, when read
-            key = (*key, packed) if packed is not None else None  # from a row
-        if key is not None:
-            hit = _DIGESTS.get(key)
-            if hit is not None:
-                return hit
-        value = self._hash()
-        if key is not None:
-            if len(_DIGESTS) >= MAX_DIGESTS:
-                _DIGESTS.clear()
-            _DIGESTS[key] = value
-        return value
-
-    def _hash(self) -> str:
-        h = hashlib.sha256()
-        h.update(f"{self.id}\0{self.role}\0".encode())
-        h.update(self.text.encode("utf-8", "surrogatepass"))
-        if self.role == "call":
-            h.update(repr((self.payload.get("name"), self.payload.get("input"))).encode())
-        elif self.role == "thinking":  # sent as the block it arrived as, fields and signature
-            h.update(json.dumps(self.payload.get("block"), sort_keys=True).encode())
-        return h.hexdigest()[:16]
-
-
-# Digests for the process by (id, role, text): a new App on a store this process
-# has read reads thousands of messages, and a dict lookup of text already in
-# memory costs a fifth of hashing it (the texts are those the request blocks
-# kept in context.request hold). Calls and thinking are hashed with their payload,
-# and looked up with the payload's stored bytes when the message was read from a row
-# (the same bytes decode to the same payload; a message made otherwise is hashed).
-_DIGESTS: dict[tuple, str] = {}
-MAX_DIGESTS = 100_000
-
-
-def message_of(event: Event) -> Message:
-    """The message an event logged, its fields set directly (see ``store._event``)."""
-    m = object.__new__(Message)
-    m.__dict__.update(
-        id=event.seq,
-        role=event.role or event.kind,
-        text=event.text,
-        turn=event.turn,
-        payload=event.payload,
-        rewritten=False,
-        restored=False,
-    )
-    return m
-
-
-_ODD_CALL = re.compile(r"\(([^\s()]+) (.*)\)", re.DOTALL)
-
-
-def rewritten(m: Message, text: str, **flags: bool) -> Message:
-    """``m`` with ``text`` as its rewritten body. A call's name and input follow
-    the text, because the file shows a call as its text and whatever the file
-    shows is what the model reads."""
-    payload = m.payload
-    if m.role == "call":
-        payload = {**payload, **_call_of(text, payload.get("name", "eval"))}
-    return Message(m.id, m.role, text, m.turn, payload, rewritten=True, **flags)
-
-
-def _call_of(text: str, name: str) -> dict[str, Any]:
-    """The name and input a call's text stands for: an ``eval`` cell, or the
-    ``(NAME {JSON})`` form a call of another tool is shown as (see
-    ``agent.call_text``); any other text is read as a cell."""
-    odd = _ODD_CALL.fullmatch(text) if name != "eval" else None
-    try:
-        value = json.loads(odd.group(2)) if odd else None
-    except ValueError:
-        value = None
-    if isinstance(value, dict):
-        return {"name": odd.group(1), "input": value}
-    return {"name": "eval", "input": {"code": text}}
 
 
 @dataclass
@@ -164,51 +48,18 @@ class State:
         return [m for i, m in sorted(self.path_messages.items()) if i not in present]
 
 
-def build(store: Store, sid: str) -> list[Message]:
-    """The messages the next request reads, in order."""
-    return state(store, sid).messages
-
-
-def state(store: Store, sid: str) -> State:
-    """The context, reusing the last computation when the log only grew since
-    (new messages on the same path); any take, eviction or move recomputes.
-    Threads share the cache (the host's loop and job threads): it is read and
-    filled under the store's cache lock."""
-    with store.cache_lock:
-        return _state(store, sid)
-
-
 @dataclass
-class _Cached:
+class Computed:
     """A computed state and what growing it needs: the path's turn positions and
-    the running turn's own messages, as of seq ``seen`` and store ``version``."""
+    the running turn's own messages."""
 
-    seen: int
     head: int | None
     state: State
     index: dict[int, int]  # turn number → position on the path
     own: list[int]  # ids of the running turn's messages, ascending
-    version: tuple[int, int]
 
 
-def _state(store: Store, sid: str) -> State:
-    cache: dict = store.cache.setdefault("context", {})
-    hit = cache.get(sid)
-    version = store.version()  # first: what is read after it is at least this new
-    if hit is not None and hit.version == version:
-        return _copy(hit.state)  # nothing was written anywhere since
-    with store.reading():  # what is read below is the log as of ``top``, and no later
-        top = store.last_seq(sid)
-        info = sessions.get(store, sid)
-        made = _grow(store, sid, hit, info.head) if hit is not None and top >= hit.seen else None
-        if made is None:
-            made = _compute(store, sid, info.head, hit.state.path_messages if hit else {})
-    made.seen, made.version = top, version
-    cache[sid] = made
-    return _copy(made.state)
-
-
-def _copy(st: State) -> State:
+def copy(st: State) -> State:
     return replace(
         st,
         messages=list(st.messages),
@@ -218,10 +69,17 @@ def _copy(st: State) -> State:
     )
 
 
-def _grow(store: Store, sid: str, hit: _Cached, head: int | None) -> _Cached | None:
-    """``hit`` plus what was logged after it, or None if that needs a recompute. The
-    path is the cached one, or it with a new head turn on the old (a new turn)."""
-    new = store.events(sid, after=hit.seen)
+def grow(
+    store: Store,
+    sid: str,
+    hit: Computed,
+    head: int | None,
+    new: list[Event],
+    requests: Callable[[turn_tree.Turn], list[int]],
+) -> Computed | None:
+    """``hit`` plus the events ``new`` logged after it, or None if that needs a
+    recompute. The path is the cached one, or it with a new head turn on the old
+    (a new turn). ``requests`` gives a turn's request seqs."""
     if any(e.kind in SNAPSHOT_KINDS or e.kind == "move" for e in new):
         return None
     turn = turn_tree.get(store, sid, head) if head is not None else None
@@ -233,7 +91,7 @@ def _grow(store: Store, sid: str, hit: _Cached, head: int | None) -> _Cached | N
             return None
         index = {**index, head: len(index)}
         own = []
-    st = _copy(hit.state)
+    st = copy(hit.state)
     own = list(own)
     for e in new:
         if e.role is None or (e.turn is not None and e.turn not in index):
@@ -245,13 +103,17 @@ def _grow(store: Store, sid: str, hit: _Cached, head: int | None) -> _Cached | N
         if head is not None and e.turn == head:
             own.append(m.id)
     st.running = head
-    st.newest = newest_round(store, sid, turn, st.path_messages, own)
-    return _Cached(hit.seen, head, st, index, own, hit.version)
+    st.newest = newest_round(turn, st.path_messages, own, requests)
+    return Computed(head, st, index, own)
 
 
-def _compute(
-    store: Store, sid: str, head: int | None, known: dict[int, Message] | None = None
-) -> _Cached:
+def compute(
+    store: Store,
+    sid: str,
+    head: int | None,
+    requests: Callable[[turn_tree.Turn], list[int]],
+    known: dict[int, Message] | None = None,
+) -> Computed:
     """The state from the log. ``known`` is the previous computation's path
     messages: one of the same event is reused, with its digest and token counts
     (a take recomputes the state, and hashing 2,000 messages again was most of
@@ -279,8 +141,8 @@ def _compute(
     running = path[-1].number if path else None
     own = sorted(i for i, m in messages.items() if m.turn == running) if path else []
     st = State(order, messages, key, running, snapshot=snap[:2] if snap else None)
-    st.newest = newest_round(store, sid, path[-1] if path else None, messages, own)
-    return _Cached(0, head, st, index, own, (0, 0))
+    st.newest = newest_round(path[-1] if path else None, messages, own, requests)
+    return Computed(head, st, index, own)
 
 
 def _reused(m: Message | None, read: Message) -> Message:
@@ -302,63 +164,8 @@ def _path_messages(store: Store, sid: str, path: list[turn_tree.Turn]) -> list[M
     messages: list[Message] = []
     for owner, upto in scopes:
         rows = store.message_rows(owner, numbers, upto=upto, turnless=owner == sid)
-        messages += [_message_of_row(r) for r in rows]
+        messages += [of_row(r) for r in rows]
     return messages
-
-
-def _message_of_row(row: tuple) -> Message:
-    """The message a (seq, role, turn, text, packed payload) row logged, made as
-    ``message_of`` makes it, without the Event between; the very object made of
-    the same row before, in any App of the process (see ``_ROWS``)."""
-    hit = _ROWS.get(row)
-    if hit is not None:
-        return hit
-    m = object.__new__(Message)
-    m.__dict__.update(
-        id=row[0],
-        role=row[1],
-        text=row[3],
-        turn=row[2],
-        rewritten=False,
-        restored=False,
-    )
-    if row[4] is None:
-        m.__dict__["payload"] = {}
-    else:  # decoded when read (see _Payload); a call's digest's key (see Message.digest)
-        m.__dict__["_nc_packed"] = row[4]
-    if len(_ROWS) >= MAX_ROWS:
-        _ROWS.clear()
-    _ROWS[row] = m
-    return m
-
-
-# Messages for the process by the row they were read from: a message is immutable
-# and all that is kept on it (digest, token counts, encoded blocks, prefix hashes)
-# is made of its id, role, turn, text and payload, which the row is. An App opening
-# a store this process has read (a host's App for a second directory, a state read
-# again after a take) gets the objects with all of that already made.
-_ROWS: dict[tuple, Message] = {}
-MAX_ROWS = 20_000  # ten sessions of 2,000 messages; each holds its text and blocks
-
-
-class _Payload:
-    """``Message.payload`` of a message read from a row: its stored bytes, decoded at
-    the first read and kept. Most are never read on the way to a request (a call's
-    block and digest are found by those bytes); a message made by ``Message(...)``
-    holds its payload in its ``__dict__``, which this never shadows."""
-
-    def __get__(self, obj: Any, owner: Any = None) -> Any:
-        if obj is None:
-            return self
-        try:
-            packed = obj.__dict__["_nc_packed"]
-        except KeyError:
-            raise AttributeError("payload") from None
-        value = obj.__dict__["payload"] = unpack_payload(packed)
-        return value
-
-
-Message.payload = _Payload()  # type: ignore[assignment]  # after the dataclass is made
 
 
 def _turn_count(store: Store, sid: str) -> int:
@@ -389,7 +196,9 @@ def _latest_snapshot(
     return None
 
 
-_TEXT_CACHE: dict[str, str] = {}
+# Rewritten texts by blob digest, for the process (blobs never change): a state read
+# again after a take finds the texts of the snapshot it starts from.
+_TEXT_CACHE = Bounded(16_000_000, weigh=len)  # characters
 
 
 def blob_text(store: Store, digest: str) -> str:
@@ -398,7 +207,7 @@ def blob_text(store: Store, digest: str) -> str:
     if text is None:
         raw = store.blob(digest)
         text = raw.decode("utf-8") if raw is not None else ""
-        _TEXT_CACHE[digest] = text
+        _TEXT_CACHE.keep(digest, text)
     return text
 
 
@@ -456,18 +265,14 @@ def decode(store: Store, context: dict[str, Any]) -> Snap:
 def decoded(store: Store, session: str, seq: int) -> Snap:
     """The snapshot recorded by event ``seq`` of ``session`` (kept once decoded:
     events never change)."""
-    cache: dict = store.cache.setdefault("snapshots", {})
+    cache = store.fact("snapshots", 4 * SNAPSHOT_CHAIN)
     hit = cache.get((session, seq))
     if hit is not None:
         return hit
     event = store.event(session, seq)
     if event is None or "context" not in event.payload:
         raise StoreError(f"store {store.path}: no snapshot at seq {seq} of session {session}")
-    snap = decode(store, event.payload["context"])
-    if len(cache) > 4 * SNAPSHOT_CHAIN:
-        cache.clear()
-    cache[(session, seq)] = snap
-    return snap
+    return cache.keep((session, seq), decode(store, event.payload["context"]))
 
 
 def whole(snap: Snap) -> dict[str, Any]:
@@ -480,34 +285,26 @@ def whole(snap: Snap) -> dict[str, Any]:
 
 
 def newest_round(
-    store: Store,
-    sid: str,
     turn: turn_tree.Turn | None,
     messages: dict[int, Message],
-    own: list[int] | None = None,
+    own: list[int] | None,
+    requests: Callable[[turn_tree.Turn], list[int]],
 ) -> set[int]:
     """The ask of ``turn`` and the messages after its last request (its newest round);
-    ``own``, when known, is the ids of ``turn``'s messages, ascending."""
+    ``own``, when known, is the ids of ``turn``'s messages, ascending; ``requests``
+    gives the seqs of a turn's request events, ascending."""
     if turn is None:
         return set()
     if own is None:
         own = sorted(i for i, m in messages.items() if m.turn == turn.number)
     ask = next((i for i in own if messages[i].role == "user"), None)
-    rows = store.read(
-        "SELECT MAX(seq) FROM events WHERE session = ? AND turn = ? AND kind = 'request'",
-        (turn.session, turn.number),
-    )
-    last_request = rows[0][0]
+    seqs = requests(turn)
     keep = {ask} if ask is not None else set()
-    if last_request is None:
+    if not seqs:
         return keep
+    last_request = seqs[-1]
     if turn.status != "running":  # a finished turn: its last round is the newest
-        prev = store.read(
-            "SELECT seq FROM events WHERE session = ? AND turn = ? AND "
-            "kind = 'request' ORDER BY seq DESC LIMIT 1 OFFSET 1",
-            (turn.session, turn.number),
-        )
-        last_request = prev[0][0] if prev else ask or last_request
+        last_request = seqs[-2] if len(seqs) > 1 else ask or last_request
     return keep | {i for i in own if i > last_request}
 
 
@@ -563,13 +360,3 @@ def _runs(order: list[Message], base: list[int]) -> list[Any]:
         else:
             runs.append([k, 1])
     return runs
-
-
-def take_count(store: Store, sid: str) -> int:
-    """How many takes this session has had: edits taken, evictions, tree moves, forks."""
-    rows = store.read(
-        f"SELECT COUNT(*) FROM events WHERE session = ? AND (kind IN ({', '.join('?' * 3)}) "
-        "OR (kind = 'receipt' AND text LIKE ?))",
-        (sid, *TAKE_KINDS, "%\ntaken at seq %"),
-    )
-    return rows[0][0]

@@ -15,23 +15,27 @@ before this format keep their whole ``sent`` list and are read as they are.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodecode.context.arrange import common_prefix
-from nodecode.log.store import Event, Store
+from nodecode.log.store import Store
+
+if TYPE_CHECKING:
+    from nodecode.context.derived import Derived
 
 Pairs = list[tuple[int, str]]
 
 
-def delta(store: Store, sid: str, sent: Pairs) -> dict[str, Any]:
-    """The payload field for a request about to be logged (after the session's last one)."""
-    last = store.last_event(sid, "request")
+def delta(store: Store, views: Derived, sent: Pairs) -> dict[str, Any]:
+    """The payload field for a request about to be logged (after the session's last
+    one, as its ``views`` were last read)."""
+    last = views.requests.last
     keep, head = 0, None  # head: a hash of sent[:keep], when one was made on the way
     if last is not None:
-        hit = store.cache.get("sent", {}).get(sid)
-        before = last.payload.get("sent")
+        hit = views.sent
+        before = last[1].get("sent")
         n = before.get("n") if isinstance(before, dict) else None
-        if hit is not None and hit[0] == last.seq:  # this App sent it: the list is here
+        if hit is not None and hit[0] == last[0]:  # this App sent it: the list is here
             keep = common_prefix(sent, hit[1])
             head = hit[2] if keep == len(hit[1]) else None
         else:
@@ -40,11 +44,14 @@ def delta(store: Store, sid: str, sent: Pairs) -> dict[str, Any]:
                 if _hash(head) != before.get("hash"):
                     head = None
             # Starting with all of the last list, there is no chain to rebuild.
-            keep = n if head is not None else common_prefix(sent, sent_of(store, sid, last))
+            if head is not None:
+                keep = n
+            else:
+                keep = common_prefix(sent, sent_of(store, views.sid, last[0], views))
     whole = _extend(head.copy(), sent[keep:], keep) if head is not None else _hasher(sent)
-    store.cache.setdefault("sent-hash", {})[sid] = (sent, whole)  # for remember(sent)
+    views.sent_hash = (sent, whole)  # for remember(sent)
     return {
-        "after": last.seq if last is not None else None,
+        "after": last[0] if last is not None else None,
         "keep": keep,
         "add": [list(p) for p in sent[keep:]],
         "n": len(sent),
@@ -69,24 +76,25 @@ def _hash(h: Any) -> str:
     return h.hexdigest()[:16]
 
 
-def remember(store: Store, sid: str, seq: int, sent: Pairs) -> None:
+def remember(views: Derived, seq: int, sent: Pairs) -> None:
     """Keep a just-logged request's list in memory, with its hash open to extend:
     the next delta starts from them."""
-    made = store.cache.get("sent-hash", {}).pop(sid, None)
+    made, views.sent_hash = views.sent_hash, None
     hasher = made[1] if made is not None and made[0] is sent else _hasher(sent)
-    store.cache.setdefault("sent", {})[sid] = (seq, list(map(tuple, sent)), hasher)
+    views.sent = (seq, list(map(tuple, sent)), hasher)
 
 
-def sent_of(store: Store, sid: str, event: Event) -> Pairs:
-    """The whole (id, digest) list of a request event, in order. Its chain of
-    deltas is read in one query, newest first, back to a whole list."""
-    hit = store.cache.setdefault("sent", {}).get(sid)
-    if hit is not None and hit[0] == event.seq:
+def sent_of(store: Store, sid: str, seq: int, views: Derived | None = None) -> Pairs:
+    """The whole (id, digest) list of the request event at ``seq``, in order. Its
+    chain of deltas is read in one query, newest first, back to a whole list;
+    given the session's ``views``, the newest request's list is kept there."""
+    hit = views.sent if views is not None else None
+    if hit is not None and hit[0] == seq:
         return hit[1]
     chain: list[Any] = []
-    want = event.seq
-    for seq, payload in store.payloads(sid, "request", event.seq):
-        if seq != want:
+    want = seq
+    for at, payload in store.payloads(sid, "request", seq):
+        if at != want:
             continue  # a request the chain skips (logged in the older format)
         value = payload.get("sent")
         chain.append(value)
@@ -100,6 +108,7 @@ def sent_of(store: Store, sid: str, event: Event) -> Pairs:
         elif isinstance(value, dict):
             del pairs[value.get("keep", 0) :]
             pairs += map(tuple, value.get("add", []))
-    if event.seq == (store.last_event(sid, "request") or event).seq:
-        remember(store, sid, event.seq, pairs)
+    last = views.requests.last if views is not None else None
+    if views is not None and last is not None and last[0] == seq:
+        remember(views, seq, pairs)
     return pairs

@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodecode.context import fileformat, takelog
+from nodecode.context import derived, fileformat
+from nodecode.context.derived import Read
 from nodecode.context.edits import Applied, Edit, apply, read_file_edit, read_form_edit
-from nodecode.context.model import Message, State, blob_text, decoded, message_of, snapshot, state
+from nodecode.context.message import Message, message_of
+from nodecode.context.model import State, blob_text, decoded, snapshot
 from nodecode.errors import UserError
 from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
@@ -51,7 +53,7 @@ def receipt_file(ws: Workspace, sid: str) -> Path:
 
 
 def latest_export(store: Store, sid: str) -> Event | None:
-    return takelog.of(store, sid).latest_export
+    return derived.read(store, sid).takes.latest_export
 
 
 def head_turn(store: Store, sid: str) -> int | None:
@@ -89,9 +91,10 @@ def export(ws: Workspace, sid: str) -> Path:
     changed, untaken file is first recorded as a pending edit."""
     store = ws.store
     with store.atomic():
-        record_file_edit(ws, sid)
-        st = state(store, sid)
-        log = takelog.of(store, sid)  # what counting the exports and takes in SQL did
+        r = derived.read(store, sid)
+        if record_file_edit(ws, r) is not None:
+            r = derived.read(store, sid)  # with the edit just recorded
+        st, log = r.state, r.takes
         number = len(log.exports) + 1
         nonce = fileformat.choose_nonce(st.messages)
         text = fileformat.render(ws.store_name, sid, number, nonce, st.messages)
@@ -101,7 +104,7 @@ def export(ws: Workspace, sid: str) -> Path:
         store.append(
             sid,
             "export",
-            turn=head_turn(store, sid),
+            turn=r.head,
             text=first,
             payload={
                 "number": number,
@@ -122,18 +125,19 @@ def export(ws: Workspace, sid: str) -> Path:
 # -- pending edits ------------------------------------------------------------
 
 
-def record_file_edit(ws: Workspace, sid: str) -> Event | None:
+def record_file_edit(ws: Workspace, r: Read) -> Event | None:
     """If context.txt differs from its export and from every recorded edit,
-    log it as a pending edit. Returns the new edit event, if any."""
-    store = ws.store
+    log it as a pending edit (after ``r``, the session as the caller read it).
+    Returns the new edit event, if any."""
+    store, sid = ws.store, r.sid
     path = context_file(ws, sid)
-    exp = latest_export(store, sid)
+    exp = r.takes.latest_export
     st = context_stat(path) if exp is not None else None
     if exp is None or st is None:
         return None
     raw = path.read_bytes()  # after the stat: a file changed since is a new stamp
-    digest = _file_digest(store, path, st, raw)
-    if digest == exp.payload["blob"] or digest in _recorded_files(store, sid):
+    digest = _file_digest(r, path, st, raw)
+    if digest == exp.payload["blob"] or digest in r.takes.recorded:
         return None
     clean = ws.redact(raw)
     if clean != raw:
@@ -141,21 +145,21 @@ def record_file_edit(ws: Workspace, sid: str) -> Event | None:
         # refusal reasons all come from these bytes, so they never carry it.
         write_private(path, clean)
         raw, digest = clean, hashlib.sha256(clean).hexdigest()
-        if digest == exp.payload["blob"] or digest in _recorded_files(store, sid):
+        if digest == exp.payload["blob"] or digest in r.takes.recorded:
             return None
-    exp = _named_export(store, sid, raw) or exp
-    base = export_bytes(store, exp, state(store, sid).path_messages)
+    exp = _named_export(r, raw) or exp
+    base = export_bytes(store, exp, r.state.path_messages)
     store.put_blob(
         raw,
         base=(exp.payload["blob"], base) if base is not None else None,
         unit=f"\n[[m:{exp.payload['nonce']} ".encode(),  # the delta's runs are of blocks
         digest=digest,
     )
-    store.cache["file-edit"] = (digest, raw)  # the take reads it next, in this process
+    store.fact("file-edits", 2).keep(digest, raw)  # the take reads it next, in this process
     return store.append(
         sid,
         "edit",
-        turn=head_turn(store, sid),
+        turn=r.head,
         text="file edit",
         payload={
             "source": "file",
@@ -166,48 +170,43 @@ def record_file_edit(ws: Workspace, sid: str) -> Event | None:
     )
 
 
-def _file_changed(ws: Workspace, sid: str) -> bool:
+def _file_changed(ws: Workspace, r: Read) -> bool:
     """Whether context.txt may hold an unrecorded edit (read-only; the file's
-    digest is kept per size and mtime, so an untouched file is not re-read)."""
-    path = context_file(ws, sid)
+    digest is kept per size and mtime, so an untouched file is not re-read).
+    Any export's own bytes are no edit either (``recorded``): a crash between an
+    export's commit and its file write leaves the previous export on disk."""
+    path = context_file(ws, r.sid)
     st = context_stat(path)
     if st is None:
         return False
-    exp = latest_export(ws.store, sid)
+    exp = r.takes.latest_export
     if exp is None:
         return False
-    digest = _file_digest(ws.store, path, st)
-    return digest != exp.payload["blob"] and digest not in _recorded_files(ws.store, sid)
+    digest = _file_digest(r, path, st)
+    return digest != exp.payload["blob"] and digest not in r.takes.recorded
 
 
-def _file_digest(store: Store, path: Path, st: os.stat_result, raw: bytes | None = None) -> str:
+def _file_digest(r: Read, path: Path, st: os.stat_result, raw: bytes | None = None) -> str:
     """The sha256 of the file at ``path`` (its bytes ``raw`` when read, after
     its stat ``st``), kept per stamp: the check before a take and the take hash it once."""
-    seen = store.cache.setdefault("context-file", {})
     stamp = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    seen = r.store.fact("file-digests", 4)
     digest = seen.get(stamp)
     if digest is None:
         digest = hashlib.sha256(path.read_bytes() if raw is None else raw).hexdigest()
-        seen.clear()
-        seen[stamp] = digest
+        seen.keep(stamp, digest)
     return digest
 
 
-def _named_export(store: Store, sid: str, raw: bytes) -> Event | None:
+def _named_export(r: Read, raw: bytes) -> Event | None:
     """The export the file's first line names, when it is one of this session's:
     an edit of an older export (another process exported since) is then judged
     as that export's edit, stale if a take came after it."""
     parsed = fileformat.parse_first(raw.split(b"\n", 1)[0].decode("utf-8", "replace"))
-    if parsed is None or parsed[1] != sid:
+    if parsed is None or parsed[1] != r.sid:
         return None
-    e = takelog.of(store, sid).exports.get(parsed[2])
+    e = r.takes.exports.get(parsed[2])
     return e if e is not None and e.payload.get("nonce") == parsed[3] else None
-
-
-def _recorded_files(store: Store, sid: str) -> set[str]:
-    # Any export's own bytes are no edit either: a crash between an export's
-    # commit and its file write leaves the previous export on disk.
-    return takelog.of(store, sid).recorded
 
 
 def record_form_edit(store: Store, sid: str, form: dict[str, Any], turn: int | None) -> Event:
@@ -216,30 +215,33 @@ def record_form_edit(store: Store, sid: str, form: dict[str, Any], turn: int | N
         "edit",
         turn=turn,
         text="(context …) form",
-        payload={"source": "form", "base": takelog.of(store, sid).takes, **form},
+        payload={"source": "form", "base": derived.read(store, sid).takes.takes, **form},
     )
 
 
 def pending_edits(store: Store, sid: str) -> list[Event]:
     """Edits not yet taken or refused. A take processes every pending edit under
     one write lock, so they are exactly the edits logged after the last receipt."""
-    return list(takelog.of(store, sid).pending)
+    return list(derived.read(store, sid).takes.pending)
 
 
 # -- the take -----------------------------------------------------------------
 
 
-def read_edit(store: Store, sid: str, e: Event, order: list[Message], st: State) -> Edit:
+def read_edit(r: Read, e: Event, order: list[Message], st: State) -> Edit:
+    """The edit event ``e`` of the session ``r`` read, against ``order`` (the
+    context so far in the take) and the state ``st`` it started from."""
+    store = r.store
     if e.payload.get("source") == "form":
         return read_form_edit(e.payload, order, st, made_at=e.seq)
-    exp = _export(store, sid, e.payload["export"])
+    exp = _export(r, e.payload["export"])
     export_raw = export_bytes(store, exp, st.path_messages)
     if export_raw is None:
         return Edit(errors=[(None, _UNRENDERED.format(exp.payload["number"]))])
     digest = exp.payload["blob"]
-    recorded = store.cache.get("file-edit")
-    if recorded is not None and recorded[0] == e.payload["blob"]:
-        raw = recorded[1]  # recorded by this process just before: no delta to decode
+    recorded = store.fact("file-edits", 2).get(e.payload["blob"])
+    if recorded is not None:
+        raw = recorded  # recorded by this process just before: no delta to decode
     else:
         raw = store.blob(e.payload["blob"], bases=lambda d: export_raw if d == digest else None)
         raw = raw or b""
@@ -269,7 +271,7 @@ def export_bytes(store: Store, exp: Event, known: dict[int, Message] | None = No
     (or, for an export logged before issue 12, its blob). None if they no
     longer hash to its digest. ``known`` holds messages already read, by id."""
     digest = exp.payload["blob"]
-    kept = store.cache.get("exports", {}).get(digest)
+    kept = store.fact("exports", 2).get(digest)
     if kept is not None:
         return kept[0]
     if "context" not in exp.payload:
@@ -296,7 +298,7 @@ def export_split(store: Store, exp: Event, data: bytes) -> tuple[str, fileformat
     made from the messages it was rendered from when this process rendered them
     (no parse of 2,000 blocks at each take, and with the blocks' offsets, so
     the edited file is read against it), else by splitting the text."""
-    kept = store.cache.get("exports", {}).get(exp.payload["blob"])
+    kept = store.fact("exports", 2).get(exp.payload["blob"])
     nonce = exp.payload["nonce"]
     if kept is None or kept[2] is None:
         text = data.decode("utf-8", "surrogatepass")
@@ -334,10 +336,8 @@ def _keep_export(
     """Keep the newest exports' bytes (and the first line and messages they
     were rendered from, for ``export_split``): the edit recorded and taken next
     reads them."""
-    kept: dict = store.cache.setdefault("exports", {})
-    if len(kept) >= 2:
-        kept.clear()
-    kept[digest] = [data, first, messages, None]  # the last: its text and split, once made
+    # the last: its text and split, once made
+    store.fact("exports", 2).keep(digest, [data, first, messages, None])
 
 
 def file_bytes(store: Store, digest: str) -> bytes | None:
@@ -363,10 +363,10 @@ def _rendered(store: Store, digest: str) -> bytes | None:
     return None
 
 
-def _export(store: Store, sid: str, number: int) -> Event:
-    e = takelog.of(store, sid).exports.get(number)
+def _export(r: Read, number: int) -> Event:
+    e = r.takes.exports.get(number)
     if e is None:
-        raise LookupError(f"export {number} of {sid} is not in the log")
+        raise LookupError(f"export {number} of {r.sid} is not in the log")
     return e
 
 
@@ -382,18 +382,20 @@ def take(
     turn, the take belongs to the head (changes made while it is the head)."""
     store = ws.store
     report = TakeReport()
-    if not _file_changed(ws, sid) and not takelog.of(store, sid).pending:
+    r = derived.read(store, sid)
+    if not _file_changed(ws, r) and not r.takes.pending:
         return report  # the common case: no write transaction on the request path
     with store.atomic():
+        r = derived.read(store, sid)  # inside the write lock: what it reads is final
+        if record_file_edit(ws, r) is not None:
+            r = derived.read(store, sid)  # with the edit just recorded
         if turn is None:
-            turn = head_turn(store, sid)
-        record_file_edit(ws, sid)
-        log = takelog.of(store, sid)  # read again inside the write lock: it is final
-        pending = list(log.pending)
+            turn = r.head
+        pending = list(r.takes.pending)
         if not pending:
             return report
-        current = log.takes
-        st = state(store, sid)
+        current = r.takes.takes
+        st = r.state
         order = list(st.messages)
         sections: list[str] = []
         taken: list[int] = []
@@ -402,7 +404,7 @@ def take(
             edit = (
                 Edit(errors=[(None, STALE)])
                 if e.payload.get("base", -1) < current
-                else read_edit(store, sid, e, order, st)
+                else read_edit(r, e, order, st)
             )
             reason = edit.error()
             if reason is not None:
@@ -538,11 +540,12 @@ def validate(ws: Workspace, sid: str, text: str) -> dict[str, Any]:
 def check_file(ws: Workspace, sid: str, text: str) -> tuple[dict[str, Any], list[Message] | None]:
     """``validate``'s answer, and the context the take would make (None when refused)."""
     store = ws.store
-    exp = latest_export(store, sid)
+    r = derived.read(store, sid)
+    exp = r.takes.latest_export
     if exp is None:
         return {"ok": False, "errors": [[1, "no export yet: run (context) first"]]}, None
-    st = state(store, sid)
-    stale = exp.payload["base"] < takelog.of(store, sid).takes
+    st = r.state
+    stale = exp.payload["base"] < r.takes.takes
     export_raw = export_bytes(store, exp, st.path_messages)
     if export_raw is None:
         return {"ok": False, "errors": [[1, _UNRENDERED.format(exp.payload["number"])]]}, None
@@ -567,18 +570,18 @@ def check_file(ws: Workspace, sid: str, text: str) -> tuple[dict[str, Any], list
     }, order
 
 
-def next_order(ws: Workspace, sid: str) -> list[Message]:
+def next_order(r: Read) -> list[Message]:
     """The context the next request will read if its take goes as the pending
-    edits say (each applied in a dry run: nothing is logged). Read-only: a
-    saved, unrecorded context.txt counts only once something records it."""
-    store = ws.store
-    st = state(store, sid)
+    edits say (each applied in a dry run: nothing is logged), of the session as
+    ``r`` read it. A saved, unrecorded context.txt counts only once something
+    records it."""
+    st = r.state
     order = list(st.messages)
-    current = takelog.of(store, sid).takes
-    for e in pending_edits(store, sid):
+    current = r.takes.takes
+    for e in list(r.takes.pending):
         if e.payload.get("base", -1) < current:
             continue
-        edit = read_edit(store, sid, e, order, st)
+        edit = read_edit(r, e, order, st)
         if edit.error() is None:
             order, _ = dry_run(order, edit, st)
     return order

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Mapping
 
+from nodecode.bounded import Bounded
 from nodecode.errors import SessionBusy, SessionError, StoreError
 from nodecode.log.store import Store
 
@@ -206,7 +207,7 @@ def process_start(pid: int) -> str | None:
     return now[1] if now is not None and now[0] not in ("Z", "X", "gone") else None
 
 
-_OWN_START: dict[int, str | None] = {}  # pid → process_start(pid), for this process
+_OWN_START = Bounded(1024)  # pid → process_start(pid), for this process
 
 
 def _own_start() -> str | None:

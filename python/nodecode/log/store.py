@@ -19,6 +19,7 @@ from typing import Any
 
 import msgpack
 
+from nodecode.bounded import Bounded
 from nodecode.errors import StoreError
 from nodecode.log import delta, migrations
 from nodecode.paths import ensure_dir
@@ -106,8 +107,12 @@ class Store:
                 os.chmod(side, 0o600)
         self._lock = threading.RLock()
         self._depth = 0
-        self._writes = 0  # write blocks this connection entered: any may have changed a row
-        self.cache: dict[str, Any] = {}  # derived views, rebuilt from the log when stale
+        # Facts read from the store that never change once written (a decoded event,
+        # a decoded snapshot, a session's ancestry), by kind, each table bounded.
+        self.facts: dict[str, Bounded] = {}
+        # What upper layers derive from the log, by (owner, key): ``context.derived``
+        # keeps one per session, ``cache.ledger`` one per cache scope.
+        self.derived: dict[tuple[str, str], Any] = {}
         # Held while a derived view is read or filled. It is the connection's own lock
         # on purpose: a fill reads the log, so with one lock it neither deadlocks
         # against a transaction nor sees rows appended half-way through.
@@ -123,7 +128,6 @@ class Store:
     def atomic(self) -> Iterator[sqlite3.Connection]:
         """A write transaction (BEGIN IMMEDIATE); nested uses join the outer one."""
         with self._lock:
-            self._writes += 1
             if self._depth:
                 self._depth += 1
                 try:
@@ -139,10 +143,23 @@ class Store:
                 self._depth = 0
                 self.db.execute("ROLLBACK")
                 # Views filled inside the transaction may hold rows it no longer has.
-                self.cache.clear()
+                self.forget()
                 raise
             self._depth = 0
             self.db.execute("COMMIT")
+
+    def forget(self) -> None:
+        """Drop every fact and view read so far (a rolled-back write may be in them)."""
+        with self._lock:
+            self.facts.clear()
+            self.derived.clear()
+
+    def fact(self, kind: str, limit: int = 512) -> Bounded:
+        """The table of facts of ``kind`` (created empty, holding at most ``limit``)."""
+        table = self.facts.get(kind)
+        if table is None:
+            table = self.facts[kind] = Bounded(limit)
+        return table
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
@@ -161,12 +178,12 @@ class Store:
                 self.db.execute("END")  # writes nothing, so syncs nothing
 
     def version(self) -> tuple[int, int]:
-        """Changes whenever the database may have: a write of this connection (a
-        write block entered, committed or not) or a commit of any other (SQLite's
-        ``data_version``, any process's). A view derived from the log is current
-        while the version it was made at is."""
+        """Changes whenever the database may have: a row this connection changed
+        (committed, pending or rolled back: ``total_changes`` counts them all) or a
+        commit of any other (SQLite's ``data_version``, any process's). A view
+        derived from the log is current while the version it was made at is."""
         with self._lock:
-            return self._writes, self.db.execute("PRAGMA data_version").fetchone()[0]
+            return self.db.total_changes, self.db.execute("PRAGMA data_version").fetchone()[0]
 
     def data_version(self) -> int:
         """SQLite's ``data_version``: changes when another connection (of any
@@ -203,7 +220,7 @@ class Store:
                 f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (session, seq, kind, role, turn, body, packed, now),
             )
-        return Event(session, seq, kind, role, turn, body, payload or {}, now)
+        return self.known(Event(session, seq, kind, role, turn, body, payload or {}, now))
 
     def _next_seq(self, db: sqlite3.Connection, session: str) -> int:
         row = db.execute("SELECT MAX(seq) FROM events WHERE session = ?", (session,)).fetchone()
@@ -283,7 +300,7 @@ class Store:
     def event(self, session: str, seq: int) -> Event | None:
         """One event. Events never change, so decoded ones are kept (a request's
         payload is read again at the next request)."""
-        cache = self.cache.setdefault("events", {})
+        cache = self.fact("events")
         hit = cache.get((session, seq))
         if hit is not None:
             return hit
@@ -292,10 +309,11 @@ class Store:
         )
         if not rows:
             return None
-        if len(cache) > 512:
-            cache.clear()
-        cache[(session, seq)] = event = _event(rows[0])
-        return event
+        return cache.keep((session, seq), _event(rows[0]))
+
+    def known(self, event: Event) -> Event:
+        """Keep ``event`` (just read or written) for ``event()``; returns it."""
+        return self.fact("events").keep((event.session, event.seq), event)
 
     def last_event(self, session: str, kind: str) -> Event | None:
         """The session's newest event of ``kind``."""

@@ -64,7 +64,7 @@ def scopes(store: Store, sid: str) -> list[tuple[str, int | None]]:
     (None: all): the one place that decides which ancestor events a fork sees.
     A session's parent and fork point never change once it exists, so they are read
     once per store connection (a state read asks three times)."""
-    known: dict[str, tuple[tuple[str, int | None], ...]] = store.cache.setdefault("scopes", {})
+    known = store.fact("scopes", 256)
     hit = known.get(sid)
     if hit is None:
         out: list[tuple[str, int | None]] = []
@@ -72,12 +72,13 @@ def scopes(store: Store, sid: str) -> list[tuple[str, int | None]]:
         for info in ancestry(store, sid):
             out.append((info.id, upto))
             upto = lower_limit(upto, info.fork_seq)
-        hit = known[sid] = tuple(out)
+        hit = known.keep(sid, tuple(out))
     return list(hit)
 
 
-def next_number(store: Store, sid: str) -> int:
-    info = sessions.get(store, sid)
+def next_number(store: Store, sid: str, info: sessions.SessionInfo | None = None) -> int:
+    """The number a new turn of ``sid`` gets (``info``: its session row, when read)."""
+    info = info or sessions.get(store, sid)
     row = store.read("SELECT MAX(number) FROM turns WHERE session = ?", (sid,))[0]
     return max(row[0] or 0, info.fork_turn or 0) + 1
 
@@ -85,8 +86,9 @@ def next_number(store: Store, sid: str) -> int:
 def begin(store: Store, sid: str, first_seq: int) -> Turn:
     """Open a new turn as a child of the head and make it the head."""
     with store.atomic() as db:
-        parent = sessions.get(store, sid).head
-        number = next_number(store, sid)
+        info = sessions.get(store, sid)
+        parent = info.head
+        number = next_number(store, sid, info)
         db.execute(
             f"INSERT INTO turns ({_COLS}) VALUES (?, ?, ?, ?, NULL, 'running')",
             (sid, number, parent, first_seq),

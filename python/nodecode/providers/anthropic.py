@@ -17,7 +17,7 @@ from itertools import islice
 from typing import Any, ClassVar
 
 from nodecode.context.arrange import ASSISTANT_SIDE, Arranged
-from nodecode.context.model import Message
+from nodecode.context.message import Message
 from nodecode.errors import ConfigError, ProviderError
 from nodecode.providers.overflow import parse_overflow
 from nodecode.providers.sse import ServerSentEvent
@@ -338,14 +338,14 @@ def _run_of(
     holds them, see ``model._ROWS``) make the same wire message, so a new App's first
     request encodes only what no App sent before. A breakpoint inside makes it anew."""
     first = out[i]
-    memo = first.__dict__.get("_nc_run")
+    memo = first.memo.get("anthropic:run")
     if j == i + 1:
         if memo is not None and memo[0] is None:
             return memo[1], memo[2]
         block, text = _block_of(first)
         side = _SIDES.get(first.role, "user")
         msg, text = {"role": side, "content": [block]}, _HEADS[side] + text + b"]}"
-        first.__dict__["_nc_run"] = (None, msg, text)
+        first.memo["anthropic:run"] = (None, msg, text)
         return msg, text
     if ttl_at and any(k in ttl_at for k in range(i + 1, j)):
         return _anthropic_message(out, i, j, ttl_at)
@@ -356,7 +356,7 @@ def _run_of(
     if kept is not None and len(kept) == len(rest) and all(map(operator.is_, kept, rest)):
         return memo[1], memo[2]
     msg, text = _anthropic_message(out, i, j, ttl_at)
-    first.__dict__["_nc_run"] = (rest, msg, text)
+    first.memo["anthropic:run"] = (rest, msg, text)
     return msg, text
 
 
@@ -379,16 +379,16 @@ def _block_of(m: Message, ttl: float | None = None) -> tuple[dict[str, Any], byt
     """The message's block (with a breakpoint of ``ttl``) and its JSON, made once
     per message object (messages are immutable): a request encodes only the new."""
     if ttl is None:
-        hit = m.__dict__.get("_nc_block")
+        hit = m.memo.get("anthropic:block")
         if hit is None:
             key = ("anthropic", m.digest, *tool_of(m))
             hit = known_part(key)
             if hit is None:
                 block = _anthropic_block(m)
                 hit = keep_part(key, (block, dumpb(block)))
-            m.__dict__["_nc_block"] = hit
+            m.memo["anthropic:block"] = hit
         return hit
-    marked = m.__dict__.setdefault("_nc_marked", {})
+    marked = m.memo.setdefault("anthropic:marked", {})
     hit = marked.get(ttl)
     if hit is None:
         key = ("anthropic", m.digest, *tool_of(m), ttl)

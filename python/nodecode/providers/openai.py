@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodecode.context.arrange import USER_SIDE, Arranged
-from nodecode.context.model import Message
+from nodecode.context.message import Message
 from nodecode.errors import ConfigError, ProviderError
 from nodecode.providers.overflow import parse_overflow, unwrap_error
 from nodecode.providers.sse import DONE, ServerSentEvent
@@ -398,12 +398,12 @@ def _openai_message(group: list[Message]) -> tuple[dict[str, Any], bytes]:
     on the first, keyed by every member's id and digest)."""
     first = group[0]
     key = ("openai", *((m.id, m.digest) for m in group), *tool_of(first))
-    memo = first.__dict__.get("_openai_message")
+    memo = first.memo.get("openai:message")
     if memo is not None and memo[0] == key:
         return memo[1], memo[2]
     hit = known_part(key)
     if hit is not None:
-        first.__dict__["_openai_message"] = (key, *hit)
+        first.memo["openai:message"] = (key, *hit)
         return hit
     if first.role in USER_SIDE:
         msg: dict[str, Any] = {"role": "user", "content": first.text}
@@ -434,7 +434,7 @@ def _openai_message(group: list[Message]) -> tuple[dict[str, Any], bytes]:
                     m.text if msg["content"] is None else (msg["content"] + "\n\n" + m.text)
                 )
     data = dumpb(msg)
-    first.__dict__["_openai_message"] = (key, msg, data)
+    first.memo["openai:message"] = (key, msg, data)
     return keep_part(key, (msg, data))
 
 

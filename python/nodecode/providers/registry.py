@@ -12,6 +12,7 @@ import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from nodecode.bounded import Bounded
 from nodecode.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ BUILTIN_PROVIDERS: dict[str, dict[str, Any]] = {
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}
 BUILTIN_KEY_ENVS = tuple(str(p["api_key_env"]) for p in BUILTIN_PROVIDERS.values())
 
-_LOADED: dict[str, WireFormat] = {}
+_LOADED = Bounded(len(FORMATS))  # type → its format, once imported
 
 
 def wire(type: str) -> WireFormat:
@@ -56,8 +57,7 @@ def wire(type: str) -> WireFormat:
     if module is None:
         expected = ", ".join(repr(name) for name in TYPES)
         raise ConfigError(f"provider type must be one of {expected} (got {type!r})")
-    found = _LOADED[type] = importlib.import_module(module).WIRE
-    return found
+    return _LOADED.keep(type, importlib.import_module(module).WIRE)
 
 
 def default_provider(environ: Mapping[str, str]) -> str | None:

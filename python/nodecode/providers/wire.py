@@ -20,8 +20,9 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from nodecode.bounded import Bounded
 from nodecode.context.arrange import Arranged, sendable
-from nodecode.context.model import Message
+from nodecode.context.message import Message
 from nodecode.errors import ConfigError, ProviderError
 from nodecode.providers.sse import ServerSentEvent
 from nodecode.providers.types import (
@@ -263,8 +264,7 @@ def tool_of(m: Message) -> tuple[Any, ...]:
 # flag are added; the wire format's type leads the key): an App opening a store
 # this process has sent from before (a host's second App on it, a command after an
 # ask) encodes none of it again.
-_PARTS: dict[tuple[Any, ...], Any] = {}
-MAX_PARTS = 100_000
+_PARTS = Bounded(100_000)
 
 
 def known_part(key: tuple[Any, ...]) -> Any:
@@ -272,14 +272,10 @@ def known_part(key: tuple[Any, ...]) -> Any:
 
 
 def keep_part(key: tuple[Any, ...], value: Any) -> Any:
-    if len(_PARTS) >= MAX_PARTS:
-        _PARTS.clear()
-    _PARTS[key] = value
-    return value
+    return _PARTS.keep(key, value)
 
 
-_ENCODED: dict[Any, Any] = {}  # what every request starts with, encoded once per process
-MAX_ENCODED = 32
+_ENCODED = Bounded(32)  # what every request starts with, encoded once per process
 
 
 def encoded(key: Hashable, make: Callable[[], Any]) -> Any:
@@ -287,9 +283,7 @@ def encoded(key: Hashable, make: Callable[[], Any]) -> Any:
     a few constants, so the table stays small)."""
     hit = _ENCODED.get(key)
     if hit is None:
-        if len(_ENCODED) > MAX_ENCODED:
-            _ENCODED.clear()
-        hit = _ENCODED[key] = make()
+        hit = _ENCODED.keep(key, make())
     return hit
 
 
@@ -300,9 +294,7 @@ def encoded_tools(wire: WireFormat, tools: list[dict[str, Any]]) -> EncodedList:
     hit = _ENCODED.get(key)
     if hit is None or hit[0] is not tools:
         items = wire.tools(tools)
-        if len(_ENCODED) > MAX_ENCODED:
-            _ENCODED.clear()
-        hit = _ENCODED[key] = (tools, EncodedList(list(items), [dumpb(t) for t in items]))
+        hit = _ENCODED.keep(key, (tools, EncodedList(list(items), [dumpb(t) for t in items])))
     return hit[1]
 
 

@@ -8,8 +8,9 @@ from nodecode.cells.env import CellEnv
 from nodecode.cells.forms import Pair, Sym, T
 from nodecode.cells.registry import verb
 from nodecode.context import take as takes
+from nodecode.context.derived import state
 from nodecode.context.edits import Applied, apply, read_form_edit
-from nodecode.context.model import Message, state
+from nodecode.context.message import Message
 from nodecode.errors import CellError
 from nodecode.words import plural
 

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 from nodecode import budget as budgets
 from nodecode.cache import ledger
 from nodecode.cache.ledger import Scope
-from nodecode.context import fileformat
-from nodecode.context import model as context_model
+from nodecode.context import derived, fileformat
 from nodecode.context import take as takes
+from nodecode.context.derived import Read
+from nodecode.context.message import Message
 from nodecode.errors import UserError
 from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
@@ -61,8 +62,8 @@ def open_export(
     store = ws.store
     with store.atomic():
         path = takes.export(ws, sid)
-        messages = context_model.state(store, sid).messages
-        exp = takes.latest_export(store, sid)
+        r = derived.read(store, sid)
+        messages, exp = r.state.messages, r.takes.latest_export
     blocks, line = [], 2
     for m in messages:  # render(): a header line, the text, one newline
         blocks.append(
@@ -125,7 +126,8 @@ def _described(
     """An export's description for the buffer; each block carries the prefix
     tokens through it and whether the next request can read that prefix from cache."""
     nonce, number = exp.payload["nonce"], exp.payload["number"]
-    cache = cache_view(ws.store, sid, scope, config, takes.next_order(ws, sid))
+    r = derived.read(ws.store, sid)
+    cache = cache_view(r, scope, config, takes.next_order(r))
     prefix, cached = cache.pop("prefix"), cache.pop("cached")
     for b in blocks:
         b["prefix"] = prefix.get(b["id"])
@@ -143,11 +145,10 @@ def _described(
 
 
 def cache_view(
-    store: Store,
-    sid: str,
+    r: Read,
     scope: Scope | None,
     config: Config | None,
-    order: list[context_model.Message],
+    order: list[Message],
     now: float | None = None,
 ) -> dict[str, Any]:
     """What the provider's cache holds for a request of ``order``: the one source
@@ -155,8 +156,9 @@ def cache_view(
     request really read (its usage); ``through``: the last message the next can
     read from cache (``system``: at least the system prompt and tools, ``fixed``
     tokens), with the prompt tokens through it; ``prefix`` and ``cached``: the
-    same per message."""
-    meter = budgets.Meter(store, sid, config)
+    same per message. ``r``: the session as read."""
+    store = r.store
+    meter = budgets.Meter(config, views=r.views)
     ratio = meter.ratio()
     count = meter.count(order)
     arranged = [m for m, _ in count.messages]
@@ -180,19 +182,19 @@ def cache_view(
         "system": 0 in live,
         "fixed": round((count.system + count.tools) * ratio),
         "tokens": tokens,
-        "last": _last_read(store, sid, meter.wire),
+        "last": _last_read(r, meter.wire),
         "prefix": prefix,
         "cached": cached,
     }
 
 
-def _last_read(store: Store, sid: str, wire: WireFormat) -> dict[str, int] | None:
+def _last_read(r: Read, wire: WireFormat) -> dict[str, int] | None:
     """What the last request read from cache, from its usage (None before any)."""
-    event = store.last_event(sid, "request")
-    if event is None:
+    last = r.requests.last
+    if last is None:
         return None
-    usage = Usage.of(event.payload.get("usage"))
-    return {"seq": event.seq, "read": usage.cache_read, "prompt": wire.prompt_tokens(usage)}
+    usage = Usage.of(last[1].get("usage"))
+    return {"seq": last[0], "read": usage.cache_read, "prompt": wire.prompt_tokens(usage)}
 
 
 def first_line(text: str) -> str:
@@ -204,7 +206,7 @@ def path_messages(store: Store, sid: str) -> list[dict[str, Any]]:
     """The head path's messages, for the chat view."""
     return [
         {"seq": m.id, "role": m.role, "text": m.text, "turn": m.turn}
-        for m in context_model.build(store, sid)
+        for m in derived.build(store, sid)
     ]
 
 
@@ -213,7 +215,7 @@ def removed(store: Store, sid: str) -> list[dict[str, Any]]:
     evicted): what a restore header can bring back, oldest first."""
     return [
         {"id": m.id, "role": m.role, "turn": m.turn, "first_line": first_line(m.text)}
-        for m in context_model.state(store, sid).removed()
+        for m in derived.state(store, sid).removed()
     ]
 
 

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 from nodecode import budget as budgets
 from nodecode.budget import evict as evictions
 from nodecode.cache.ledger import Scope
+from nodecode.context import derived
 from nodecode.context import take as takes
-from nodecode.context.model import state
+from nodecode.context.derived import Read
 from nodecode.providers.types import Usage
 from nodecode.providers.wire import WireFormat
 from nodecode.views import context as view
@@ -51,11 +52,13 @@ PART_ORDER = (
 def report(ws: Workspace, config: Config, sid: str, scope: Scope | None = None) -> dict[str, Any]:
     """The /context report as plain values (the JSON of ``nodecode status --json``)."""
     store = ws.store
-    takes.record_file_edit(ws, sid)  # a saved, unrecorded context.txt is pending too
+    r = derived.read(store, sid)
+    if takes.record_file_edit(ws, r) is not None:  # a saved, unrecorded file is pending too
+        r = derived.read(store, sid)
     plan = budgets.of(ws, config)
-    meter = budgets.Meter(store, sid, config)
+    meter = budgets.Meter(config, views=r.views)
     ratio = meter.ratio()
-    count = meter.count(state(store, sid).messages)
+    count = meter.count(r.state.messages)
     fill = round(count.total * ratio)
 
     def cal(n: float) -> int:
@@ -79,28 +82,28 @@ def report(ws: Workspace, config: Config, sid: str, scope: Scope | None = None) 
         "parts": parts,
         "per_turn": per_turn,
         "messages": len(arranged),
-        "last_request": _last_request(store, sid, meter.wire),
-        **_cache(ws, sid, scope, config),
-        "pending": [_pending(e) for e in takes.pending_edits(store, sid)],
+        "last_request": _last_request(r, meter.wire),
+        **_cache(r, scope, config),
+        "pending": [_pending(e) for e in r.takes.pending],
     }
 
 
-def _cache(ws: Workspace, sid: str, scope: Scope | None, config: Config) -> dict[str, Any]:
+def _cache(r: Read, scope: Scope | None, config: Config) -> dict[str, Any]:
     """Where the next request can read from cache, pending edits counted: the
     same figures the context buffer's mark shows (``view.cache_view``)."""
-    cache = view.cache_view(ws.store, sid, scope, config, takes.next_order(ws, sid))
+    cache = view.cache_view(r, scope, config, takes.next_order(r))
     del cache["prefix"], cache["cached"]
     return {"cached_through": cache["through"], "cache": cache}
 
 
-def _last_request(store: Any, sid: str, wire: WireFormat) -> dict[str, Any] | None:
-    event = store.last_event(sid, "request")
-    if event is None:
+def _last_request(r: Read, wire: WireFormat) -> dict[str, Any] | None:
+    last = r.requests.last
+    if last is None:
         return None
-    p = event.payload
+    seq, p = last
     usage = Usage.of(p.get("usage"))
     return {
-        "seq": event.seq,
+        "seq": seq,
         "provider": p.get("provider"),
         "model": p.get("model"),
         "cache_read": usage.cache_read,
