@@ -120,7 +120,13 @@ local OPTIONAL = { python = true, home = true }
 local POSITIONS = { right = true, left = true, below = true, tab = true, current = true }
 local CONTEXT_POSITIONS = { current = true, split = true, vsplit = true, tab = true }
 local BACKENDS = {
-  auto = true, telescope = true, ['fzf-lua'] = true, snacks = true, ['mini.pick'] = true, builtin = true, select = true,
+  auto = true,
+  telescope = true,
+  ['fzf-lua'] = true,
+  snacks = true,
+  ['mini.pick'] = true,
+  builtin = true,
+  select = true,
 }
 local APPROVE = { diff = true, confirm = true, select = true }
 local APPROVAL_WINDOWS = { float = true, split = true }
@@ -231,7 +237,10 @@ end
 --- plugin's .venv; the second value names the setting it came from (nil: the .venv).
 ---@return string python, string? setting
 function M.python()
-  for _, from in ipairs({ { current.python, 'setup{ python }' }, { vim.g.nodecode_python, 'g:nodecode_python' } }) do
+  for _, from in ipairs({
+    { current.python, 'setup{ python }' },
+    { vim.g.nodecode_python, 'g:nodecode_python' },
+  }) do
     if type(from[1]) == 'string' and from[1] ~= '' then
       return vim.fn.expand(from[1]), from[2]
     end
@@ -247,8 +256,9 @@ function M.no_python()
   if setting then
     return ('no Python at %s (set by %s)'):format(py, setting)
   end
-  return ('no .venv in %s (the plugin is not built): run :Lazy build nodecode, or make install there')
-    :format(vim.fn.fnamemodify(M.root(), ':~'))
+  return ('no .venv in %s (the plugin is not built): run :Lazy build nodecode, or make install there'):format(
+    vim.fn.fnamemodify(M.root(), ':~')
+  )
 end
 
 --- Where this Neovim works, sent with each host call; nil fields use the

@@ -9,7 +9,8 @@ local HOST = 'nodecode'
 -- Channels shutdown() ended on purpose: their exit is no error.
 ---@type table<integer, boolean>
 local stopped = {}
-local BOOT = 'import sys; sys.path = [p for p in sys.path if p != ""]; import pynvim; pynvim.start_host()'
+local BOOT =
+  'import sys; sys.path = [p for p in sys.path if p != ""]; import pynvim; pynvim.start_host()'
 
 --- The one line worth showing of an error: Vim's wrappers ("...FuncUndefined
 --- Autocommands...Vim(return):E5108: Error executing lua ...") peeled off.
@@ -93,8 +94,18 @@ function M.register(path, specs)
   end
   for _, spec in ipairs(specs) do
     local name = spec.name
-    if spec.type == 'function' and vim.fn.exists('*' .. name) == 0 and vim.fn.exists('#FuncUndefined#' .. name) == 0 then
-      vim.fn['remote#define#FunctionOnHost'](HOST, path .. ':function:' .. name, spec.sync, name, spec.opts)
+    if
+      spec.type == 'function'
+      and vim.fn.exists('*' .. name) == 0
+      and vim.fn.exists('#FuncUndefined#' .. name) == 0
+    then
+      vim.fn['remote#define#FunctionOnHost'](
+        HOST,
+        path .. ':function:' .. name,
+        spec.sync,
+        name,
+        spec.opts
+      )
     end
   end
 end
@@ -258,11 +269,20 @@ function M._on_event(event)
   if not M.running() then
     return -- a stopped host's last words (after :Lazy reload): redrawing would start a new one
   end
-  for _, mod in ipairs({ 'nodecode.ui.chat', 'nodecode.ui.context', 'nodecode.ui.status', 'nodecode.ui.tree',
-    'nodecode.ui.progress' }) do
+  for _, mod in ipairs({
+    'nodecode.ui.chat',
+    'nodecode.ui.context',
+    'nodecode.ui.status',
+    'nodecode.ui.tree',
+    'nodecode.ui.progress',
+  }) do
     local ok, err = pcall(require(mod).on_event, event)
     if not ok then
-      require('nodecode.message').error('showing %s failed: %s', tostring(event.kind), first_line(err))
+      require('nodecode.message').error(
+        'showing %s failed: %s',
+        tostring(event.kind),
+        first_line(err)
+      )
     end
   end
 end

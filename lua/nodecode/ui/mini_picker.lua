@@ -45,11 +45,14 @@ local function mappings(source)
     end
   end
   if source.toggle and type(source.toggle.key) == 'string' and source.toggle.key ~= '' then
-    out.nodecode_toggle = { char = source.toggle.key, func = function()
-      source.toggle.fn()
-      MiniPick.set_picker_opts({ source = { name = title_of(source) } })
-      MiniPick.set_picker_query(MiniPick.get_picker_query()) -- asks the source again
-    end }
+    out.nodecode_toggle = {
+      char = source.toggle.key,
+      func = function()
+        source.toggle.fn()
+        MiniPick.set_picker_opts({ source = { name = title_of(source) } })
+        MiniPick.set_picker_query(MiniPick.get_picker_query()) -- asks the source again
+      end,
+    }
   end
   return out
 end

@@ -57,11 +57,18 @@ api.nvim_set_decoration_provider(ns_tokens, {
   end,
   on_line = function(_, win, buf, row)
     local text = M.token_text(buf, row)
-    if text and api.nvim_win_call(win, function()
-      return vim.fn.foldclosed(row + 1)
-    end) == -1 then
-      api.nvim_buf_set_extmark(buf, ns_tokens, row, 0, { ephemeral = true,
-        virt_text = { { text, 'NodecodeTokens' } }, virt_text_pos = 'right_align' })
+    if
+      text
+      and api.nvim_win_call(win, function()
+          return vim.fn.foldclosed(row + 1)
+        end)
+        == -1
+    then
+      api.nvim_buf_set_extmark(buf, ns_tokens, row, 0, {
+        ephemeral = true,
+        virt_text = { { text, 'NodecodeTokens' } },
+        virt_text_pos = 'right_align',
+      })
     end
   end,
 })
