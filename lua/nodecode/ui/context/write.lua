@@ -159,14 +159,14 @@ function M.write(buf, target)
   end
   local disk = disk_first_line(name)
   if disk and disk ~= st.first then
-    local name = M.export_name
+    local export = M.export_name
     return refuse(buf, {
       {
         1,
         (
           'a newer export is on disk (%s; this buffer edits %s): '
           .. ':e! loads it, dropping your unsaved changes (yank them first)'
-        ):format(name(disk), name(st.first)),
+        ):format(export(disk), export(st.first)),
       },
     })
   end
