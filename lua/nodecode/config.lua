@@ -3,13 +3,23 @@
 
 local M = {}
 
+---@alias nodecode.ApproveFn fun(kind: string, detail: string, done: fun(yes: boolean), ev: table)
+
+---@class nodecode.ChatConfig
+---@field position string
+---@field size integer
+---@field input_height integer
+---@field open_on_ask boolean
+---@field focus_on_ask boolean
+---@field progress boolean
+
 ---@class nodecode.Config
 ---@field python? string
 ---@field home? string
 ---@field store string
----@field approve 'diff'|'confirm'|'select'|fun(kind: string, detail: string, done: fun(yes: boolean), ev: table)
+---@field approve 'diff'|'confirm'|'select'|nodecode.ApproveFn
 ---@field approval { window: 'float'|'split' }
----@field chat { position: string, size: integer, input_height: integer, open_on_ask: boolean, focus_on_ask: boolean, progress: boolean }
+---@field chat nodecode.ChatConfig
 ---@field context { position: string, open_newest: integer }
 ---@field picker { backend: 'auto'|'telescope'|'fzf-lua'|'snacks'|'mini.pick'|'builtin'|'select' }
 ---@field keymaps table<string, string|false|table<string, string|false>>
@@ -256,9 +266,10 @@ function M.no_python()
   if setting then
     return ('no Python at %s (set by %s)'):format(py, setting)
   end
-  return ('no .venv in %s (the plugin is not built): run :Lazy build nodecode, or make install there'):format(
-    vim.fn.fnamemodify(M.root(), ':~')
-  )
+  return (
+    'no .venv in %s (the plugin is not built): '
+    .. 'run :Lazy build nodecode, or make install there'
+  ):format(vim.fn.fnamemodify(M.root(), ':~'))
 end
 
 --- Where this Neovim works, sent with each host call; nil fields use the

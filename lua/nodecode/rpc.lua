@@ -243,7 +243,8 @@ function M.describe(first)
 end
 M.validate = remote('NodecodeValidate') ---@type fun(text: string): table {ok, errors, summary}
 M.removed = remote('NodecodeRemoved') ---@type fun(): table[]
-M.recall = remote('NodecodeRecall') ---@type fun(query?: string, everywhere: boolean, every_kind?: boolean): table[]
+---@type fun(query?: string, everywhere: boolean, every_kind?: boolean): table[]
+M.recall = remote('NodecodeRecall')
 M.recall_entry = remote('NodecodeRecallEntry') ---@type fun(seq: integer, session?: string): string
 M.turn_messages = remote('NodecodeTurnMessages') ---@type fun(turn: integer): table[]
 M.sessions = remote('NodecodeSessions') ---@type fun(): table[]
@@ -260,8 +261,10 @@ M.rewind = remote('NodecodeRewind') ---@type fun(turn: integer, force: boolean):
 M.fork = remote('NodecodeFork') ---@type fun(turn?: integer): table {id}
 M.blob = remote('NodecodeBlob') ---@type fun(hash: string): string a kept file version
 -- The model (:NodecodeModel).
-M.models = remote('NodecodeModels') ---@type fun(): table[] {name, provider, model, source, window, current}
-M.use_model = remote('NodecodeUseModel') ---@type fun(name: string): table {provider, model, previous, lines}
+---@type fun(): table[] {name, provider, model, source, window, current}
+M.models = remote('NodecodeModels')
+---@type fun(name: string): table {provider, model, previous, lines}
+M.use_model = remote('NodecodeUseModel')
 
 --- Entry point of the host's events (nodecode.host module docstring lists them).
 ---@param event table

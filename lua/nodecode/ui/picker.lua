@@ -192,7 +192,8 @@ function M.insert_at(win, text, pos)
   end
   local row, col = unpack(api.nvim_win_get_cursor(win))
   local line = api.nvim_buf_get_lines(buf, row - 1, row, true)[1]
-  local at = line == '' and 0 or col + #vim.fn.strcharpart(line:sub(col + 1), 0, 1) -- after the cursor's character
+  -- after the cursor's character
+  local at = line == '' and 0 or col + #vim.fn.strcharpart(line:sub(col + 1), 0, 1)
   local before, after = line:sub(at, at), line:sub(at + 1, at + 1)
   local put = (before:match('^%S$') and ' ' or '') .. text .. (after:match('^%S$') and ' ' or '')
   api.nvim_buf_set_text(buf, row - 1, at, row - 1, at, { put })

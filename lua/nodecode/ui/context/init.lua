@@ -283,7 +283,8 @@ function M.target_window()
   then
     pos = 'above'
   end
-  local cmd = ({ split = 'split', vsplit = 'vsplit', tab = 'tabnew', above = 'aboveleft split' })[pos]
+  local cmds = { split = 'split', vsplit = 'vsplit', tab = 'tabnew', above = 'aboveleft split' }
+  local cmd = cmds[pos]
   if cmd then
     vim.cmd(cmd)
   end
