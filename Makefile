@@ -24,14 +24,32 @@ $(VENV)/.installed-%: $(STAMP)
 	$(PIP) -e '.[$*]'
 	@touch $@
 
+# The Lua checks. PyPI ships neither StyLua nor a Lua linter. StyLua comes from
+# the npm registry, under .venv (never global): its binary is in the platform
+# package stylua-bin depends on, so nothing is downloaded at run time. No
+# registry here has selene or lua-language-server; luacheck is Debian's
+# lua-check, which .ci/run installs (elsewhere: apt-get install lua-check).
+STYLUA_VERSION := 2.5.2
+NODE_PREFIX := $(VENV)/node
+STYLUA := $(NODE_PREFIX)/node_modules/.bin/stylua
+LUACHECK ?= luacheck
+
+$(NODE_PREFIX)/.installed-stylua-$(STYLUA_VERSION):
+	@command -v npm >/dev/null || { echo 'make: StyLua installs with npm (Node.js): none on PATH' >&2; exit 1; }
+	npm install --prefix $(NODE_PREFIX) --no-save --no-audit --no-fund --loglevel=error \
+		@johnnymorganz/stylua-bin@$(STYLUA_VERSION)
+	@touch $@
+
 # :help nodecode in any plugin manager, without a Neovim on PATH.
 doc/tags: doc/nodecode.txt scripts/helptags.py
 	$(PYTHON) scripts/helptags.py doc
 
 # Lint and formatting are part of the suite: CI runs exactly this.
-test: install $(VENV)/.installed-test
+test: install $(VENV)/.installed-test $(NODE_PREFIX)/.installed-stylua-$(STYLUA_VERSION)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(STYLUA) --check . .luacheckrc
+	@scripts/luacheck.sh $(LUACHECK)
 	$(VENV)/bin/pytest
 
 # The demo keeps .demo/ (its session comes back next time); demo-clean removes it.

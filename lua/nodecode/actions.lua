@@ -51,8 +51,12 @@ end
 function M.reload_files()
   for _, buf in ipairs(vim.api.nvim_list_bufs()) do
     local bo = vim.bo[buf]
-    if vim.api.nvim_buf_is_loaded(buf) and bo.buftype == '' and not bo.modified
-      and vim.api.nvim_buf_get_name(buf) ~= '' then
+    if
+      vim.api.nvim_buf_is_loaded(buf)
+      and bo.buftype == ''
+      and not bo.modified
+      and vim.api.nvim_buf_get_name(buf) ~= ''
+    then
       pcall(vim.cmd, ('silent! checktime %d'):format(buf))
     end
   end
@@ -106,7 +110,10 @@ function M.budget(arg)
   elseif arg ~= '' then
     n = tonumber(arg)
     if not n or n <= 0 or n % 1 ~= 0 then
-      error(('nodecode: :NodecodeBudget expects a window in tokens or "clear" (got %q)'):format(arg), 0)
+      error(
+        ('nodecode: :NodecodeBudget expects a window in tokens or "clear" (got %q)'):format(arg),
+        0
+      )
     end
   end
   say(rpc().budget(n), 'budget: unknown')
@@ -153,11 +160,22 @@ function M.blob(hash)
     vim.api.nvim_buf_set_name(buf, name)
   end
   vim.bo[buf].modifiable = true
-  vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split((text:gsub('\n$', '')), '\n', { plain = true }))
+  vim.api.nvim_buf_set_lines(
+    buf,
+    0,
+    -1,
+    false,
+    vim.split((text:gsub('\n$', '')), '\n', { plain = true })
+  )
   vim.bo[buf].modifiable, vim.bo[buf].bufhidden = false, 'wipe'
   vim.cmd('split')
   vim.api.nvim_win_set_buf(0, buf)
-  vim.keymap.set('n', 'q', '<cmd>close<cr>', { buffer = buf, nowait = true, desc = 'nodecode: close' })
+  vim.keymap.set(
+    'n',
+    'q',
+    '<cmd>close<cr>',
+    { buffer = buf, nowait = true, desc = 'nodecode: close' }
+  )
 end
 
 --- :NodecodeFork [TURN]: a new session from here (or from TURN), pinned at once.

@@ -22,7 +22,8 @@ local function is_file_buffer(buf)
     return false
   end
   local name = api.nvim_buf_get_name(buf)
-  return not vim.startswith(vim.bo[buf].filetype, 'nodecode') and not vim.startswith(name, 'nodecode://')
+  return not vim.startswith(vim.bo[buf].filetype, 'nodecode')
+    and not vim.startswith(name, 'nodecode://')
 end
 
 --- Remember the file buffer the person leaves (BufLeave, set up by commands.register).
@@ -90,7 +91,8 @@ function M.block(buf, first, last)
   buf = buf == 0 and api.nvim_get_current_buf() or buf
   local lines = api.nvim_buf_get_lines(buf, first - 1, last, false)
   local name = api.nvim_buf_get_name(buf)
-  local path = name ~= '' and M.shown_path(vim.fn.fnamemodify(name, ':p')) or ('[buffer %d]'):format(buf)
+  local path = name ~= '' and M.shown_path(vim.fn.fnamemodify(name, ':p'))
+    or ('[buffer %d]'):format(buf)
   return M.fence(path, first, last, lines, vim.bo[buf].filetype)
 end
 
@@ -118,7 +120,10 @@ local function file_lines(path)
   end
   local stat = vim.uv.fs_stat(real)
   if not stat or stat.type ~= 'file' then
-    error(('nodecode: %s is a %s, not a file'):format(what, stat and stat.type or 'missing file'), 0)
+    error(
+      ('nodecode: %s is a %s, not a file'):format(what, stat and stat.type or 'missing file'),
+      0
+    )
   end
   for _, buf in ipairs(api.nvim_list_bufs()) do -- the exact name (bufnr() takes a pattern)
     if api.nvim_buf_is_loaded(buf) and vim.uv.fs_realpath(api.nvim_buf_get_name(buf)) == real then
@@ -126,7 +131,14 @@ local function file_lines(path)
     end
   end
   if stat.size > MAX_BYTES then
-    error(('nodecode: %s is too big for an ask (%d bytes; at most %d)'):format(what, stat.size, MAX_BYTES), 0)
+    error(
+      ('nodecode: %s is too big for an ask (%d bytes; at most %d)'):format(
+        what,
+        stat.size,
+        MAX_BYTES
+      ),
+      0
+    )
   end
   local fd = assert(vim.uv.fs_open(real, 'r', 0))
   local data = vim.uv.fs_read(fd, stat.size, 0) or ''
@@ -163,8 +175,13 @@ local function next_token(line, init)
   local best
   for _, p in ipairs({ '#buffer', '#file:%S+' }) do
     local s, e = line:find(p, init)
-    while s and (s > 1 and not line:sub(s - 1, s - 1):match('[%s(]')
-      or (p == '#buffer' and line:sub(e + 1, e + 1):match('[%w_]'))) do
+    while
+      s
+      and (
+        s > 1 and not line:sub(s - 1, s - 1):match('[%s(]')
+        or (p == '#buffer' and line:sub(e + 1, e + 1):match('[%w_]'))
+      )
+    do
       s, e = line:find(p, e + 1)
     end
     if s and (not best or s < best[1]) then
@@ -296,7 +313,8 @@ function M.candidates(base)
   if vim.startswith('#buffer', base) then
     items[#items + 1] = { word = '#buffer', menu = 'the current buffer' }
   end
-  local prefix = vim.startswith(base, '#file:') and base:sub(7) or (vim.startswith('#file:', base) and '' or nil)
+  local prefix = vim.startswith(base, '#file:') and base:sub(7)
+    or (vim.startswith('#file:', base) and '' or nil)
   if prefix then
     for _, f in ipairs(vim.fn.getcompletion(prefix, 'file')) do
       items[#items + 1] = { word = '#file:' .. f, menu = 'a workspace file' }

@@ -193,9 +193,12 @@ end
 function M.complete_sessions(lead)
   local rpc = require('nodecode.rpc')
   local ok, rows = pcall(rpc.sessions)
-  return starting(lead, vim.tbl_map(function(r)
-    return r.id
-  end, ok and rows or {}))
+  return starting(
+    lead,
+    vim.tbl_map(function(r)
+      return r.id
+    end, ok and rows or {})
+  )
 end
 
 --- Run command `name`; errors become one message, not a traceback.
@@ -213,7 +216,13 @@ function M.register()
   for name, cmd in pairs(M.commands) do
     vim.api.nvim_create_user_command(name, function(o)
       M.run(name, o)
-    end, { desc = cmd.desc, nargs = cmd.nargs, complete = cmd.complete, bang = cmd.bang, range = cmd.range })
+    end, {
+      desc = cmd.desc,
+      nargs = cmd.nargs,
+      complete = cmd.complete,
+      bang = cmd.bang,
+      range = cmd.range,
+    })
   end
   require('nodecode.keymaps').plugs()
   -- `#buffer` typed in the chat's input area means the file buffer left last.

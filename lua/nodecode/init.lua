@@ -23,9 +23,12 @@ function M.status()
     require('nodecode.model').statusline(),
     require('nodecode.ui.status').line(),
   }
-  return table.concat(vim.tbl_filter(function(p)
-    return p ~= ''
-  end, parts), ' · ')
+  return table.concat(
+    vim.tbl_filter(function(p)
+      return p ~= ''
+    end, parts),
+    ' · '
+  )
 end
 
 --- Undo what loading nodecode did, for a plugin manager's reload (lazy.nvim

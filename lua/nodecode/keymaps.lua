@@ -42,7 +42,9 @@ M.actions = {
     fn = function()
       local context = require('nodecode.ui.context')
       if not context.state(0) then
-        return require('nodecode.message').info('restore works in the context buffer (:NodecodeContext)')
+        return require('nodecode.message').info(
+          'restore works in the context buffer (:NodecodeContext)'
+        )
       end
       local ok, err = pcall(require('nodecode.ui.context.restore').pick_removed, 0)
       if not ok then
@@ -56,14 +58,31 @@ M.actions = {
 -- the input area's own).
 local BUFFER_ACTIONS = {
   chat = { 'undo', 'redo', 'tree', 'status', 'recall', 'evict', 'fork', 'context', 'help' },
-  context = { 'undo', 'redo', 'tree', 'status', 'recall', 'evict', 'fork', 'context', 'chat', 'restore', 'help' },
+  context = {
+    'undo',
+    'redo',
+    'tree',
+    'status',
+    'recall',
+    'evict',
+    'fork',
+    'context',
+    'chat',
+    'restore',
+    'help',
+  },
 }
 M.BUFFER_ACTIONS = BUFFER_ACTIONS -- (ui/hints.lua lists them)
 
 --- Define every <Plug>(nodecode-ACTION) mapping (normal mode).
 function M.plugs()
   for name, a in pairs(M.actions) do
-    vim.keymap.set('n', ('<Plug>(nodecode-%s)'):format(name), a.fn, { desc = 'nodecode: ' .. a.desc })
+    vim.keymap.set(
+      'n',
+      ('<Plug>(nodecode-%s)'):format(name),
+      a.fn,
+      { desc = 'nodecode: ' .. a.desc }
+    )
   end
   vim.keymap.set('x', '<Plug>(nodecode-ask-selection)', function()
     require('nodecode.ask').selection()
@@ -78,7 +97,12 @@ function M.attach(buf, kind)
   for _, name in ipairs(BUFFER_ACTIONS[kind]) do
     local lhs = keys[name]
     if type(lhs) == 'string' and lhs ~= '' then
-      vim.keymap.set('n', lhs, M.actions[name].fn, { buffer = buf, desc = 'nodecode: ' .. M.actions[name].desc })
+      vim.keymap.set(
+        'n',
+        lhs,
+        M.actions[name].fn,
+        { buffer = buf, desc = 'nodecode: ' .. M.actions[name].desc }
+      )
     end
   end
 end

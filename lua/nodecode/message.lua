@@ -46,13 +46,23 @@ local function open_float(lines, level)
   api.nvim_buf_set_lines(buf, 0, -1, false, lines)
   vim.bo[buf].bufhidden, vim.bo[buf].modifiable = 'wipe', false
   shown = api.nvim_open_win(buf, false, {
-    relative = 'editor', anchor = 'SE', row = vim.o.lines - vim.o.cmdheight - 1, col = vim.o.columns,
-    width = width, height = height, style = 'minimal', border = 'rounded', title = ' ' .. TITLE .. ' ',
-    focusable = false, noautocmd = true, zindex = 150,
+    relative = 'editor',
+    anchor = 'SE',
+    row = vim.o.lines - vim.o.cmdheight - 1,
+    col = vim.o.columns,
+    width = width,
+    height = height,
+    style = 'minimal',
+    border = 'rounded',
+    title = ' ' .. TITLE .. ' ',
+    focusable = false,
+    noautocmd = true,
+    zindex = 150,
   })
   vim.wo[shown].wrap = true
   if level >= vim.log.levels.WARN then
-    vim.wo[shown].winhighlight = 'FloatBorder:' .. (level >= vim.log.levels.ERROR and 'ErrorMsg' or 'WarningMsg')
+    vim.wo[shown].winhighlight = 'FloatBorder:'
+      .. (level >= vim.log.levels.ERROR and 'ErrorMsg' or 'WarningMsg')
   end
   vim.on_key(function() -- the next key the person types closes it (after it ran)
     vim.schedule(close)

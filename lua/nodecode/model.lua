@@ -24,7 +24,8 @@ local function tokens(n)
   if type(n) ~= 'number' then
     return 'window unknown'
   end
-  return n >= 1e6 and ('%.1fM window'):format(n / 1e6) or ('%dk window'):format(math.floor(n / 1e3 + 0.5))
+  return n >= 1e6 and ('%.1fM window'):format(n / 1e6)
+    or ('%dk window'):format(math.floor(n / 1e3 + 0.5))
 end
 
 --- Work with `name` (PROVIDER/MODEL) from the next request on.
@@ -57,8 +58,12 @@ function M.pick()
     text = M.row,
     preview = function(r)
       return {
-        'provider  ' .. r.provider, 'model     ' .. r.model, 'window    ' .. tokens(r.window),
-        'from      ' .. r.source, '', r.current and 'the model in use now' or 'used from the next request',
+        'provider  ' .. r.provider,
+        'model     ' .. r.model,
+        'window    ' .. tokens(r.window),
+        'from      ' .. r.source,
+        '',
+        r.current and 'the model in use now' or 'used from the next request',
       }
     end,
     actions = { { name = 'use', key = key, fn = guard(function(r)

@@ -9,7 +9,8 @@ local HOST = 'nodecode'
 -- Channels shutdown() ended on purpose: their exit is no error.
 ---@type table<integer, boolean>
 local stopped = {}
-local BOOT = 'import sys; sys.path = [p for p in sys.path if p != ""]; import pynvim; pynvim.start_host()'
+local BOOT =
+  'import sys; sys.path = [p for p in sys.path if p != ""]; import pynvim; pynvim.start_host()'
 
 --- The one line worth showing of an error: Vim's wrappers ("...FuncUndefined
 --- Autocommands...Vim(return):E5108: Error executing lua ...") peeled off.
@@ -93,8 +94,18 @@ function M.register(path, specs)
   end
   for _, spec in ipairs(specs) do
     local name = spec.name
-    if spec.type == 'function' and vim.fn.exists('*' .. name) == 0 and vim.fn.exists('#FuncUndefined#' .. name) == 0 then
-      vim.fn['remote#define#FunctionOnHost'](HOST, path .. ':function:' .. name, spec.sync, name, spec.opts)
+    if
+      spec.type == 'function'
+      and vim.fn.exists('*' .. name) == 0
+      and vim.fn.exists('#FuncUndefined#' .. name) == 0
+    then
+      vim.fn['remote#define#FunctionOnHost'](
+        HOST,
+        path .. ':function:' .. name,
+        spec.sync,
+        name,
+        spec.opts
+      )
     end
   end
 end
@@ -232,7 +243,8 @@ function M.describe(first)
 end
 M.validate = remote('NodecodeValidate') ---@type fun(text: string): table {ok, errors, summary}
 M.removed = remote('NodecodeRemoved') ---@type fun(): table[]
-M.recall = remote('NodecodeRecall') ---@type fun(query?: string, everywhere: boolean, every_kind?: boolean): table[]
+---@type fun(query?: string, everywhere: boolean, every_kind?: boolean): table[]
+M.recall = remote('NodecodeRecall')
 M.recall_entry = remote('NodecodeRecallEntry') ---@type fun(seq: integer, session?: string): string
 M.turn_messages = remote('NodecodeTurnMessages') ---@type fun(turn: integer): table[]
 M.sessions = remote('NodecodeSessions') ---@type fun(): table[]
@@ -249,8 +261,10 @@ M.rewind = remote('NodecodeRewind') ---@type fun(turn: integer, force: boolean):
 M.fork = remote('NodecodeFork') ---@type fun(turn?: integer): table {id}
 M.blob = remote('NodecodeBlob') ---@type fun(hash: string): string a kept file version
 -- The model (:NodecodeModel).
-M.models = remote('NodecodeModels') ---@type fun(): table[] {name, provider, model, source, window, current}
-M.use_model = remote('NodecodeUseModel') ---@type fun(name: string): table {provider, model, previous, lines}
+---@type fun(): table[] {name, provider, model, source, window, current}
+M.models = remote('NodecodeModels')
+---@type fun(name: string): table {provider, model, previous, lines}
+M.use_model = remote('NodecodeUseModel')
 
 --- Entry point of the host's events (nodecode.host module docstring lists them).
 ---@param event table
@@ -258,11 +272,20 @@ function M._on_event(event)
   if not M.running() then
     return -- a stopped host's last words (after :Lazy reload): redrawing would start a new one
   end
-  for _, mod in ipairs({ 'nodecode.ui.chat', 'nodecode.ui.context', 'nodecode.ui.status', 'nodecode.ui.tree',
-    'nodecode.ui.progress' }) do
+  for _, mod in ipairs({
+    'nodecode.ui.chat',
+    'nodecode.ui.context',
+    'nodecode.ui.status',
+    'nodecode.ui.tree',
+    'nodecode.ui.progress',
+  }) do
     local ok, err = pcall(require(mod).on_event, event)
     if not ok then
-      require('nodecode.message').error('showing %s failed: %s', tostring(event.kind), first_line(err))
+      require('nodecode.message').error(
+        'showing %s failed: %s',
+        tostring(event.kind),
+        first_line(err)
+      )
     end
   end
 end

@@ -73,7 +73,10 @@ function M.choices(kind)
     { name = 'accept', label = 'accept' },
     { name = 'reject', label = 'reject' },
     { name = 'reason', label = 'reject with a reason' },
-    { name = 'always', label = ('always %s this session'):format(kind == 'shell' and 'run' or kind) },
+    {
+      name = 'always',
+      label = ('always %s this session'):format(kind == 'shell' and 'run' or kind),
+    },
     { name = 'help', label = 'keys' },
   }
 end
@@ -109,10 +112,16 @@ local function window(buf, lines, title, footer)
   width = math.min(width, vim.o.columns - 4)
   local height = math.max(1, math.min(#lines, vim.o.lines - 6))
   return api.nvim_open_win(buf, true, {
-    relative = 'editor', border = 'rounded', style = 'minimal',
-    title = ' ' .. title .. ' ', footer = footer, footer_pos = 'center',
-    width = width, height = height,
-    row = math.floor((vim.o.lines - height) / 2) - 1, col = math.floor((vim.o.columns - width) / 2),
+    relative = 'editor',
+    border = 'rounded',
+    style = 'minimal',
+    title = ' ' .. title .. ' ',
+    footer = footer,
+    footer_pos = 'center',
+    width = width,
+    height = height,
+    row = math.floor((vim.o.lines - height) / 2) - 1,
+    col = math.floor((vim.o.columns - width) / 2),
   })
 end
 
@@ -170,15 +179,24 @@ function M.open(ev, said)
   actions.close = actions.reject
   for name, lhs in pairs(keys()) do
     if type(lhs) == 'string' and lhs ~= '' and actions[name] then
-      vim.keymap.set('n', lhs, actions[name], { buffer = buf, nowait = true, desc = 'nodecode approval: ' .. name })
+      vim.keymap.set(
+        'n',
+        lhs,
+        actions[name],
+        { buffer = buf, nowait = true, desc = 'nodecode approval: ' .. name }
+      )
     end
   end
   -- Closing the window any other way refuses: nothing runs unseen.
-  api.nvim_create_autocmd('BufWipeout', { buffer = buf, once = true, callback = function()
-    vim.schedule(function()
-      answer(false, nil, 'refused')
-    end)
-  end })
+  api.nvim_create_autocmd('BufWipeout', {
+    buffer = buf,
+    once = true,
+    callback = function()
+      vim.schedule(function()
+        answer(false, nil, 'refused')
+      end)
+    end,
+  })
   return win
 end
 

@@ -35,9 +35,13 @@ local function prompt(kind, detail, done, ev)
   end
   local question = ('nodecode wants to %s:\n%s'):format(kind == 'shell' and 'run' or kind, detail)
   if how == 'select' then
-    vim.ui.select({ 'Yes', 'No' }, { prompt = question, kind = 'nodecode_approval' }, function(choice)
-      done(choice == 'Yes')
-    end)
+    vim.ui.select(
+      { 'Yes', 'No' },
+      { prompt = question, kind = 'nodecode_approval' },
+      function(choice)
+        done(choice == 'Yes')
+      end
+    )
   else
     done(vim.fn.confirm(question, '&Yes\n&No', 2, 'Question') == 1)
   end
@@ -132,7 +136,8 @@ local function chat_buf()
     buffer = buf,
     callback = function()
       local win = vim.api.nvim_get_current_win()
-      vim.w[win].nodecode_away = vim.api.nvim_win_get_cursor(win)[1] < vim.api.nvim_buf_line_count(buf)
+      vim.w[win].nodecode_away = vim.api.nvim_win_get_cursor(win)[1]
+        < vim.api.nvim_buf_line_count(buf)
     end,
   })
   local ok, history = pcall(require('nodecode.rpc').messages)

@@ -62,16 +62,40 @@ function M.open(source, keys)
   local width, height = math.max(40, math.floor(W * 0.9)), math.max(8, math.floor(H * 0.7))
   local col, row = math.floor((W - width) / 2), math.floor((H - height) / 2) - 1
   local lw = math.floor(width * 0.5)
-  local st = { source = source, shown = {}, sel = 1, closed = false, from = api.nvim_get_current_win() }
+  local st =
+    { source = source, shown = {}, sel = 1, closed = false, from = api.nvim_get_current_win() }
   st.cursor = api.nvim_win_get_cursor(st.from)
   st.pbuf, st.lbuf, st.vbuf = scratch(), scratch(), scratch()
   local common = { relative = 'editor', border = 'rounded', style = 'minimal' }
-  st.lwin = api.nvim_open_win(st.lbuf, false, vim.tbl_extend('force', common,
-    { row = row + 3, col = col, width = lw, height = height - 3, title = ' results ' }))
-  st.vwin = api.nvim_open_win(st.vbuf, false, vim.tbl_extend('force', common,
-    { row = row, col = col + lw + 2, width = width - lw - 2, height = height, title = ' preview ' }))
-  st.pwin = api.nvim_open_win(st.pbuf, true, vim.tbl_extend('force', common,
-    { row = row, col = col, width = lw, height = 1, title = title_of(source) }))
+  st.lwin = api.nvim_open_win(
+    st.lbuf,
+    false,
+    vim.tbl_extend(
+      'force',
+      common,
+      { row = row + 3, col = col, width = lw, height = height - 3, title = ' results ' }
+    )
+  )
+  st.vwin = api.nvim_open_win(
+    st.vbuf,
+    false,
+    vim.tbl_extend('force', common, {
+      row = row,
+      col = col + lw + 2,
+      width = width - lw - 2,
+      height = height,
+      title = ' preview ',
+    })
+  )
+  st.pwin = api.nvim_open_win(
+    st.pbuf,
+    true,
+    vim.tbl_extend(
+      'force',
+      common,
+      { row = row, col = col, width = lw, height = 1, title = title_of(source) }
+    )
+  )
   vim.wo[st.lwin].cursorline, vim.wo[st.lwin].wrap = true, false
   vim.wo[st.lwin].winhighlight = 'CursorLine:NodecodeMatch'
   require('nodecode.ui.highlights').setup()
@@ -160,25 +184,46 @@ function M.open(source, keys)
     st.filter(st.query)
   end
 
-  api.nvim_create_autocmd({ 'TextChanged', 'TextChangedI' }, { buffer = st.pbuf, callback = function()
-    st.filter(api.nvim_buf_get_lines(st.pbuf, 0, 1, false)[1])
-  end })
-  api.nvim_create_autocmd('BufLeave', { buffer = st.pbuf, once = true, callback = function()
-    st.close()
-  end })
+  api.nvim_create_autocmd({ 'TextChanged', 'TextChangedI' }, {
+    buffer = st.pbuf,
+    callback = function()
+      st.filter(api.nvim_buf_get_lines(st.pbuf, 0, 1, false)[1])
+    end,
+  })
+  api.nvim_create_autocmd('BufLeave', {
+    buffer = st.pbuf,
+    once = true,
+    callback = function()
+      st.close()
+    end,
+  })
   local function map(lhs, fn, desc)
     if type(lhs) == 'string' and lhs ~= '' then
       vim.keymap.set({ 'i', 'n' }, lhs, fn, { buffer = st.pbuf, nowait = true, desc = desc })
     end
   end
-  map(keys.next, function() st.move(1) end, 'next')
-  map('<Down>', function() st.move(1) end, 'next')
-  map(keys.prev, function() st.move(-1) end, 'previous')
-  map('<Up>', function() st.move(-1) end, 'previous')
-  map(keys.close, function() st.close() end, 'close')
-  map('<C-c>', function() st.close() end, 'close')
+  map(keys.next, function()
+    st.move(1)
+  end, 'next')
+  map('<Down>', function()
+    st.move(1)
+  end, 'next')
+  map(keys.prev, function()
+    st.move(-1)
+  end, 'previous')
+  map('<Up>', function()
+    st.move(-1)
+  end, 'previous')
+  map(keys.close, function()
+    st.close()
+  end, 'close')
+  map('<C-c>', function()
+    st.close()
+  end, 'close')
   for _, a in ipairs(source.actions) do
-    map(a.key, function() st.run(a) end, a.name)
+    map(a.key, function()
+      st.run(a)
+    end, a.name)
   end
   if source.toggle then
     map(source.toggle.key, st.toggle, 'toggle')

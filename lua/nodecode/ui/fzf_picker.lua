@@ -6,8 +6,21 @@
 
 local M = {}
 
-local NAMED = { cr = 'enter', esc = 'esc', tab = 'tab', ['s-tab'] = 'btab', bs = 'bspace', space = 'space',
-  up = 'up', down = 'down', left = 'left', right = 'right', del = 'del', home = 'home', ['end'] = 'end' }
+local NAMED = {
+  cr = 'enter',
+  esc = 'esc',
+  tab = 'tab',
+  ['s-tab'] = 'btab',
+  bs = 'bspace',
+  space = 'space',
+  up = 'up',
+  down = 'down',
+  left = 'left',
+  right = 'right',
+  del = 'del',
+  home = 'home',
+  ['end'] = 'end',
+}
 
 --- A Neovim key (`<M-y>`, `<C-x>`, `<CR>`, `<F2>`) in fzf's spelling.
 ---@param key string
@@ -51,9 +64,11 @@ local function previewer(source, item_of)
       self.win:update_preview_title(' entry ')
     end
   end
-  return { _ctor = function() -- fzf-lua makes the instance: P(previewer_opts, opts)
-    return P
-  end }
+  return {
+    _ctor = function() -- fzf-lua makes the instance: P(previewer_opts, opts)
+      return P
+    end,
+  }
 end
 
 --- Show `source` in fzf-lua.

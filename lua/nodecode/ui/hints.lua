@@ -75,9 +75,15 @@ local function picker_rows(source)
   if source and source.toggle and type(source.toggle.key) == 'string' then
     out[#out + 1] = { source.toggle.key, source.toggle.desc or 'switch what is searched' }
   end
-  vim.list_extend(out, rows_of(k, {
-    { 'next', 'next row' }, { 'prev', 'previous row' }, { 'close', 'close' }, { 'help', 'these keys' },
-  }))
+  vim.list_extend(
+    out,
+    rows_of(k, {
+      { 'next', 'next row' },
+      { 'prev', 'previous row' },
+      { 'close', 'close' },
+      { 'help', 'these keys' },
+    })
+  )
   return out
 end
 
@@ -89,10 +95,12 @@ end
 function M.rows(kind, source)
   local k = keymaps()
   if kind == 'chat' or kind == 'input' then
-    local own = kind == 'input' and {
-      { 'send', 'send the whole input as the ask' },
-      { 'send_insert', 'send the ask (insert mode)' },
-    } or {}
+    local own = kind == 'input'
+        and {
+          { 'send', 'send the whole input as the ask' },
+          { 'send_insert', 'send the ask (insert mode)' },
+        }
+      or {}
     own[#own + 1] = { 'stop', 'stop the running turn' }
     return vim.list_extend(rows_of(k, own), actions('chat'))
   elseif kind == 'context' then
@@ -156,9 +164,15 @@ function M.open(kind, source)
   width = math.min(width + 2, vim.o.columns - 4)
   local height = math.max(1, math.min(#lines, vim.o.lines - 6))
   M.win = api.nvim_open_win(buf, false, {
-    relative = 'editor', style = 'minimal', border = 'rounded', title = (' keys · %s '):format(kind),
-    width = width, height = height, zindex = 250,
-    row = math.floor((vim.o.lines - height) / 2) - 1, col = math.floor((vim.o.columns - width) / 2),
+    relative = 'editor',
+    style = 'minimal',
+    border = 'rounded',
+    title = (' keys · %s '):format(kind),
+    width = width,
+    height = height,
+    zindex = 250,
+    row = math.floor((vim.o.lines - height) / 2) - 1,
+    col = math.floor((vim.o.columns - width) / 2),
   })
   -- The next key closes it (and still does what it does); only this float,
   -- which that key may already have replaced with another.
@@ -185,7 +199,13 @@ function M.empty_chat(buf)
   local help = keymaps().help
   local text = ':Nodecode {text} asks · :Nodecode opens the input area'
     .. ((type(help) == 'string' and help ~= '') and (' · %s lists the keys'):format(help) or '')
-  api.nvim_buf_set_extmark(buf, ns, 0, 0, { virt_text = { { text, 'Comment' } }, virt_text_pos = 'overlay' })
+  api.nvim_buf_set_extmark(
+    buf,
+    ns,
+    0,
+    0,
+    { virt_text = { { text, 'Comment' } }, virt_text_pos = 'overlay' }
+  )
   api.nvim_buf_attach(buf, false, {
     on_lines = function()
       vim.schedule(function()

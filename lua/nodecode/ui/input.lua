@@ -44,7 +44,12 @@ local function input_buf()
     end, { buffer = buf, desc = 'nodecode: send the ask' })
   end
   if keys.stop then
-    vim.keymap.set('n', keys.stop, require('nodecode.ui.chat').stop, { buffer = buf, desc = 'nodecode: stop the turn' })
+    vim.keymap.set(
+      'n',
+      keys.stop,
+      require('nodecode.ui.chat').stop,
+      { buffer = buf, desc = 'nodecode: stop the turn' }
+    )
   end
   require('nodecode.keymaps').attach(buf, 'chat')
   return buf

@@ -1,10 +1,16 @@
 -- The mini.pick backend of ui/picker.lua: a nodecode.PickerSource shown with
--- MiniPick.start. A dynamic source sets the items itself on each query (as
+-- mini.pick's start. A dynamic source sets the items itself on each query (as
 -- mini.pick's grep_live does); a fixed one is matched by mini.pick. The first
 -- action is mini.pick's choose (<CR>); the others and the toggle are custom
 -- mappings. The preview is mini.pick's own (its toggle_preview key, <Tab>).
 
 local M = {}
+
+-- The module, required rather than read from the MiniPick global its setup()
+-- sets: the same table, without leaning on a global.
+local function pick()
+  return require('mini.pick')
+end
 
 ---@param source nodecode.PickerSource
 ---@return string
@@ -26,7 +32,7 @@ end
 ---@param fn fun(item: table)
 local function on_current(fn)
   return function()
-    local current = (MiniPick.get_picker_matches() or {}).current
+    local current = (pick().get_picker_matches() or {}).current
     if current then
       vim.schedule(function()
         fn(current.value)
@@ -45,20 +51,23 @@ local function mappings(source)
     end
   end
   if source.toggle and type(source.toggle.key) == 'string' and source.toggle.key ~= '' then
-    out.nodecode_toggle = { char = source.toggle.key, func = function()
-      source.toggle.fn()
-      MiniPick.set_picker_opts({ source = { name = title_of(source) } })
-      MiniPick.set_picker_query(MiniPick.get_picker_query()) -- asks the source again
-    end }
+    out.nodecode_toggle = {
+      char = source.toggle.key,
+      func = function()
+        source.toggle.fn()
+        pick().set_picker_opts({ source = { name = title_of(source) } })
+        pick().set_picker_query(pick().get_picker_query()) -- asks the source again
+      end,
+    }
   end
   return out
 end
 
 --- Show `source` in mini.pick (it returns when the picker stops).
 ---@param source nodecode.PickerSource
----@param opts? table MiniPick.start options laid over nodecode's
+---@param opts? table mini.pick's start options laid over nodecode's
 function M.pick(source, opts)
-  local pick = require('mini.pick')
+  local mini = pick()
   local first = source.actions[1].fn
   local spec = {
     source = {
@@ -81,18 +90,18 @@ function M.pick(source, opts)
     spec.source.items = {}
     spec.source.match = function(_, _, query)
       local ok, rows = pcall(source.items, table.concat(query))
-      pick.set_picker_items(items(source, ok and rows or {}), { do_match = false })
+      mini.set_picker_items(items(source, ok and rows or {}), { do_match = false })
     end
   else
     spec.source.items = items(source, source.items)
   end
   local query = source.query or ''
   vim.schedule(function()
-    if pick.is_picker_active() then
-      pick.set_picker_query(vim.split(query, ''))
+    if mini.is_picker_active() then
+      mini.set_picker_query(vim.split(query, ''))
     end
   end)
-  return pick.start(vim.tbl_deep_extend('force', spec, opts or {}))
+  return mini.start(vim.tbl_deep_extend('force', spec, opts or {}))
 end
 
 return M

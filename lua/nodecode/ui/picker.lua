@@ -76,8 +76,11 @@ function M.backend()
     end
     if not warned[want] then
       warned[want] = true
-      require('nodecode.message').warn('picker.backend is %q but %s is not installed: using the built-in picker',
-        want, M.BACKENDS[want].what)
+      require('nodecode.message').warn(
+        'picker.backend is %q but %s is not installed: using the built-in picker',
+        want,
+        M.BACKENDS[want].what
+      )
     end
     return 'builtin'
   end
@@ -98,11 +101,15 @@ end
 ---@param source nodecode.PickerSource
 local function ui_select(source)
   local title = type(source.title) == 'function' and source.title() or source.title
-  vim.ui.select(source.items, { prompt = title, format_item = source.text, kind = 'nodecode' }, function(item)
-    if item then
-      source.actions[1].fn(item)
+  vim.ui.select(
+    source.items,
+    { prompt = title, format_item = source.text, kind = 'nodecode' },
+    function(item)
+      if item then
+        source.actions[1].fn(item)
+      end
     end
-  end)
+  )
 end
 
 --- Show `source` in the configured picker.
@@ -155,7 +162,12 @@ local function open_entry(item)
   vim.bo[buf].filetype = 'nodecode-entry'
   vim.cmd('split')
   api.nvim_win_set_buf(0, buf)
-  vim.keymap.set('n', 'q', '<cmd>close<cr>', { buffer = buf, nowait = true, desc = 'nodecode: close' })
+  vim.keymap.set(
+    'n',
+    'q',
+    '<cmd>close<cr>',
+    { buffer = buf, nowait = true, desc = 'nodecode: close' }
+  )
 end
 
 --- Insert `text` after the cursor of window `win`, a space between it and
@@ -180,7 +192,8 @@ function M.insert_at(win, text, pos)
   end
   local row, col = unpack(api.nvim_win_get_cursor(win))
   local line = api.nvim_buf_get_lines(buf, row - 1, row, true)[1]
-  local at = line == '' and 0 or col + #vim.fn.strcharpart(line:sub(col + 1), 0, 1) -- after the cursor's character
+  -- after the cursor's character
+  local at = line == '' and 0 or col + #vim.fn.strcharpart(line:sub(col + 1), 0, 1)
   local before, after = line:sub(at, at), line:sub(at + 1, at + 1)
   local put = (before:match('^%S$') and ' ' or '') .. text .. (after:match('^%S$') and ' ' or '')
   api.nvim_buf_set_text(buf, row - 1, at, row - 1, at, { put })
@@ -208,7 +221,8 @@ end
 ---@param key string|false
 ---@return table
 local function hidden_row(key)
-  local how = type(key) == 'string' and key ~= '' and (key .. ' shows them') or 'keymaps.picker.kinds shows them'
+  local how = type(key) == 'string' and key ~= '' and (key .. ' shows them')
+    or 'keymaps.picker.kinds shows them'
   return { hidden = true, line = ('(only hidden export and request rows match: %s)'):format(how) }
 end
 
@@ -229,7 +243,12 @@ function M.recall(query, opts, start)
   local k = keys()
   --- Open again with the export and request rows shown (or hidden again).
   local function other_kinds()
-    M.recall(last, opts, { everywhere = mode.everywhere, every_kind = not mode.every_kind, from = from, cursor = cursor })
+    M.recall(last, opts, {
+      everywhere = mode.everywhere,
+      every_kind = not mode.every_kind,
+      from = from,
+      cursor = cursor,
+    })
   end
   --- `fn` for a row of the log; the hidden-rows row shows them instead.
   local function on_row(fn)
@@ -258,8 +277,12 @@ function M.recall(query, opts, start)
     items = function(q)
       last = q
       local rows = rpc().recall(q ~= '' and q or nil, mode.everywhere, mode.every_kind)
-      if #rows == 0 and not mode.everywhere and not mode.every_kind
-        and #rpc().recall(q ~= '' and q or nil, false, true) > 0 then
+      if
+        #rows == 0
+        and not mode.everywhere
+        and not mode.every_kind
+        and #rpc().recall(q ~= '' and q or nil, false, true) > 0
+      then
         return { hidden_row(k.kinds) } -- only hidden rows match: say how to see them
       end
       return rows
@@ -275,15 +298,28 @@ function M.recall(query, opts, start)
     end,
     actions = {
       { name = 'open', key = k.open, fn = on_row(open_entry) },
-      { name = 'insert', key = k.insert, fn = on_row(function(it)
-        M.insert_at(from, ('(recall-entry %d)'):format(it.seq), cursor)
-      end) },
+      {
+        name = 'insert',
+        key = k.insert,
+        fn = on_row(function(it)
+          M.insert_at(from, ('(recall-entry %d)'):format(it.seq), cursor)
+        end),
+      },
       { name = 'restore', key = k.restore, fn = on_row(restore) },
-      { name = 'kinds', key = k.kinds, desc = 'show or hide export and request rows', fn = guard(other_kinds) },
+      {
+        name = 'kinds',
+        key = k.kinds,
+        desc = 'show or hide export and request rows',
+        fn = guard(other_kinds),
+      },
     },
-    toggle = { key = k.toggle, desc = 'switch: this session / every session', fn = function()
-      mode.everywhere = not mode.everywhere
-    end },
+    toggle = {
+      key = k.toggle,
+      desc = 'switch: this session / every session',
+      fn = function()
+        mode.everywhere = not mode.everywhere
+      end,
+    },
   }, opts)
 end
 
@@ -302,7 +338,9 @@ function M.removed(items, on_choice)
     preview = function(it)
       return split(rpc().recall_entry(it.id))
     end,
-    actions = { { name = 'restore', key = keys().open, fn = require('nodecode.actions').guard(on_choice) } },
+    actions = {
+      { name = 'restore', key = keys().open, fn = require('nodecode.actions').guard(on_choice) },
+    },
   })
 end
 
@@ -321,20 +359,33 @@ function M.sessions(rows, on_choice, opts)
         return '+ new session'
       end
       local about = it.title ~= '' and it.title or it.first_ask
-      return ('%s %s  %s  %d turn%s  %s'):format(it.pinned and '*' or ' ', it.id, it.created,
-        it.turns, it.turns == 1 and '' or 's', about or '')
+      return ('%s %s  %s  %d turn%s  %s'):format(
+        it.pinned and '*' or ' ',
+        it.id,
+        it.created,
+        it.turns,
+        it.turns == 1 and '' or 's',
+        about or ''
+      )
     end,
     preview = function(it)
       if it.new then
         return { 'Start a new session and work in it.' }
       end
       return {
-        'session  ' .. it.id, 'parent   ' .. (it.parent ~= vim.NIL and it.parent or '-'),
-        'created  ' .. it.created, 'turns    ' .. it.turns, 'title    ' .. (it.title or ''),
-        '', 'first ask:', it.first_ask or '',
+        'session  ' .. it.id,
+        'parent   ' .. (it.parent ~= vim.NIL and it.parent or '-'),
+        'created  ' .. it.created,
+        'turns    ' .. it.turns,
+        'title    ' .. (it.title or ''),
+        '',
+        'first ask:',
+        it.first_ask or '',
       }
     end,
-    actions = { { name = 'use', key = keys().open, fn = require('nodecode.actions').guard(on_choice) } },
+    actions = {
+      { name = 'use', key = keys().open, fn = require('nodecode.actions').guard(on_choice) },
+    },
   }, opts)
 end
 

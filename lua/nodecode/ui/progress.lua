@@ -48,7 +48,8 @@ end
 ---@param name string
 ---@param data table
 function M.fire(name, data)
-  local ok, err = pcall(api.nvim_exec_autocmds, 'User', { pattern = name, data = data, modeline = false })
+  local ok, err =
+    pcall(api.nvim_exec_autocmds, 'User', { pattern = name, data = data, modeline = false })
   if not ok then
     require('nodecode.message').error('a %s autocommand failed: %s', name, tostring(err))
   end
@@ -171,7 +172,10 @@ function M.on_event(ev)
     if state.job == ev.job then
       finish()
     end
-    M.fire('NodecodeTurnFinished', nonil({ job = ev.job, status = ev.status, turn = ev.turn, error = ev.error }))
+    M.fire(
+      'NodecodeTurnFinished',
+      nonil({ job = ev.job, status = ev.status, turn = ev.turn, error = ev.error })
+    )
     return
   end
   draw()

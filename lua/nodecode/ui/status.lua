@@ -67,7 +67,11 @@ function M.format(r)
   end
   local budget = field(r, 'budget', 'budget_tokens')
   if budget and budget > 0 then
-    return ('ctx %s/%s %d%%'):format(short(fill), short(budget), math.floor(100 * fill / budget + 0.5))
+    return ('ctx %s/%s %d%%'):format(
+      short(fill),
+      short(budget),
+      math.floor(100 * fill / budget + 0.5)
+    )
   end
   return 'ctx ' .. short(fill)
 end
@@ -139,18 +143,27 @@ function M.open()
   vim.bo[buf].modifiable, vim.bo[buf].bufhidden = false, 'wipe'
   vim.bo[buf].filetype = 'nodecode-status'
   local win = api.nvim_open_win(buf, true, {
-    relative = 'editor', style = 'minimal', border = 'rounded', title = ' nodecode /context ',
-    width = width, height = height,
-    row = math.floor((vim.o.lines - height) / 2) - 1, col = math.floor((vim.o.columns - width) / 2),
+    relative = 'editor',
+    style = 'minimal',
+    border = 'rounded',
+    title = ' nodecode /context ',
+    width = width,
+    height = height,
+    row = math.floor((vim.o.lines - height) / 2) - 1,
+    col = math.floor((vim.o.columns - width) / 2),
   })
   for _, lhs in ipairs({ 'q', '<Esc>' }) do
     vim.keymap.set('n', lhs, function()
       pcall(api.nvim_win_close, win, true)
     end, { buffer = buf, nowait = true, desc = 'nodecode: close the report' })
   end
-  api.nvim_create_autocmd('WinLeave', { buffer = buf, once = true, callback = function()
-    pcall(api.nvim_win_close, win, true)
-  end })
+  api.nvim_create_autocmd('WinLeave', {
+    buffer = buf,
+    once = true,
+    callback = function()
+      pcall(api.nvim_win_close, win, true)
+    end,
+  })
   return win
 end
 

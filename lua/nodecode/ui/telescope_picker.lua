@@ -55,7 +55,13 @@ local function previewer(source)
     title = 'entry',
     define_preview = function(self, entry)
       local ok, lines = pcall(source.preview, entry.value)
-      vim.api.nvim_buf_set_lines(self.state.bufnr, 0, -1, false, ok and lines or { tostring(lines) })
+      vim.api.nvim_buf_set_lines(
+        self.state.bufnr,
+        0,
+        -1,
+        false,
+        ok and lines or { tostring(lines) }
+      )
     end,
   })
 end
@@ -72,44 +78,46 @@ function M.pick(source, opts)
   local actions = require('telescope.actions')
   local state = require('telescope.actions.state')
   local dynamic = type(source.items) == 'function'
-  pickers.new(opts, {
-    prompt_title = title_of(source),
-    default_text = source.query,
-    finder = finder(source),
-    sorter = dynamic and sorters.highlighter_only(opts) or conf.generic_sorter(opts),
-    previewer = source.preview and previewer(source) or nil,
-    attach_mappings = function(prompt_bufnr, map)
-      local function run(a)
-        return function()
-          local sel = state.get_selected_entry()
-          actions.close(prompt_bufnr)
-          if sel then
-            vim.schedule(function()
-              a.fn(sel.value)
-            end)
+  pickers
+    .new(opts, {
+      prompt_title = title_of(source),
+      default_text = source.query,
+      finder = finder(source),
+      sorter = dynamic and sorters.highlighter_only(opts) or conf.generic_sorter(opts),
+      previewer = source.preview and previewer(source) or nil,
+      attach_mappings = function(prompt_bufnr, map)
+        local function run(a)
+          return function()
+            local sel = state.get_selected_entry()
+            actions.close(prompt_bufnr)
+            if sel then
+              vim.schedule(function()
+                a.fn(sel.value)
+              end)
+            end
           end
         end
-      end
-      actions.select_default:replace(run(source.actions[1]))
-      for i, a in ipairs(source.actions) do
-        -- The first action is telescope's own select (<CR>); the rest get their keys.
-        if i > 1 and type(a.key) == 'string' and a.key ~= '' then
-          map({ 'i', 'n' }, a.key, run(a), { desc = 'nodecode: ' .. a.name })
+        actions.select_default:replace(run(source.actions[1]))
+        for i, a in ipairs(source.actions) do
+          -- The first action is telescope's own select (<CR>); the rest get their keys.
+          if i > 1 and type(a.key) == 'string' and a.key ~= '' then
+            map({ 'i', 'n' }, a.key, run(a), { desc = 'nodecode: ' .. a.name })
+          end
         end
-      end
-      if source.toggle and type(source.toggle.key) == 'string' and source.toggle.key ~= '' then
-        map({ 'i', 'n' }, source.toggle.key, function()
-          source.toggle.fn()
-          local picker = state.get_current_picker(prompt_bufnr)
-          picker:refresh(finder(source), { reset_prompt = false })
-          pcall(function()
-            picker.prompt_border:change_title(title_of(source))
-          end)
-        end, { desc = 'nodecode: toggle' })
-      end
-      return true
-    end,
-  }):find()
+        if source.toggle and type(source.toggle.key) == 'string' and source.toggle.key ~= '' then
+          map({ 'i', 'n' }, source.toggle.key, function()
+            source.toggle.fn()
+            local picker = state.get_current_picker(prompt_bufnr)
+            picker:refresh(finder(source), { reset_prompt = false })
+            pcall(function()
+              picker.prompt_border:change_title(title_of(source))
+            end)
+          end, { desc = 'nodecode: toggle' })
+        end
+        return true
+      end,
+    })
+    :find()
 end
 
 return M

@@ -78,7 +78,14 @@ function T:write(text)
   local follow = self:followers()
   local n, last = self:tail()
   vim.bo[self.buf].modifiable = true
-  vim.api.nvim_buf_set_text(self.buf, n - 1, #last, n - 1, #last, vim.split(text, '\n', { plain = true }))
+  vim.api.nvim_buf_set_text(
+    self.buf,
+    n - 1,
+    #last,
+    n - 1,
+    #last,
+    vim.split(text, '\n', { plain = true })
+  )
   vim.bo[self.buf].modifiable = false
   local rows = vim.api.nvim_buf_line_count(self.buf)
   for _, win in ipairs(follow) do

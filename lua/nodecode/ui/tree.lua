@@ -60,7 +60,8 @@ local function label(t)
     tags[#tags + 1] = 'head'
   end
   local right = span_text(t.span) .. (#tags > 0 and ('  ' .. table.concat(tags, ' · ')) or '')
-  return ('%s %d  %s'):format(marker, t.number, ask), right,
+  return ('%s %d  %s'):format(marker, t.number, ask),
+    right,
     t.head and 'NodecodeHead' or (t.on_path and 'Normal' or 'NodecodeUndone')
 end
 
@@ -183,7 +184,12 @@ function M.open_turn(turn)
   wo.foldmethod, wo.foldlevel, wo.wrap = 'manual', 0, true
   wo.foldtext = "v:lua.require'nodecode.ui.transcript'.foldtext()"
   view:refold(win)
-  vim.keymap.set('n', 'q', '<cmd>close<cr>', { buffer = buf, nowait = true, desc = 'nodecode: close' })
+  vim.keymap.set(
+    'n',
+    'q',
+    '<cmd>close<cr>',
+    { buffer = buf, nowait = true, desc = 'nodecode: close' }
+  )
 end
 
 ---@param fn fun(turn: integer)
@@ -224,7 +230,12 @@ local function keymaps(buf)
   }
   for name, fn in pairs(maps) do
     if type(k[name]) == 'string' and k[name] ~= '' then
-      vim.keymap.set('n', k[name], fn, { buffer = buf, nowait = true, desc = 'nodecode tree: ' .. name })
+      vim.keymap.set(
+        'n',
+        k[name],
+        fn,
+        { buffer = buf, nowait = true, desc = 'nodecode tree: ' .. name }
+      )
     end
   end
 end
@@ -244,7 +255,9 @@ function M.open()
   local head = draw(buf)
   local win = vim.fn.bufwinid(buf)
   if win == -1 then
-    vim.cmd(('botright %dsplit'):format(math.min(math.max(api.nvim_buf_line_count(buf) + 1, 5), 15)))
+    vim.cmd(
+      ('botright %dsplit'):format(math.min(math.max(api.nvim_buf_line_count(buf) + 1, 5), 15))
+    )
     win = api.nvim_get_current_win()
     api.nvim_win_set_buf(win, buf)
     vim.wo[win][0].number, vim.wo[win][0].wrap, vim.wo[win][0].cursorline = false, false, true

@@ -85,19 +85,23 @@ local function on_change(buf)
   local t = timers[buf] or vim.uv.new_timer()
   timers[buf] = t
   t:stop()
-  t:start(200, 0, vim.schedule_wrap(function()
-    local st = states[buf]
-    if not (st and api.nvim_buf_is_loaded(buf)) then
-      return
-    end
-    local blocks = view().scan(buf, st)
-    if #blocks ~= #st.blocks then
-      view().refresh(buf)
-    else
-      st.blocks = blocks
-      view().decorate(buf, st)
-    end
-  end))
+  t:start(
+    200,
+    0,
+    vim.schedule_wrap(function()
+      local st = states[buf]
+      if not (st and api.nvim_buf_is_loaded(buf)) then
+        return
+      end
+      local blocks = view().scan(buf, st)
+      if #blocks ~= #st.blocks then
+        view().refresh(buf)
+      else
+        st.blocks = blocks
+        view().decorate(buf, st)
+      end
+    end)
+  )
 end
 
 ---@type table<integer, boolean> buffers being reloaded by follow() (already attached)
@@ -137,30 +141,49 @@ end
 ---@param buf integer
 local function autocmds(buf)
   local group = api.nvim_create_augroup('nodecode_context_' .. buf, { clear = true })
-  api.nvim_create_autocmd('BufWriteCmd', { group = group, buffer = buf, callback = function(ev)
-    require('nodecode.ui.context.write').write(ev.buf, ev.match)
-  end })
-  api.nvim_create_autocmd('BufReadPost', { group = group, buffer = buf, callback = function(ev)
-    M.reloaded(ev.buf)
-  end })
-  api.nvim_create_autocmd('BufWinEnter', { group = group, buffer = buf, callback = function(ev)
-    local st = states[ev.buf]
-    if st then -- (also fires while `:edit!` reloads: the lines may be another export's)
-      st.blocks = view().scan(ev.buf, st)
-      view().fold(api.nvim_get_current_win(), ev.buf, st)
-    end
-  end })
-  api.nvim_create_autocmd({ 'TextChanged', 'InsertLeave' }, { group = group, buffer = buf,
+  api.nvim_create_autocmd('BufWriteCmd', {
+    group = group,
+    buffer = buf,
+    callback = function(ev)
+      require('nodecode.ui.context.write').write(ev.buf, ev.match)
+    end,
+  })
+  api.nvim_create_autocmd('BufReadPost', {
+    group = group,
+    buffer = buf,
+    callback = function(ev)
+      M.reloaded(ev.buf)
+    end,
+  })
+  api.nvim_create_autocmd('BufWinEnter', {
+    group = group,
+    buffer = buf,
+    callback = function(ev)
+      local st = states[ev.buf]
+      if st then -- (also fires while `:edit!` reloads: the lines may be another export's)
+        st.blocks = view().scan(ev.buf, st)
+        view().fold(api.nvim_get_current_win(), ev.buf, st)
+      end
+    end,
+  })
+  api.nvim_create_autocmd({ 'TextChanged', 'InsertLeave' }, {
+    group = group,
+    buffer = buf,
     callback = function(ev)
       on_change(ev.buf)
-    end })
-  api.nvim_create_autocmd('BufWipeout', { group = group, buffer = buf, callback = function(ev)
-    states[ev.buf] = nil
-    if timers[ev.buf] then
-      timers[ev.buf]:close()
-      timers[ev.buf] = nil
-    end
-  end })
+    end,
+  })
+  api.nvim_create_autocmd('BufWipeout', {
+    group = group,
+    buffer = buf,
+    callback = function(ev)
+      states[ev.buf] = nil
+      if timers[ev.buf] then
+        timers[ev.buf]:close()
+        timers[ev.buf] = nil
+      end
+    end,
+  })
 end
 
 --- A context buffer left by an earlier load of the plugin (`:Lazy reload`):
@@ -186,11 +209,15 @@ function M.adopt(buf)
     end
     return true
   end
-  api.nvim_create_autocmd('BufWriteCmd', { group = group, buffer = buf, callback = function(ev)
-    if reattach() then
-      require('nodecode.ui.context.write').write(ev.buf, ev.match)
-    end
-  end })
+  api.nvim_create_autocmd('BufWriteCmd', {
+    group = group,
+    buffer = buf,
+    callback = function(ev)
+      if reattach() then
+        require('nodecode.ui.context.write').write(ev.buf, ev.match)
+      end
+    end,
+  })
   api.nvim_create_autocmd('BufEnter', { group = group, buffer = buf, callback = reattach })
 end
 
@@ -204,9 +231,18 @@ function M.attach(buf, data)
   end
   require('nodecode.ui.highlights').setup()
   local fresh = states[buf] == nil
-  states[buf] = { path = data.path, session = data.session, first = data.first,
-    nonce = data.nonce, blocks = data.blocks, tokens = tokens, prefix = prefix, cached = cached,
-    cache = M.cache_of(data.cache), header = '^%[%[m:' .. data.nonce .. ' (%d+) %l+%]%]$' }
+  states[buf] = {
+    path = data.path,
+    session = data.session,
+    first = data.first,
+    nonce = data.nonce,
+    blocks = data.blocks,
+    tokens = tokens,
+    prefix = prefix,
+    cached = cached,
+    cache = M.cache_of(data.cache),
+    header = '^%[%[m:' .. data.nonce .. ' (%d+) %l+%]%]$',
+  }
   if vim.bo[buf].filetype ~= 'nodecode-context' then
     vim.bo[buf].filetype = 'nodecode-context'
   end
@@ -228,8 +264,13 @@ end
 function M.cache_of(c)
   c = type(c) == 'table' and c or {}
   local last = nonil(c.last)
-  return { through = nonil(c.through), system = c.system == true, fixed = nonil(c.fixed),
-    tokens = nonil(c.tokens), last = type(last) == 'table' and last or nil }
+  return {
+    through = nonil(c.through),
+    system = c.system == true,
+    fixed = nonil(c.fixed),
+    tokens = nonil(c.tokens),
+    last = type(last) == 'table' and last or nil,
+  }
 end
 
 --- The window to open the buffer in, per context.position.
@@ -237,10 +278,13 @@ end
 function M.target_window()
   local pos = require('nodecode.config').get().context.position
   local ft = vim.bo.filetype
-  if pos == 'current' and (ft == 'nodecode-chat' or ft == 'nodecode-input' or ft == 'nodecode-tree') then
+  if
+    pos == 'current' and (ft == 'nodecode-chat' or ft == 'nodecode-input' or ft == 'nodecode-tree')
+  then
     pos = 'above'
   end
-  local cmd = ({ split = 'split', vsplit = 'vsplit', tab = 'tabnew', above = 'aboveleft split' })[pos]
+  local cmds = { split = 'split', vsplit = 'vsplit', tab = 'tabnew', above = 'aboveleft split' }
+  local cmd = cmds[pos]
   if cmd then
     vim.cmd(cmd)
   end
@@ -324,9 +368,14 @@ end
 function M.switch(old, pinned)
   local st = states[old]
   if vim.bo[old].modified then
-    return message().warn('the context buffer holds unsaved edits of session %s, but this Neovim '
-      .. 'works in session %s now, where they cannot be saved: yank them, then :NodecodeContext '
-      .. 'opens the context of %s', st.session, pinned, pinned)
+    return message().warn(
+      'the context buffer holds unsaved edits of session %s, but this Neovim '
+        .. 'works in session %s now, where they cannot be saved: yank them, then :NodecodeContext '
+        .. 'opens the context of %s',
+      st.session,
+      pinned,
+      pinned
+    )
   end
   local wins = vim.fn.win_findbuf(old)
   if #wins == 0 then
@@ -357,7 +406,9 @@ function M.follow()
     return M.switch(assert(M.find()), pinned)
   end
   if vim.bo[buf].modified then
-    return message().warn('the context changed; the context buffer has unsaved changes, so it stays on its export')
+    return message().warn(
+      'the context changed; the context buffer has unsaved changes, so it stays on its export'
+    )
   end
   local data = rpc().context()
   if data.path ~= states[buf].path then

@@ -55,7 +55,10 @@ end
 function M.restore(id, role)
   local buf = context().find()
   if not buf then
-    return message().info('open the context buffer (:NodecodeContext) first, then restore message %d', id)
+    return message().info(
+      'open the context buffer (:NodecodeContext) first, then restore message %d',
+      id
+    )
   end
   local lnum = M.insert_header(buf, id, role)
   -- `:w` is what comes next: it must reach this buffer, not the chat the

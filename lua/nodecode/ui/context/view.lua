@@ -51,17 +51,26 @@ end
 -- 20,000-line buffer sets none, and edits never leave one on the wrong line.
 -- A closed fold shows the count in its fold text: drawn there only, so it is
 -- neither shown twice nor drawn over a long first line.
+---@param win integer
+---@param row integer 0-based
+local function folded(win, row)
+  return api.nvim_win_call(win, function()
+    return vim.fn.foldclosed(row + 1)
+  end) ~= -1
+end
+
 api.nvim_set_decoration_provider(ns_tokens, {
   on_win = function(_, _, buf)
     return state(buf) ~= nil
   end,
   on_line = function(_, win, buf, row)
     local text = M.token_text(buf, row)
-    if text and api.nvim_win_call(win, function()
-      return vim.fn.foldclosed(row + 1)
-    end) == -1 then
-      api.nvim_buf_set_extmark(buf, ns_tokens, row, 0, { ephemeral = true,
-        virt_text = { { text, 'NodecodeTokens' } }, virt_text_pos = 'right_align' })
+    if text and not folded(win, row) then
+      api.nvim_buf_set_extmark(buf, ns_tokens, row, 0, {
+        ephemeral = true,
+        virt_text = { { text, 'NodecodeTokens' } },
+        virt_text_pos = 'right_align',
+      })
     end
   end,
 })

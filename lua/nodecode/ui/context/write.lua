@@ -45,8 +45,10 @@ end
 function M.unsaved_words(st)
   local disk = disk_first_line(st.path)
   if disk and disk ~= st.first then
-    return ('the context buffer edits %s but %s is on disk: :e! loads it (yank your '
-      .. 'unsaved changes first)'):format(M.export_name(st.first), M.export_name(disk))
+    return (
+      'the context buffer edits %s but %s is on disk: :e! loads it (yank your '
+      .. 'unsaved changes first)'
+    ):format(M.export_name(st.first), M.export_name(disk))
   end
   return 'the context buffer has unsaved changes: :w saves them as an edit, :e! drops them'
 end
@@ -74,13 +76,23 @@ local function refuse(buf, problems)
   local diags = {}
   for _, p in ipairs(problems) do
     local lnum = math.max(0, math.min((tonumber(p[1]) or 1) - 1, api.nvim_buf_line_count(buf) - 1))
-    diags[#diags + 1] = { lnum = lnum, col = 0, severity = vim.diagnostic.severity.ERROR,
-      message = tostring(p[2]), source = 'nodecode' }
+    diags[#diags + 1] = {
+      lnum = lnum,
+      col = 0,
+      severity = vim.diagnostic.severity.ERROR,
+      message = tostring(p[2]),
+      source = 'nodecode',
+    }
   end
   vim.diagnostic.set(ns_diag(), buf, diags)
   local first = problems[1]
-  message().error('not written, %d problem%s; line %d: %s', #problems,
-    #problems == 1 and '' or 's', first[1], first[2])
+  message().error(
+    'not written, %d problem%s; line %d: %s',
+    #problems,
+    #problems == 1 and '' or 's',
+    first[1],
+    first[2]
+  )
 end
 
 ---@param ids any
@@ -103,14 +115,18 @@ function M.describe(s)
   local parts = vim.tbl_filter(function(x)
     return x ~= nil
   end, {
-    listed('delete', s.deleted), listed('rewrite', s.rewrote),
-    listed('note', s.notes), listed('restore', s.restored),
+    listed('delete', s.deleted),
+    listed('rewrite', s.rewrote),
+    listed('note', s.notes),
+    listed('restore', s.restored),
   })
   if #parts == 0 then
     return 'saved, unchanged: the next request reads the context as exported'
   end
-  local pairs_ = type(s.pairs) == 'table' and #s.pairs > 0
-    and ('; pairs: ' .. table.concat(s.pairs, '; ')) or ''
+  local pairs_ = type(s.pairs) == 'table'
+      and #s.pairs > 0
+      and ('; pairs: ' .. table.concat(s.pairs, '; '))
+    or ''
   return 'saved: the next request will ' .. table.concat(parts, ' · ') .. pairs_
 end
 
@@ -131,15 +147,28 @@ function M.write(buf, target)
   end
   local pinned = rpc().info().id
   if st.session ~= pinned then
-    return refuse(buf, { { 1, ('this buffer is the context of session %s, but this Neovim works in '
-      .. 'session %s now: yank your changes, then :NodecodeContext opens its context'):format(
-        st.session, pinned) } })
+    return refuse(buf, {
+      {
+        1,
+        (
+          'this buffer is the context of session %s, but this Neovim works in '
+          .. 'session %s now: yank your changes, then :NodecodeContext opens its context'
+        ):format(st.session, pinned),
+      },
+    })
   end
   local disk = disk_first_line(name)
   if disk and disk ~= st.first then
-    local name = M.export_name
-    return refuse(buf, { { 1, ('a newer export is on disk (%s; this buffer edits %s): '
-      .. ':e! loads it, dropping your unsaved changes (yank them first)'):format(name(disk), name(st.first)) } })
+    local export = M.export_name
+    return refuse(buf, {
+      {
+        1,
+        (
+          'a newer export is on disk (%s; this buffer edits %s): '
+          .. ':e! loads it, dropping your unsaved changes (yank them first)'
+        ):format(export(disk), export(st.first)),
+      },
+    })
   end
   local ok, r = pcall(rpc().validate, text)
   if not ok then
