@@ -1,9 +1,11 @@
 """The plugin registers itself on its own host: no :UpdateRemotePlugins, no
-g:python3_host_prog; its two functions match the Python decorators."""
+g:python3_host_prog; its two functions match the Python decorators, and the
+Lua calls only endpoints the host's table has."""
 
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -47,6 +49,38 @@ def test_the_registered_functions_are_the_python_decorators(nvim):
 
     assert sorted(registered, key=lambda s: s["name"]) == python_specs()
     assert [s["name"] for s in registered] == ["NodecodeCall", "NodecodeNotify"]
+
+
+# rpc.call('name', ...), pcall(rpc().call, 'name', ...), and in rpc.lua M.notify('name')
+LUA_CALL = re.compile(
+    r"(?<!function )(\brpc\(\)|\brpc|require\('nodecode\.rpc'\)|\bM)"
+    r"\.(call|notify)[(,]\s*([^,)]*)"
+)
+
+
+def lua_calls() -> list[tuple[str, str, str]]:
+    """(file:line, call or notify, the endpoint's name as written) of every call
+    through lua/nodecode/rpc.lua in the Lua tree."""
+    found = []
+    for path in sorted([*ROOT.glob("lua/**/*.lua"), *ROOT.glob("plugin/*.lua")]):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            for receiver, kind, name in LUA_CALL.findall(line):
+                if receiver != "M" or path.name == "rpc.lua":
+                    found.append((f"{path.relative_to(ROOT)}:{n}", kind, name))
+    return found
+
+
+def test_lua_calls_only_endpoints_the_host_has_and_of_their_kind():
+    calls = lua_calls()
+    wrong = [
+        (where, kind, name)
+        for where, kind, name in calls
+        if not re.fullmatch(r"'\w+'", name)
+        or name.strip("'") not in ENDPOINTS
+        or ENDPOINTS[name.strip("'")].notify != (kind == "notify")
+    ]
+
+    assert calls and not wrong, wrong
 
 
 def test_an_unknown_endpoint_is_one_error_line_naming_the_known_ones(nvim):
