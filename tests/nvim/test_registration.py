@@ -111,7 +111,7 @@ def test_update_remote_plugins_leaves_nodecode_out_of_the_python3_manifest(nvim,
     nvim.command("UpdateRemotePlugins")
 
     manifest = manifest_path.read_text()
-    assert "nodecode_nvim" not in manifest and "NodecodeAsk" not in manifest
+    assert "nodecode_nvim" not in manifest and "NodecodeCall" not in manifest
     assert nvim.exec_lua("return require('nodecode.rpc').call('info').id").startswith("s-")
 
 
