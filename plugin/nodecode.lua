@@ -27,10 +27,7 @@ call remote#host#Register('nodecode', '*', function('NodecodeHostFactory'))
 
 -- Registering defines the remote functions as stubs that start the host on
 -- first use (again after a :Lazy reload, whose deactivate stopped the host).
-require('nodecode.rpc').register(
-  vim.fn.resolve(root .. '/rplugin/python3/nodecode_nvim'),
-  require('nodecode.specs')
-)
+require('nodecode.rpc').register(vim.fn.resolve(root .. '/rplugin/python3/nodecode_nvim'))
 
 require('nodecode.commands').register()
 require('nodecode.ui.highlights').setup()

@@ -94,7 +94,7 @@ end
 ---@param arg string
 function M.evict(arg)
   arg = vim.trim(arg or '')
-  local r = rpc().evict(arg ~= '' and arg or nil)
+  local r = rpc().call('evict', arg ~= '' and arg or nil)
   say(r, 'evicted')
   M.after_change()
 end
@@ -116,7 +116,7 @@ function M.budget(arg)
       )
     end
   end
-  say(rpc().budget(n), 'budget: unknown')
+  say(rpc().call('budget', n), 'budget: unknown')
   require('nodecode.ui.status').refresh()
 end
 
@@ -124,7 +124,7 @@ end
 --- area, shown under the chat without taking the cursor or starting insert.
 ---@param force boolean
 function M.undo(force)
-  local r = rpc().undo(force)
+  local r = rpc().call('undo', force)
   say(r, 'undone')
   M.after_change()
   local ask = type(r) == 'table' and r.ask
@@ -143,7 +143,7 @@ end
 --- :NodecodeRedo[!]: the undone ask leaves the input area (its turn is back).
 ---@param force? boolean
 function M.redo(force)
-  say(rpc().redo(force == true), 'redone')
+  say(rpc().call('redo', force == true), 'redone')
   require('nodecode.ui.input').clear_undone()
   M.after_change()
 end
@@ -152,7 +152,7 @@ end
 ---@param hash string
 function M.blob(hash)
   hash = vim.trim(hash or '')
-  local text = rpc().blob(hash)
+  local text = rpc().call('blob', hash)
   local name = 'nodecode://blob/' .. hash
   local buf = vim.fn.bufnr('^' .. vim.pesc(name) .. '$')
   if buf == -1 then
@@ -181,7 +181,7 @@ end
 --- :NodecodeFork [TURN]: a new session from here (or from TURN), pinned at once.
 ---@param turn? integer
 function M.fork(turn)
-  local r = rpc().fork(turn) -- the host pins the child
+  local r = rpc().call('fork', turn) -- the host pins the child
   require('nodecode.ui.input').clear_undone()
   local id = type(r) == 'table' and r.id or r
   if type(id) == 'string' then
@@ -195,7 +195,7 @@ end
 --- Work in session `id` (nil: a new one) from now on.
 ---@param id? string
 function M.use_session(id)
-  local info = rpc().use_session(id)
+  local info = rpc().call('use_session', id)
   require('nodecode.ui.input').clear_undone()
   message().info('now in session %s', info.id)
   M.after_change()
@@ -209,7 +209,7 @@ function M.sessions(arg, opts)
   if arg ~= '' then
     return M.use_session(arg)
   end
-  require('nodecode.ui.picker').sessions(rpc().sessions(), function(item)
+  require('nodecode.ui.picker').sessions(rpc().call('sessions'), function(item)
     M.use_session(item.id)
   end, opts)
 end

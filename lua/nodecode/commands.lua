@@ -166,7 +166,7 @@ end
 function M.complete_turns(lead)
   local rpc = require('nodecode.rpc')
   local ok, items = pcall(function()
-    return rpc.running() and rpc.tree() or {}
+    return rpc.running() and rpc.call('tree') or {}
   end)
   local out = {}
   for _, t in ipairs(ok and items or {}) do
@@ -192,7 +192,7 @@ end
 ---@return string[]
 function M.complete_sessions(lead)
   local rpc = require('nodecode.rpc')
-  local ok, rows = pcall(rpc.sessions)
+  local ok, rows = pcall(rpc.call, 'sessions')
   return starting(
     lead,
     vim.tbl_map(function(r)

@@ -31,7 +31,7 @@ end
 --- Work with `name` (PROVIDER/MODEL) from the next request on.
 ---@param name string
 function M.use(name)
-  local r = rpc().use_model(name)
+  local r = rpc().call('use_model', name)
   chosen = ('%s/%s'):format(r.provider, r.model)
   require('nodecode.message').info('%s', table.concat(require('nodecode.actions').lines(r), '\n'))
   local status = require('nodecode.ui.status')
@@ -49,7 +49,7 @@ end
 --- Pick a model of the configured providers.
 ---@return table? the built-in picker's state
 function M.pick()
-  local rows = rpc().models()
+  local rows = rpc().call('models')
   local guard = require('nodecode.actions').guard
   local key = require('nodecode.config').get().keymaps.picker.open
   return require('nodecode.ui.picker').pick({
@@ -86,7 +86,7 @@ end
 ---@param lead string
 ---@return string[]
 function M.complete(lead)
-  local ok, rows = pcall(rpc().models)
+  local ok, rows = pcall(rpc().call, 'models')
   local out = {}
   for _, r in ipairs(ok and rows or {}) do
     if vim.startswith(r.name, lead) then

@@ -1,9 +1,19 @@
 -- The only module that talks to nodecode's host process: it starts the host
--- (the factory plugin/nodecode.lua registers), calls the remote functions,
+-- (the factory plugin/nodecode.lua registers), calls its endpoints by name
+-- through M.call and M.notify (python/nodecode/host.py ENDPOINTS lists them),
 -- turns their {ok, error} replies into Lua errors, and receives the events the
 -- host pushes back from its worker threads.
 
 local M = {}
+
+-- The remote plugin's two functions, as remote#host#RegisterPlugin wants them:
+-- the @pynvim decorators of rplugin/python3/nodecode_nvim (test_registration.py
+-- compares them). `opts` must be a dict, not `{}` (a list in Vimscript).
+---@type { type: 'function', name: string, sync: boolean, opts: table }[]
+local SPECS = {
+  { type = 'function', name = 'NodecodeCall', sync = true, opts = vim.empty_dict() },
+  { type = 'function', name = 'NodecodeNotify', sync = false, opts = vim.empty_dict() },
+}
 
 local HOST = 'nodecode'
 -- Channels shutdown() ended on purpose: their exit is no error.
@@ -87,18 +97,13 @@ end
 --- functions deleted with the old host: their start-on-first-use stubs are
 --- defined again, so the first call starts a new host.
 ---@param path string
----@param specs nodecode.RemoteSpec[]
-function M.register(path, specs)
-  if pcall(vim.fn['remote#host#RegisterPlugin'], HOST, path, specs) then
+function M.register(path)
+  if pcall(vim.fn['remote#host#RegisterPlugin'], HOST, path, SPECS) then
     return
   end
-  for _, spec in ipairs(specs) do
+  for _, spec in ipairs(SPECS) do
     local name = spec.name
-    if
-      spec.type == 'function'
-      and vim.fn.exists('*' .. name) == 0
-      and vim.fn.exists('#FuncUndefined#' .. name) == 0
-    then
+    if vim.fn.exists('*' .. name) == 0 and vim.fn.exists('#FuncUndefined#' .. name) == 0 then
       vim.fn['remote#define#FunctionOnHost'](
         HOST,
         path .. ':function:' .. name,
@@ -116,10 +121,10 @@ end
 function M.shutdown()
   if M.running() then
     local chan = vim.fn['remote#host#Require'](HOST)
-    if pcall(M.stop) then
+    if pcall(M.notify, 'stop') then
       vim.wait(5000, function()
-        local ok, info = pcall(M.info)
-        return not ok or info.job == nil
+        local ok, info = pcall(M.call, 'info')
+        return not ok or info.job == vim.NIL
       end, 20)
     end
     stopped[chan] = true
@@ -128,8 +133,8 @@ function M.shutdown()
     -- Forget the channel: the host is registered anew, not running.
     vim.cmd([[call remote#host#Register('nodecode', '*', function('NodecodeHostFactory'))]])
   end
-  for _, spec in ipairs(require('nodecode.specs')) do
-    if spec.type == 'function' and vim.fn.exists('*' .. spec.name) == 1 then
+  for _, spec in ipairs(SPECS) do
+    if vim.fn.exists('*' .. spec.name) == 1 then
       vim.cmd('delfunction ' .. spec.name)
     end
   end
@@ -142,81 +147,11 @@ function M.running()
   return ok and r == 1
 end
 
---- Call a sync remote function and unwrap its {ok, value | error} reply.
----@param fname string
----@return any
-local function call(fname, ...)
-  local ok, reply = pcall(vim.fn[fname], ...)
-  if not ok then
-    error('nodecode: ' .. first_line(reply), 0)
-  end
-  if type(reply) ~= 'table' or reply.ok == nil then
-    error(('nodecode: %s gave no reply (is the host running?)'):format(fname), 0)
-  end
-  if not reply.ok then
-    error('nodecode: ' .. first_line(reply.error), 0)
-  end
-  if reply.value == vim.NIL then
-    return nil
-  end
-  return reply.value
-end
-
---- Start a turn; returns the job id at once (the reply streams as events).
----@param text string
----@return integer job
-function M.ask(text)
-  return call('NodecodeAsk', require('nodecode.config').place(), text)
-end
-
---- Ask the running job (or every job) to stop. Fire-and-forget: the job's
---- `done` event says how it ended.
----@param job? integer
-function M.stop(job)
-  vim.fn.NodecodeStop(job or vim.NIL)
-end
-
---- Answer an approval prompt of a job; `extra` may hold `reason` (why not)
---- and `always` (allow the kind for the rest of the session).
----@param job integer
----@param id integer
----@param yes boolean
----@param extra? { reason?: string, always?: boolean }
----@return boolean
-function M.approval(job, id, yes, extra)
-  return call('NodecodeApproval', job, id, yes, extra or vim.empty_dict())
-end
-
---- The pinned session's history: a list of {seq, role, text}.
----@return { seq: integer, role: string, text: string }[]
-function M.messages()
-  return call('NodecodeMessages', require('nodecode.config').place())
-end
-
---- {id, home, store, cwd, job?} of the session this Neovim works in.
----@return { id: string, home: string, store: string, cwd: string, job?: integer }
-function M.info()
-  local info = call('NodecodeInfo', require('nodecode.config').place())
-  if info.job == vim.NIL then
-    info.job = nil
-  end
-  return info
-end
-
---- A remote function of the pinned session: fn(...) = F(place, ...).
----@param fname string
----@return fun(...): any
-local function remote(fname)
-  return function(...)
-    return call(fname, require('nodecode.config').place(), ...)
-  end
-end
-
 --- A reply's blocks, sent as one JSON string of columns (pynvim walks every
 --- value of a reply in Python: 2,000 tables were a third of :NodecodeContext),
 --- made into one table per block again.
----@param value table
----@return table
+---@param value any
+---@return any
 local function with_blocks(value)
   if type(value) == 'table' and type(value.blocks) == 'string' then
     local columns, blocks = vim.json.decode(value.blocks), {}
@@ -232,39 +167,37 @@ local function with_blocks(value)
   return value
 end
 
--- The context buffer, recall and sessions (python/nodecode/host.py has the contracts).
----@type fun(): table export + blocks
-function M.context()
-  return with_blocks(call('NodecodeContext', require('nodecode.config').place()))
+--- Call endpoint `name` of the host (python/nodecode/host.py ENDPOINTS has
+--- each one's arguments and reply) in the place this Neovim works in, and
+--- return its value; its error is raised as one line.
+---@param name string
+---@param ... any the endpoint's arguments
+---@return any
+function M.call(name, ...)
+  local place = require('nodecode.config').place()
+  local ok, reply = pcall(vim.fn.NodecodeCall, name, place, ...)
+  if not ok then
+    error('nodecode: ' .. first_line(reply), 0)
+  end
+  if type(reply) ~= 'table' or reply.ok == nil then
+    error(('nodecode: %s gave no reply (is the host running?)'):format(name), 0)
+  end
+  if not reply.ok then
+    error('nodecode: ' .. first_line(reply.error), 0)
+  end
+  if reply.value == vim.NIL then
+    return nil
+  end
+  return with_blocks(reply.value)
 end
----@type fun(first: string): table what context() says, of that export
-function M.describe(first)
-  return with_blocks(call('NodecodeDescribe', require('nodecode.config').place(), first))
+
+--- Send notification `name` to the host (a stop): returns at once, and the
+--- host shows its error, if any, as a message.
+---@param name string
+---@param ... any the endpoint's arguments
+function M.notify(name, ...)
+  vim.fn.NodecodeNotify(name, require('nodecode.config').place(), ...)
 end
-M.validate = remote('NodecodeValidate') ---@type fun(text: string): table {ok, errors, summary}
-M.removed = remote('NodecodeRemoved') ---@type fun(): table[]
----@type fun(query?: string, everywhere: boolean, every_kind?: boolean): table[]
-M.recall = remote('NodecodeRecall')
-M.recall_entry = remote('NodecodeRecallEntry') ---@type fun(seq: integer, session?: string): string
-M.turn_messages = remote('NodecodeTurnMessages') ---@type fun(turn: integer): table[]
-M.sessions = remote('NodecodeSessions') ---@type fun(): table[]
-M.use_session = remote('NodecodeUseSession') ---@type fun(id?: string): table
--- Budget and checkpoints.
-M.evict = remote('NodecodeEvict') ---@type fun(arg?: string): table {receipt}
-M.status = remote('NodecodeStatus') ---@type fun(): table
-M.budget = remote('NodecodeBudget') ---@type fun(n?: integer|'clear'): table {lines}
-M.undo = remote('NodecodeUndo') ---@type fun(force: boolean): table {lines, ask}
-M.redo = remote('NodecodeRedo') ---@type fun(force: boolean): table {lines}
-M.tree = remote('NodecodeTree') ---@type fun(): table[]
-M.continue_ = remote('NodecodeContinue') ---@type fun(turn: integer): any
-M.rewind = remote('NodecodeRewind') ---@type fun(turn: integer, force: boolean): any
-M.fork = remote('NodecodeFork') ---@type fun(turn?: integer): table {id}
-M.blob = remote('NodecodeBlob') ---@type fun(hash: string): string a kept file version
--- The model (:NodecodeModel).
----@type fun(): table[] {name, provider, model, source, window, current}
-M.models = remote('NodecodeModels')
----@type fun(name: string): table {provider, model, previous, lines}
-M.use_model = remote('NodecodeUseModel')
 
 --- Entry point of the host's events (nodecode.host module docstring lists them).
 ---@param event table

@@ -669,3 +669,66 @@ class Host:
         if not yes and pending.reason and not job.cancel.is_set():
             raise Refused(pending.reason)
         return yes
+
+
+# --- what Neovim may call ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A Host method Neovim calls by name. A request (rpc.call) returns its
+    value to the waiting caller; a notification (rpc.notify) returns at once,
+    and its error is shown as a message."""
+
+    method: Callable[..., Any]
+    notify: bool = False
+
+
+# The one list of what Neovim may call: the rplugin's NodecodeCall and
+# NodecodeNotify dispatch by these names, and Lua calls rpc.call(name, ...) or
+# rpc.notify(name, ...). A first parameter named ``ctx`` gets the place Lua
+# sends with every call; the others take the call's arguments, decoded by their
+# type hints (rplugin/python3/nodecode_nvim).
+ENDPOINTS: dict[str, Endpoint] = {
+    "ask": Endpoint(Host.ask),
+    "stop": Endpoint(Host.stop, notify=True),
+    "approval": Endpoint(Host.answer),
+    "messages": Endpoint(Host.messages),
+    "info": Endpoint(Host.session),
+    # the context buffer, recall and sessions
+    "context": Endpoint(Host.context),
+    "describe": Endpoint(Host.describe),
+    "validate": Endpoint(Host.validate),
+    "removed": Endpoint(Host.removed),
+    "recall": Endpoint(Host.recall),
+    "recall_entry": Endpoint(Host.recall_entry),
+    "turn_messages": Endpoint(Host.turn_messages),
+    "sessions": Endpoint(Host.sessions),
+    "use_session": Endpoint(Host.use_session),
+    # checkpoints and the budget
+    "undo": Endpoint(Host.undo),
+    "redo": Endpoint(Host.redo),
+    "tree": Endpoint(Host.tree),
+    "continue": Endpoint(Host.continue_),
+    "rewind": Endpoint(Host.rewind),
+    "fork": Endpoint(Host.fork),
+    "blob": Endpoint(Host.blob),
+    "status": Endpoint(Host.status),
+    "budget": Endpoint(Host.budget),
+    "evict": Endpoint(Host.evict),
+    # the model
+    "models": Endpoint(Host.models),
+    "use_model": Endpoint(Host.use_model),
+}
+
+
+def endpoint(name: Any, notify: bool) -> Callable[..., Any]:
+    """The Host method Neovim calls as ``name``, sent as a notification or a
+    request; an unknown name, or the wrong kind, is a UserError."""
+    found = ENDPOINTS.get(name) if isinstance(name, str) else None
+    if found is None:
+        raise UserError(f"no endpoint {name!r} (known: {', '.join(sorted(ENDPOINTS))})")
+    if found.notify != notify:
+        kind = "a notification (rpc.notify)" if found.notify else "a request (rpc.call)"
+        raise UserError(f"endpoint {name!r} is {kind}")
+    return found.method

@@ -90,7 +90,9 @@ def test_stop_during_a_slow_stream_stops_it_and_the_chat_says_stopped(nvim, home
 def test_sync_error_is_a_one_line_lua_error_and_async_calls_still_work(nvim, home, loopback):
     configure(home, loopback([{"text": LONG}], chunk_delay=0.2))
 
-    ok, err = nvim.exec_lua("return { pcall(require('nodecode.rpc').approval, 999, 1, true) }")
+    ok, err = nvim.exec_lua(
+        "return { pcall(require('nodecode.rpc').call, 'approval', 999, 1, true) }"
+    )
 
     assert ok is False and err == "nodecode: approval: no job 999 in this Neovim"
     nvim.command("Nodecode still there?")

@@ -40,5 +40,5 @@ def test_budget_and_status_follow_an_edited_config(nvim, home, loopback):
 
     shown = wait_for(lambda: [n for n in notes(nvim) if "window:" in n][1:])
     assert "window: 7000 tokens (config.jsonc)" in shown[0], shown
-    status = nvim.exec_lua("return require('nodecode.rpc').status()")
+    status = nvim.exec_lua("return require('nodecode.rpc').call('status')")
     assert status["window"] == 7000 and status["source"] == "config.jsonc"

@@ -90,7 +90,7 @@ def test_headers_show_token_counts_and_the_cached_prefix_is_marked(nvim, two_tur
     shown = screen(nvim, 12)
     nonce = nvim.current.buffer[0].split()[-1].rstrip("]")
     answer = tokens(ROUNDS[0]["text"])
-    report = nvim.exec_lua("return require('nodecode.rpc').status()")
+    report = nvim.exec_lua("return require('nodecode.rpc').call('status')")
     last, cache = report["last_request"], report["cache"]
     # The last request read everything up to the second ask: the mark sits
     # above the header of the reply that came after it, with the figures of

@@ -39,7 +39,7 @@ def mark(nv) -> tuple[int, int, int, int] | None:
 
 
 def status_text(nv) -> str:
-    return nv.exec_lua("return require('nodecode.rpc').status().text")
+    return nv.exec_lua("return require('nodecode.rpc').call('status').text")
 
 
 def test_the_mark_and_status_agree_and_an_edit_above_moves_the_mark(nvim, two_turns):

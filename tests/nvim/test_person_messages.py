@@ -174,7 +174,7 @@ def test_every_busy_refusal_says_a_turn_is_running_and_how_to_stop_it(
     nvim.command("NodecodeEvict through 1")
     nvim.command("NodecodeUndo")
     nvim.command(f"NodecodeSessions {other}")
-    host_says = nvim.exec_lua("return { pcall(require('nodecode.rpc').ask, 'again') }")[1]
+    host_says = nvim.exec_lua("return { pcall(require('nodecode.rpc').call, 'ask', 'again') }")[1]
 
     said = wait_for(lambda: [n["msg"] for n in notes(nvim)] if len(notes(nvim)) >= 4 else None)
     nvim.command("NodecodeStop")

@@ -218,14 +218,14 @@ def test_restore_action_puts_the_header_into_the_context_buffer(nvim, sessions, 
 
 def test_sessions_picker_resumes_another_session(nvim, sessions):
     older, current = sessions
-    assert nvim.exec_lua("return require('nodecode.rpc').info().id") == current
+    assert nvim.exec_lua("return require('nodecode.rpc').call('info').id") == current
     nvim.command("NodecodeSessions")
     rows = wait_rows(nvim, lambda rows: len(rows) == 3)["rows"]
     assert rows[0] == "+ new session" and rows[1].startswith(f"* {current}")
 
     nvim.input("where is<CR>")
 
-    wait_for(lambda: nvim.exec_lua("return require('nodecode.rpc').info().id") == older)
+    wait_for(lambda: nvim.exec_lua("return require('nodecode.rpc').call('info').id") == older)
 
 
 @pytest.mark.skipif(
@@ -294,7 +294,7 @@ def test_select_sends_the_simple_choices_to_vim_ui_select(nvim, sessions):
 
     nvim.command("NodecodeSessions")
 
-    wait_for(lambda: nvim.exec_lua("return require('nodecode.rpc').info().id") == older)
+    wait_for(lambda: nvim.exec_lua("return require('nodecode.rpc').call('info').id") == older)
     asked = nvim.exec_lua("return _G.asked")
     assert asked["prompt"] == "sessions" and asked["rows"][0] == "+ new session"
     nvim.command("NodecodeRecall")  # a search with actions: the built-in picker

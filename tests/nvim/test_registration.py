@@ -1,15 +1,19 @@
 """The plugin registers itself on its own host: no :UpdateRemotePlugins, no
-g:python3_host_prog, and its specs match the Python decorators."""
+g:python3_host_prog; its two functions match the Python decorators, and the
+Lua calls only endpoints the host's table has."""
 
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
 import pynvim
+from nodecode.host import ENDPOINTS
 
-from .conftest import ROOT, configure, shutdown
+from .conftest import ROOT, configure, shutdown, wait_for
+from .ui_helpers import notes, notified
 
 SHIM = ROOT / "rplugin" / "python3" / "nodecode_nvim" / "__init__.py"
 
@@ -32,7 +36,7 @@ def test_plugin_registers_and_its_host_starts_without_update_remote_plugins(nvim
     assert [p["path"] for p in plugins] == [str(SHIM.parent)]
     assert nvim.call("remote#host#IsRunning", "nodecode") == 0  # lazily: not yet
 
-    info = nvim.exec_lua("return require('nodecode.rpc').info()")
+    info = nvim.exec_lua("return require('nodecode.rpc').call('info')")
 
     assert info["id"].startswith("s-") and info["cwd"] == nvim.funcs.getcwd()
     assert nvim.call("remote#host#IsRunning", "nodecode") == 1
@@ -40,12 +44,64 @@ def test_plugin_registers_and_its_host_starts_without_update_remote_plugins(nvim
     assert nvim.vars.get("python3_host_prog") is None
 
 
-def test_lua_specs_equal_the_python_decorators(nvim):
-    lua = nvim.exec_lua("return require('nodecode.specs')")
+def test_the_registered_functions_are_the_python_decorators(nvim):
     registered = nvim.call("remote#host#PluginsForHost", "nodecode")[0]["specs"]
 
-    assert sorted(lua, key=lambda s: s["name"]) == python_specs()
-    assert registered == lua
+    assert sorted(registered, key=lambda s: s["name"]) == python_specs()
+    assert [s["name"] for s in registered] == ["NodecodeCall", "NodecodeNotify"]
+
+
+# rpc.call('name', ...), pcall(rpc().call, 'name', ...), and in rpc.lua M.notify('name')
+LUA_CALL = re.compile(
+    r"(?<!function )(\brpc\(\)|\brpc|require\('nodecode\.rpc'\)|\bM)"
+    r"\.(call|notify)[(,]\s*([^,)]*)"
+)
+
+
+def lua_calls() -> list[tuple[str, str, str]]:
+    """(file:line, call or notify, the endpoint's name as written) of every call
+    through lua/nodecode/rpc.lua in the Lua tree."""
+    found = []
+    for path in sorted([*ROOT.glob("lua/**/*.lua"), *ROOT.glob("plugin/*.lua")]):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            for receiver, kind, name in LUA_CALL.findall(line):
+                if receiver != "M" or path.name == "rpc.lua":
+                    found.append((f"{path.relative_to(ROOT)}:{n}", kind, name))
+    return found
+
+
+def test_lua_calls_only_endpoints_the_host_has_and_of_their_kind():
+    calls = lua_calls()
+    wrong = [
+        (where, kind, name)
+        for where, kind, name in calls
+        if not re.fullmatch(r"'\w+'", name)
+        or name.strip("'") not in ENDPOINTS
+        or ENDPOINTS[name.strip("'")].notify != (kind == "notify")
+    ]
+
+    assert calls and not wrong, wrong
+
+
+def test_an_unknown_endpoint_is_one_error_line_naming_the_known_ones(nvim):
+    ok, err = nvim.exec_lua("return { pcall(require('nodecode.rpc').call, 'nope', 1) }")
+    ok2, err2 = nvim.exec_lua("return { pcall(require('nodecode.rpc').call, 'stop') }")
+
+    assert ok is False and err == (
+        f"nodecode: no endpoint 'nope' (known: {', '.join(sorted(ENDPOINTS))})"
+    )
+    assert ok2 is False and err2 == "nodecode: endpoint 'stop' is a notification (rpc.notify)"
+
+
+def test_a_notification_that_fails_is_one_message_naming_it(nvim):
+    notified(nvim)
+    nvim.exec_lua("require('nodecode.rpc').notify('stop', 'x')")
+    nvim.exec_lua("require('nodecode.rpc').notify('ask', 'hi')")
+
+    assert wait_for(lambda: len(notes(nvim)) == 2 and notes(nvim)) == [
+        "nodecode: stop failed: ValueError: invalid literal for int() with base 10: 'x'",
+        "nodecode: ask failed: endpoint 'ask' is a request (rpc.call)",
+    ]
 
 
 def test_update_remote_plugins_leaves_nodecode_out_of_the_python3_manifest(nvim, tmp_path):
@@ -55,8 +111,8 @@ def test_update_remote_plugins_leaves_nodecode_out_of_the_python3_manifest(nvim,
     nvim.command("UpdateRemotePlugins")
 
     manifest = manifest_path.read_text()
-    assert "nodecode_nvim" not in manifest and "NodecodeAsk" not in manifest
-    assert nvim.exec_lua("return require('nodecode.rpc').info().id").startswith("s-")
+    assert "nodecode_nvim" not in manifest and "NodecodeCall" not in manifest
+    assert nvim.exec_lua("return require('nodecode.rpc').call('info').id").startswith("s-")
 
 
 def test_checkhealth_reports_no_error(nvim, home, loopback):
@@ -71,7 +127,7 @@ def test_checkhealth_reports_no_error(nvim, home, loopback):
 def test_a_host_that_cannot_start_is_a_one_line_error(nvim):
     nvim.vars["nodecode_python"] = "/nonexistent/python"
 
-    ok, err = nvim.exec_lua("return { pcall(require('nodecode.rpc').info) }")
+    ok, err = nvim.exec_lua("return { pcall(require('nodecode.rpc').call, 'info') }")
 
     assert ok is False
     assert err == "nodecode: no Python at /nonexistent/python (set by g:nodecode_python)"
@@ -92,7 +148,7 @@ def global_maps(nv) -> set[str]:
 def test_every_global_mapping_is_a_plug_one_the_rest_are_buffer_local(
     nvim, home, workspace, loopback, tmp_path
 ):
-    from .conftest import NVIM, chat, wait_for
+    from .conftest import NVIM, chat
     from .test_picker import picker
 
     empty = tmp_path / "init.lua"  # the same Neovim and plugins, without nodecode
@@ -119,7 +175,7 @@ def test_g_python3_host_prog_is_never_changed_nor_needed(nvim, home, loopback):
     nvim.vars["python3_host_prog"] = "/nonexistent/python3"  # would break anything that used it
     configure(home, loopback([{"text": "hello"}]))
 
-    info = nvim.exec_lua("return require('nodecode.rpc').info()")
+    info = nvim.exec_lua("return require('nodecode.rpc').call('info')")
     nvim.command("checkhealth nodecode")
 
     assert info["id"].startswith("s-")

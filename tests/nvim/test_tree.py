@@ -55,7 +55,7 @@ def tree_lines(nv: pynvim.Nvim) -> list[str]:
 
 def head(nv: pynvim.Nvim) -> int:
     return nv.exec_lua("""
-        for _, t in ipairs(require('nodecode.rpc').tree()) do
+        for _, t in ipairs(require('nodecode.rpc').call('tree')) do
           if t.head then return t.number end
         end""")
 
@@ -131,7 +131,7 @@ def test_fork_key_makes_a_child_session_this_neovim_works_in(nvim, branched):
     nvim.input("f")
 
     def other_session() -> str | None:
-        sid = nvim.exec_lua("return require('nodecode.rpc').info().id")
+        sid = nvim.exec_lua("return require('nodecode.rpc').call('info').id")
         return sid if sid != branched else None
 
     child = wait_for(other_session)

@@ -150,7 +150,7 @@ function M.open(ev, said)
     if api.nvim_win_is_valid(from) then
       pcall(api.nvim_set_current_win, from)
     end
-    local ok, err = pcall(require('nodecode.rpc').approval, ev.job, ev.id, yes, extra)
+    local ok, err = pcall(require('nodecode.rpc').call, 'approval', ev.job, ev.id, yes, extra)
     said(what .. (ok and '' or (' (' .. require('nodecode.message').reason(err) .. ')')))
   end
 

@@ -59,7 +59,7 @@ local function approve(ev)
       end)
     end
     prompt(ev.approval, ev.detail, function(yes)
-      local ok, err = pcall(require('nodecode.rpc').approval, ev.job, ev.id, yes)
+      local ok, err = pcall(require('nodecode.rpc').call, 'approval', ev.job, ev.id, yes)
       local said = (yes and 'approved' or 'refused')
         .. (ok and '' or (' (' .. message().reason(err) .. ')'))
       if state.view then
@@ -140,7 +140,7 @@ local function chat_buf()
         < vim.api.nvim_buf_line_count(buf)
     end,
   })
-  local ok, history = pcall(require('nodecode.rpc').messages)
+  local ok, history = pcall(require('nodecode.rpc').call, 'messages')
   if ok then
     state.view:history(history)
   else
@@ -200,7 +200,7 @@ function M.ask(text)
   M.show_for_ask()
   state.view:ask(text)
   state.view:reply_header()
-  local ok, job = pcall(require('nodecode.rpc').ask, text)
+  local ok, job = pcall(require('nodecode.rpc').call, 'ask', text)
   if not ok then
     state.view:done('failed', message().reason(job))
     message().caught(job)
@@ -261,7 +261,7 @@ function M.stop()
   if not state.job then
     return message().info('nothing is running')
   end
-  require('nodecode.rpc').stop(state.job)
+  require('nodecode.rpc').notify('stop', state.job)
 end
 
 --- Show a line of the plugin's own in the chat (not part of the session).
@@ -288,7 +288,7 @@ function M.reload()
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, {})
   vim.api.nvim_buf_clear_namespace(buf, vim.api.nvim_create_namespace('nodecode_transcript'), 0, -1)
   state.view = Transcript.new(buf)
-  local ok, history = pcall(require('nodecode.rpc').messages)
+  local ok, history = pcall(require('nodecode.rpc').call, 'messages')
   if not ok then
     return message().caught(history)
   end

@@ -149,7 +149,7 @@ end
 --- Open the whole entry in a scratch buffer, in a split.
 ---@param item table a recall row
 local function open_entry(item)
-  local text = rpc().recall_entry(item.seq, item.session)
+  local text = rpc().call('recall_entry', item.seq, item.session)
   local name = ('nodecode://entry/%s/%d'):format(item.session or '', item.seq)
   local buf = vim.fn.bufnr(name)
   if buf == -1 then
@@ -204,12 +204,12 @@ end
 ---@param item table
 local function restore(item)
   local message = require('nodecode.message')
-  local info = rpc().info()
+  local info = rpc().call('info')
   if item.session and item.session ~= info.id then
     local why = 'seq %d is in session %s: only messages of this session can be restored'
     return message.warn(why, item.seq, item.session)
   end
-  for _, m in ipairs(rpc().removed()) do
+  for _, m in ipairs(rpc().call('removed')) do
     if m.id == item.seq then
       return require('nodecode.ui.context.restore').restore(m.id, m.role)
     end
@@ -276,12 +276,12 @@ function M.recall(query, opts, start)
     query = last,
     items = function(q)
       last = q
-      local rows = rpc().recall(q ~= '' and q or nil, mode.everywhere, mode.every_kind)
+      local rows = rpc().call('recall', q ~= '' and q or nil, mode.everywhere, mode.every_kind)
       if
         #rows == 0
         and not mode.everywhere
         and not mode.every_kind
-        and #rpc().recall(q ~= '' and q or nil, false, true) > 0
+        and #rpc().call('recall', q ~= '' and q or nil, false, true) > 0
       then
         return { hidden_row(k.kinds) } -- only hidden rows match: say how to see them
       end
@@ -294,7 +294,7 @@ function M.recall(query, opts, start)
       if it.hidden then
         return { it.line }
       end
-      return split(rpc().recall_entry(it.seq, it.session))
+      return split(rpc().call('recall_entry', it.seq, it.session))
     end,
     actions = {
       { name = 'open', key = k.open, fn = on_row(open_entry) },
@@ -336,7 +336,7 @@ function M.removed(items, on_choice)
       return ('%d %s · %s'):format(it.id, it.role, it.first_line or '')
     end,
     preview = function(it)
-      return split(rpc().recall_entry(it.id))
+      return split(rpc().call('recall_entry', it.id))
     end,
     actions = {
       { name = 'restore', key = keys().open, fn = require('nodecode.actions').guard(on_choice) },
@@ -345,7 +345,7 @@ function M.removed(items, on_choice)
 end
 
 --- Pick a session to work in, or a new one.
----@param rows table[] rpc.sessions()
+---@param rows table[] rpc.call('sessions')
 ---@param on_choice fun(item: table) item.id is nil for a new session
 ---@param opts? table the backend's own options
 function M.sessions(rows, on_choice, opts)

@@ -99,7 +99,7 @@ function M.refresh()
     if not rpc.running() then
       return
     end
-    local ok, r = pcall(rpc.status)
+    local ok, r = pcall(rpc.call, 'status')
     if ok then
       cached = M.format(r)
       pcall(vim.cmd, 'redrawstatus!')
@@ -129,7 +129,7 @@ end
 --- :NodecodeStatus — the /context report in a float; q or <Esc> closes it.
 ---@return integer win
 function M.open()
-  local r = require('nodecode.rpc').status()
+  local r = require('nodecode.rpc').call('status')
   cached = M.format(r)
   local lines = report_lines(r)
   local width = 20

@@ -66,7 +66,7 @@ local function label(t)
 end
 
 --- The tree's lines: {text, hl, turn} in drawing order.
----@param items table[] rpc.tree()
+---@param items table[] rpc.call('tree')
 ---@return { [1]: string, [2]: string, [3]: integer }[]
 function M.render(items)
   local by, kids, roots = {}, {}, {}
@@ -131,7 +131,7 @@ end
 ---@param buf integer
 ---@return integer?
 local function draw(buf)
-  local rows = M.render(rpc().tree())
+  local rows = M.render(rpc().call('tree'))
   local lines, head = {}, nil
   state.rows = {}
   for i, r in ipairs(rows) do
@@ -176,7 +176,7 @@ function M.open_turn(turn)
   vim.bo[buf].bufhidden = 'wipe'
   vim.bo[buf].filetype = 'nodecode-chat'
   local view = require('nodecode.ui.transcript').new(buf)
-  view:history(rpc().turn_messages(turn))
+  view:history(rpc().call('turn_messages', turn))
   vim.cmd('botright split')
   local win = api.nvim_get_current_win()
   api.nvim_win_set_buf(win, buf)
@@ -211,13 +211,13 @@ local function keymaps(buf)
   end
   local maps = {
     continue = on_turn(function(n)
-      moved(rpc().continue_(n), ('head at turn %d (files stay)'):format(n))
+      moved(rpc().call('continue', n), ('head at turn %d (files stay)'):format(n))
     end),
     rewind = on_turn(function(n)
-      moved(rpc().rewind(n, false), ('rewound to turn %d'):format(n))
+      moved(rpc().call('rewind', n, false), ('rewound to turn %d'):format(n))
     end),
     rewind_force = on_turn(function(n)
-      moved(rpc().rewind(n, true), ('rewound to turn %d'):format(n))
+      moved(rpc().call('rewind', n, true), ('rewound to turn %d'):format(n))
     end),
     fork = on_turn(actions.fork),
     open = on_turn(M.open_turn),

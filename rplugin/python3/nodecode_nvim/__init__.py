@@ -5,18 +5,24 @@ the plugin's .venv with NODECODE_NVIM_HOST=1), never in the shared python3
 host: if ``:UpdateRemotePlugins`` finds this package, the class is left
 undecorated, so that host registers nothing and the user's manifest stays clean.
 
-Every sync handler goes through ``never_raise``: a sync handler that raises
+Neovim sees two functions: NodecodeCall (a request) and NodecodeNotify (a
+notification), which dispatch by name through ``nodecode.host.ENDPOINTS``; an
+endpoint is added there, never here. lua/nodecode/rpc.lua registers the two
+(tests/nvim/test_registration.py compares them with the decorators).
+
+The request handler goes through ``never_raise``: a sync handler that raises
 leaves Neovim's ``remote#define#request`` busy counter stuck, after which
-every async handler of the host is queued forever. Lua raises instead
-(lua/nodecode/rpc.lua). The specs here must match lua/nodecode/specs.lua.
+every async handler of the host is queued forever. Lua raises instead.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 import sys
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -54,12 +60,36 @@ def _int_or_none(value: Any) -> int | None:
     return None if value is None or value == "" else int(value)
 
 
-def _columns(value: dict) -> dict:
-    """``value`` with its blocks sent as one JSON string of columns: pynvim walks
-    every value of a reply in Python and Neovim decodes each into a table (2,000
-    blocks of 6 fields were a third of :NodecodeContext); rpc.lua makes the
-    blocks again."""
-    blocks = value.get("blocks") or []
+def _decoder(hint: Any) -> Callable[[Any], Any]:
+    """How an argument from Lua becomes a parameter hinted ``hint``: str, int and
+    bool convert it (nil: "", 0, False), ``int | None`` reads nil and "" as None,
+    and any other hint takes it as Lua sent it."""
+    if hint in (str, int, bool):
+        return lambda value: hint() if value is None else hint(value)
+    if hint == int | None:
+        return _int_or_none
+    return lambda value: value
+
+
+@functools.cache
+def _signature(method: Callable[..., Any]) -> tuple[bool, tuple[Callable[[Any], Any], ...]]:
+    """Whether ``method`` takes the place (its first parameter is ``ctx``), and
+    a decoder for each of its other parameters."""
+    hints = typing.get_type_hints(method)
+    names = list(inspect.signature(method).parameters)[1:]  # self is the host
+    takes_place = names[:1] == ["ctx"]
+    rest = names[1:] if takes_place else names
+    return takes_place, tuple(_decoder(hints.get(n)) for n in rest)
+
+
+def _columns(value: Any) -> Any:
+    """A reply's blocks (context, describe) as one JSON string of columns: pynvim
+    walks every value of a reply in Python and Neovim decodes each into a table
+    (2,000 blocks of 6 fields were a third of :NodecodeContext); rpc.lua makes
+    the blocks again."""
+    if not isinstance(value, dict) or not isinstance(value.get("blocks"), list):
+        return value
+    blocks = value["blocks"]
     keys = list(blocks[0]) if blocks else []
     columns = {k: [b.get(k) for b in blocks] for k in keys}
     return {**value, "blocks": json.dumps(columns, separators=(",", ":"))}
@@ -87,151 +117,34 @@ class NodecodePlugin:
         self.nvim = nvim
         self.host = Host(_NvimPort(nvim))
 
-    @pynvim.function("NodecodeAsk", sync=True)
+    @pynvim.function("NodecodeCall", sync=True)
     @never_raise
-    def ask(self, args: list) -> int:
-        return self.host.ask(_arg(args, 0, {}), str(_arg(args, 1, "")))
+    def call(self, args: list) -> Any:
+        """NodecodeCall(name, place, ...): the value of the host's endpoint ``name``."""
+        return _columns(self._dispatch(args, notify=False))
 
-    @pynvim.function("NodecodeStop", sync=False)
-    def stop(self, args: list) -> None:
+    @pynvim.function("NodecodeNotify", sync=False)
+    def notify(self, args: list) -> None:
+        """NodecodeNotify(name, place, ...): no reply; an error becomes a message."""
         try:
-            job = _arg(args, 0)
-            self.host.stop(int(job) if job is not None else None)
+            self._dispatch(args, notify=True)
         except Exception as e:  # noqa: BLE001 -- async: report, never raise into the host
             from nodecode.host import one_line
 
-            self._notify(f"stop failed: {one_line(e)}")
+            self._notify(f"{_arg(args, 0)} failed: {one_line(e)}")
 
-    @pynvim.function("NodecodeApproval", sync=True)
-    @never_raise
-    def approval(self, args: list) -> bool:
-        job, approval = int(_arg(args, 0, 0)), int(_arg(args, 1, 0))
-        return self.host.answer(job, approval, bool(_arg(args, 2)), _arg(args, 3))
+    def _dispatch(self, args: list, notify: bool) -> Any:
+        """Call the endpoint named by ``args[0]`` (nodecode.host.ENDPOINTS) with
+        the place ``args[1]`` and the decoded arguments after it."""
+        from nodecode.host import endpoint
 
-    @pynvim.function("NodecodeMessages", sync=True)
-    @never_raise
-    def messages(self, args: list) -> list:
-        return self.host.messages(_arg(args, 0, {}))
-
-    @pynvim.function("NodecodeInfo", sync=True)
-    @never_raise
-    def info(self, args: list) -> dict:
-        return self.host.session(_arg(args, 0, {}))
-
-    # --- the context buffer, recall, sessions (lua/nodecode/ui/*) -----------
-
-    @pynvim.function("NodecodeContext", sync=True)
-    @never_raise
-    def context(self, args: list) -> dict:
-        return _columns(self.host.context(_arg(args, 0, {})))
-
-    @pynvim.function("NodecodeDescribe", sync=True)
-    @never_raise
-    def describe(self, args: list) -> dict:
-        return _columns(self.host.describe(_arg(args, 0, {}), str(_arg(args, 1, ""))))
-
-    @pynvim.function("NodecodeValidate", sync=True)
-    @never_raise
-    def validate(self, args: list) -> dict:
-        return self.host.validate(_arg(args, 0, {}), str(_arg(args, 1, "")))
-
-    @pynvim.function("NodecodeRemoved", sync=True)
-    @never_raise
-    def removed(self, args: list) -> list:
-        return self.host.removed(_arg(args, 0, {}))
-
-    @pynvim.function("NodecodeRecall", sync=True)
-    @never_raise
-    def recall(self, args: list) -> list:
-        return self.host.recall(
-            _arg(args, 0, {}), _arg(args, 1), bool(_arg(args, 2, False)), bool(_arg(args, 3, False))
-        )
-
-    @pynvim.function("NodecodeRecallEntry", sync=True)
-    @never_raise
-    def recall_entry(self, args: list) -> str:
-        return self.host.recall_entry(_arg(args, 0, {}), int(_arg(args, 1, 0)), _arg(args, 2))
-
-    @pynvim.function("NodecodeTurnMessages", sync=True)
-    @never_raise
-    def turn_messages(self, args: list) -> list:
-        return self.host.turn_messages(_arg(args, 0, {}), int(_arg(args, 1, 0)))
-
-    @pynvim.function("NodecodeSessions", sync=True)
-    @never_raise
-    def sessions(self, args: list) -> list:
-        return self.host.sessions(_arg(args, 0, {}))
-
-    @pynvim.function("NodecodeUseSession", sync=True)
-    @never_raise
-    def use_session(self, args: list) -> dict:
-        return self.host.use_session(_arg(args, 0, {}), _arg(args, 1))
-
-    # --- budget and checkpoints ---------------------------------------------
-
-    @pynvim.function("NodecodeEvict", sync=True)
-    @never_raise
-    def evict(self, args: list) -> Any:
-        return self.host.evict(_arg(args, 0, {}), _arg(args, 1))
-
-    @pynvim.function("NodecodeStatus", sync=True)
-    @never_raise
-    def status(self, args: list) -> Any:
-        return self.host.status(_arg(args, 0, {}))
-
-    @pynvim.function("NodecodeBudget", sync=True)
-    @never_raise
-    def budget(self, args: list) -> Any:
-        return self.host.budget(_arg(args, 0, {}), _arg(args, 1))  # N, "clear" or nil
-
-    @pynvim.function("NodecodeUndo", sync=True)
-    @never_raise
-    def undo(self, args: list) -> Any:
-        return self.host.undo(_arg(args, 0, {}), bool(_arg(args, 1, False)))
-
-    @pynvim.function("NodecodeRedo", sync=True)
-    @never_raise
-    def redo(self, args: list) -> Any:
-        return self.host.redo(_arg(args, 0, {}), bool(_arg(args, 1, False)))
-
-    @pynvim.function("NodecodeTree", sync=True)
-    @never_raise
-    def tree(self, args: list) -> Any:
-        return self.host.tree(_arg(args, 0, {}))
-
-    @pynvim.function("NodecodeContinue", sync=True)
-    @never_raise
-    def continue_(self, args: list) -> Any:
-        return self.host.continue_(_arg(args, 0, {}), int(_arg(args, 1, 0)))
-
-    @pynvim.function("NodecodeRewind", sync=True)
-    @never_raise
-    def rewind(self, args: list) -> Any:
-        return self.host.rewind(
-            _arg(args, 0, {}), int(_arg(args, 1, 0)), bool(_arg(args, 2, False))
-        )
-
-    @pynvim.function("NodecodeFork", sync=True)
-    @never_raise
-    def fork(self, args: list) -> Any:
-        return self.host.fork(_arg(args, 0, {}), _int_or_none(_arg(args, 1)))
-
-    @pynvim.function("NodecodeBlob", sync=True)
-    @never_raise
-    def blob(self, args: list) -> str:
-        return self.host.blob(_arg(args, 0, {}), str(_arg(args, 1, "")))
-
-    # --- the model ------------------------------------------------------------
-
-    @pynvim.function("NodecodeModels", sync=True)
-    @never_raise
-    def models(self, args: list) -> Any:
-        return self.host.models(_arg(args, 0, {}))
-
-    @pynvim.function("NodecodeUseModel", sync=True)
-    @never_raise
-    def use_model(self, args: list) -> Any:
-        return self.host.use_model(_arg(args, 0, {}), str(_arg(args, 1, "")))
+        method = endpoint(_arg(args, 0), notify)
+        takes_place, decoders = _signature(method)
+        given = args[2:]
+        values = [decode(_arg(given, i)) for i, decode in enumerate(decoders)]
+        if takes_place:
+            values.insert(0, _arg(args, 1, {}))
+        return method(self.host, *values)
 
     def _notify(self, text: str) -> None:
         self.nvim.exec_lua("require('nodecode.message').error(...)", text, async_=True)

@@ -115,7 +115,7 @@ function M.reloaded(buf)
     return
   end
   local first = api.nvim_buf_get_lines(buf, 0, 1, false)[1] or ''
-  local ok, data = pcall(rpc().describe, first)
+  local ok, data = pcall(rpc().call, 'describe', first)
   if not ok then
     vim.diagnostic.reset(M.ns_diag, buf)
     return message().warn('%s', message().reason(data))
@@ -197,7 +197,7 @@ function M.adopt(buf)
       return true
     end
     local first = api.nvim_buf_get_lines(buf, 0, 1, false)[1] or ''
-    local ok, data = pcall(rpc().describe, first)
+    local ok, data = pcall(rpc().call, 'describe', first)
     if not ok then
       message().warn('%s', message().reason(data))
       return false
@@ -223,7 +223,7 @@ end
 
 --- Make `buf` (context.txt, loaded) the context buffer of export `data`.
 ---@param buf integer
----@param data table what rpc.context() returned
+---@param data table what rpc.call('context') returned
 function M.attach(buf, data)
   local tokens, prefix, cached = {}, {}, {}
   for _, b in ipairs(data.blocks) do
@@ -321,7 +321,7 @@ end
 --- :NodecodeContext — export, then open context.txt with folds and marks.
 ---@return integer buf
 function M.open()
-  local pinned = rpc().info().id
+  local pinned = rpc().call('info').id
   for buf, st in pairs(states) do
     if api.nvim_buf_is_loaded(buf) and vim.bo[buf].modified and st.session == pinned then
       vim.cmd('drop ' .. vim.fn.fnameescape(api.nvim_buf_get_name(buf)))
@@ -329,7 +329,7 @@ function M.open()
       return buf
     end
   end
-  local data = rpc().context()
+  local data = rpc().call('context')
   local buf = load(data, M.target_window())
   M.attach(buf, data)
   require('nodecode.ui.status').refresh()
@@ -381,7 +381,7 @@ function M.switch(old, pinned)
   if #wins == 0 then
     return api.nvim_buf_delete(old, {}) -- hidden: the next :NodecodeContext opens the new one
   end
-  local data = rpc().context()
+  local data = rpc().call('context')
   local buf = load(data, wins[1])
   for _, win in ipairs(wins) do
     api.nvim_win_set_buf(win, buf)
@@ -400,7 +400,7 @@ function M.follow()
   if not M.find() then
     return
   end
-  local pinned = rpc().info().id
+  local pinned = rpc().call('info').id
   local buf = M.find(pinned)
   if not buf then
     return M.switch(assert(M.find()), pinned)
@@ -410,7 +410,7 @@ function M.follow()
       'the context changed; the context buffer has unsaved changes, so it stays on its export'
     )
   end
-  local data = rpc().context()
+  local data = rpc().call('context')
   if data.path ~= states[buf].path then
     return -- (cannot happen: the pinned session's context has one path)
   end

@@ -78,7 +78,7 @@ end
 ---@param buf? integer
 function M.pick_removed(buf)
   buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
-  local items = rpc().removed()
+  local items = rpc().call('removed')
   if #items == 0 then
     return message().info('nothing to restore: every message of the path is in the context')
   end

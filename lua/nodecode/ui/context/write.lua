@@ -145,7 +145,7 @@ function M.write(buf, target)
     return ok and message().info('wrote a copy to %s', target)
       or message().error('%s', tostring(err))
   end
-  local pinned = rpc().info().id
+  local pinned = rpc().call('info').id
   if st.session ~= pinned then
     return refuse(buf, {
       {
@@ -170,7 +170,7 @@ function M.write(buf, target)
       },
     })
   end
-  local ok, r = pcall(rpc().validate, text)
+  local ok, r = pcall(rpc().call, 'validate', text)
   if not ok then
     return refuse(buf, { { 1, message().reason(r) } })
   end
