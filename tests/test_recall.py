@@ -9,11 +9,12 @@ from helpers import run_cli, write_config
 from nodecode import recall
 from nodecode.agent.loop import format_result
 from nodecode.app import App
-from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import CellResult, evaluate
 from nodecode.errors import CellError
 from nodecode.log import sessions, turns
 from nodecode.log.store import Store, open_store
+from nodecode.verbs.env import SessionEnv
+from nodecode.verbs.table import VERBS
 
 
 @pytest.fixture
@@ -299,7 +300,7 @@ def test_an_empty_search_is_an_error(store, words):
 def app_env(tmp_path):
     app = App.open(tmp_path / "home", "default", tmp_path, environ={})
     sid = sessions.create(app.store)
-    yield app, sid, CellEnv(workspace=tmp_path, ws=app.workspace, session=sid)
+    yield app, sid, SessionEnv(workspace=tmp_path, verbs=VERBS, ws=app.workspace, session=sid)
     app.close()
 
 

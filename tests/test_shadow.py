@@ -86,7 +86,7 @@ def test_a_home_inside_the_workspace_is_never_tracked(ws):
 
 def test_a_workspace_past_the_size_limit_is_not_tracked(tmp_path, ws):
     (ws / "big.bin").write_bytes(b"\0" * 300_000)
-    env = CellEnv(workspace=ws)
+    env = CellEnv(workspace=ws, verbs={})
     hook = ShellWatch(Shadow(tmp_path / "home", ws, max_mb=0.25))
     hook(env, "before")
     (ws / "x.txt").write_text("x")

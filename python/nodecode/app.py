@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from nodecode.cache import ledger
 from nodecode.cache.ledger import Scope
-from nodecode.cells.env import CellEnv
 from nodecode.checkpoints import shadow
 from nodecode.config import Config, load_config
 from nodecode.errors import ConfigError, NodecodeError
@@ -28,6 +27,8 @@ from nodecode.paths import ensure_dir, home_dir
 from nodecode.providers import registry
 from nodecode.secrets import keys
 from nodecode.secrets.redact import Redactor
+from nodecode.verbs.env import SessionEnv
+from nodecode.verbs.table import VERBS
 from nodecode.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -270,7 +271,7 @@ class App:
         turn: int | None = None,
         track_shell: bool = False,
         cancel: threading.Event | None = None,
-    ) -> CellEnv:
+    ) -> SessionEnv:
         """The environment cells of this session run in; ``track_shell`` records
         shell changes in the shadow store (a turn's calls do, the person's evals not);
         ``review`` sees a write's diff and a command's directory (``CellEnv.review``);
@@ -283,8 +284,9 @@ class App:
         if track_shell:
             limit = shadow.max_mb(config.raw) if config is not None else shadow.DEFAULT_MAX_MB
             on_shell = shadow.watch(self.home, self.cwd, sid, limit)
-        return CellEnv(
+        return SessionEnv(
             workspace=self.cwd,
+            verbs=VERBS,
             context_dir=self.context_dir(sid),
             approve=approve,
             review=review,

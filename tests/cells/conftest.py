@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from nodecode.cells.env import CellEnv
+from nodecode.verbs.table import VERBS
 
 
 @pytest.fixture
@@ -29,4 +30,4 @@ def env(ws: Path, approvals: list[tuple[str, str]]) -> CellEnv:
         approvals.append((kind, detail))
         return True
 
-    return CellEnv(workspace=ws, approve=approve)
+    return CellEnv(workspace=ws, verbs=VERBS, approve=approve)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from nodecode.cells.approval import Approval, Refused
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import evaluate
+from nodecode.verbs.table import VERBS
 
 
 def reviewing(ws, answer=True) -> tuple[CellEnv, list[Approval]]:
@@ -16,7 +17,7 @@ def reviewing(ws, answer=True) -> tuple[CellEnv, list[Approval]]:
             raise Refused(answer)
         return answer
 
-    return CellEnv(workspace=ws, review=review), seen
+    return CellEnv(workspace=ws, verbs=VERBS, review=review), seen
 
 
 def test_edit_file_shows_its_unified_diff_before_writing(ws):
@@ -75,7 +76,9 @@ def test_a_refusal_with_a_reason_ends_the_result_and_writes_nothing(ws):
 
 def test_without_a_reviewer_the_plain_approve_answers(ws):
     asked = []
-    env = CellEnv(workspace=ws, approve=lambda kind, detail: asked.append((kind, detail)))
+    env = CellEnv(
+        workspace=ws, verbs=VERBS, approve=lambda kind, detail: asked.append((kind, detail))
+    )
 
     result = evaluate('(shell "true")', env)
 

@@ -116,7 +116,7 @@ def test_stopping_during_an_approval_reaches_the_agent_loop(ws):
         raise Stopped("stopped by the person")
 
     with pytest.raises(Stopped):
-        evaluate('(write-file "x" "y")', CellEnv(workspace=ws, approve=approve))
+        evaluate('(write-file "x" "y")', CellEnv(workspace=ws, verbs=VERBS, approve=approve))
 
 
 def test_os_errors_are_reported_not_raised(env, ws):
@@ -168,7 +168,7 @@ def test_evaluate_never_raises(tmp_path: Path, code: str):
     workspace.mkdir(exist_ok=True)
     (workspace / "hello.txt").write_text("hello\n")
     # Approvals denied: a random cell must not write or run anything.
-    result = evaluate(code, CellEnv(workspace=workspace))
+    result = evaluate(code, CellEnv(workspace=workspace, verbs=VERBS))
     assert isinstance(result, CellResult)
     assert isinstance(result.output, str)
     if result.error:

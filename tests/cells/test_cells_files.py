@@ -10,6 +10,7 @@ import threading
 import pytest
 from nodecode.cells.env import MAX_OUTPUT, CellEnv, FileChange
 from nodecode.cells.evaluate import evaluate
+from nodecode.verbs.table import VERBS
 
 
 def run(env: CellEnv, code: str) -> str:
@@ -76,7 +77,7 @@ def test_write_file_over_a_file_records_exact_before(env, ws):
 
 
 def test_write_denied_writes_nothing(ws):
-    env = CellEnv(workspace=ws, approve=lambda kind, detail: False)
+    env = CellEnv(workspace=ws, verbs=VERBS, approve=lambda kind, detail: False)
     assert fail(env, '(write-file "x.txt" "data")') == "error: write to x.txt not approved"
     assert fail(env, '(edit-file "hello.txt" "two" "2")') == (
         "error: write to hello.txt not approved"
@@ -87,7 +88,7 @@ def test_write_denied_writes_nothing(ws):
 
 
 def test_the_default_env_approves_nothing(ws):
-    assert "not approved" in fail(CellEnv(workspace=ws), '(write-file "x.txt" "data")')
+    assert "not approved" in fail(CellEnv(workspace=ws, verbs=VERBS), '(write-file "x.txt" "data")')
 
 
 # edit-file
@@ -230,7 +231,7 @@ def test_symlinks_leading_out_are_refused(env, ws, tmp_path):
 def test_a_symlinked_workspace_root_works(ws, tmp_path):
     alias = tmp_path / "alias"
     os.symlink(ws, alias)
-    env = CellEnv(workspace=alias, approve=lambda kind, detail: True)
+    env = CellEnv(workspace=alias, verbs=VERBS, approve=lambda kind, detail: True)
     assert run(env, '(read-file "hello.txt" :to 1)') == ";; lines 1–1 of 3\none\n"
     assert run(env, '(write-file "w.txt" "x")') == "wrote w.txt (1 bytes)"
     assert (ws / "w.txt").read_text() == "x"
@@ -241,7 +242,7 @@ def test_the_context_folder_is_allowed_but_not_recorded(ws, tmp_path):
     context = tmp_path / "home" / "context" / "default" / "s1"
     context.mkdir(parents=True)
     (context / "context.txt").write_text("[[export default/s1 1 abcd]]\n")
-    env = CellEnv(workspace=ws, context_dir=context, approve=lambda kind, detail: True)
+    env = CellEnv(workspace=ws, verbs=VERBS, context_dir=context, approve=lambda kind, detail: True)
     path = context / "context.txt"
     assert run(env, f'(read-file "{path}")') == "[[export default/s1 1 abcd]]\n"
     assert run(env, f'(edit-file "{path}" "1 abcd" "1 abce")').startswith(f"edited {path}")
@@ -314,7 +315,7 @@ def test_file_verbs_refuse_a_socket_naming_it(env, ws):
 @pytest.mark.parametrize("pattern", ["(a+)+$", "(a|aa)+$"])
 def test_grep_that_backtracks_without_end_gives_up_at_its_time_limit(ws, pattern):
     (ws / "long.txt").write_text("a" * 40 + "b\n")
-    env = CellEnv(workspace=ws, time_limit=1)
+    env = CellEnv(workspace=ws, verbs=VERBS, time_limit=1)
     out = within(10, lambda: fail(env, f'(grep "{pattern}" :path "long.txt")'))
     assert out == (
         "error: grep: gave up after 1 s (its time limit) searching long.txt; simplify PATTERN "
@@ -324,7 +325,7 @@ def test_grep_that_backtracks_without_end_gives_up_at_its_time_limit(ws, pattern
 
 def test_a_stop_ends_a_grep_deep_in_backtracking(ws):
     (ws / "long.txt").write_text("a" * 60 + "b\n")
-    env = CellEnv(workspace=ws, time_limit=600)
+    env = CellEnv(workspace=ws, verbs=VERBS, time_limit=600)
     # The stop comes while the search runs; it must not wait for the 600 s limit.
     threading.Timer(0.3, env.cancel.set).start()
     out = within(10, lambda: fail(env, '(grep "(a|aa)+$" :path "long.txt")'))

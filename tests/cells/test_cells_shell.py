@@ -10,6 +10,7 @@ import pytest
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import evaluate
 from nodecode.secrets.redact import Redactor
+from nodecode.verbs.table import VERBS
 
 SECRET = "sk-ant-test-0123456789abcdef"
 
@@ -43,7 +44,7 @@ def test_timeout_kills_the_whole_process_group(env, ws):
 
 
 def test_env_timeout_applies_when_none_is_given(ws):
-    env = CellEnv(workspace=ws, approve=lambda kind, detail: True, shell_timeout=0.3)
+    env = CellEnv(workspace=ws, verbs=VERBS, approve=lambda kind, detail: True, shell_timeout=0.3)
     assert evaluate('(shell "sleep 30")', env).output == "[timed out after 0.3 s]"
 
 
@@ -64,6 +65,7 @@ def test_provider_keys_are_removed_and_output_redacted(ws, monkeypatch):
     monkeypatch.setenv("OTHER_SECRET", "hunter2-and-more")
     env = CellEnv(
         workspace=ws,
+        verbs=VERBS,
         approve=lambda kind, detail: True,
         env_remove={"ANTHROPIC_API_KEY"},
         redact=Redactor.from_env(["ANTHROPIC_API_KEY", "OTHER_SECRET"]),
@@ -77,7 +79,7 @@ def test_provider_keys_are_removed_and_output_redacted(ws, monkeypatch):
 
 
 def test_shell_denied_runs_nothing(ws):
-    env = CellEnv(workspace=ws, approve=lambda kind, detail: False)
+    env = CellEnv(workspace=ws, verbs=VERBS, approve=lambda kind, detail: False)
     result = evaluate('(shell "touch ran")', env)
     assert (result.error, result.output) == (True, "error: shell not approved")
     assert not (ws / "ran").exists()
@@ -97,7 +99,7 @@ def test_invalid_utf8_output_is_replaced(env):
     ids=["writing", "output-closed"],
 )
 def test_a_stop_ends_a_running_command_and_its_group(ws, tail):
-    env = CellEnv(workspace=ws, approve=lambda kind, detail: True, shell_timeout=600)
+    env = CellEnv(workspace=ws, verbs=VERBS, approve=lambda kind, detail: True, shell_timeout=600)
     os.mkfifo(ws / "started")
 
     def stop_once_started() -> None:

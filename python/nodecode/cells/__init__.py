@@ -1,8 +1,11 @@
 """Cells: the agent's one tool, ``eval``, runs a cell of Lisp forms.
 
-``reader`` reads a cell, ``evaluate`` runs it form by form against a
-``CellEnv`` (``env``), looking verbs up in the one table ``table.VERBS``,
-which is assembled from each verb module's ``VERBS`` (``files``, ``shell``,
-``context.verbs``, ``recall``); ``registry`` declares and checks verbs.
-This package imports nothing itself, so its modules can be used alone.
+``reader`` reads a cell into ``forms``; ``evaluate`` runs it form by form
+against a ``CellEnv`` (``env``), looking verbs up in the table the env
+carries; ``registry`` declares verbs, checks their calls and assembles
+tables; ``approval`` and ``paths`` are what verbs ask and where they may reach.
+The verbs themselves live above, in ``nodecode.verbs``: nothing here imports
+any of nodecode but ``errors``, ``paths``, ``words`` and ``cells`` itself
+(``tests/test_architecture.py`` holds it to that). This ``__init__`` imports
+nothing, so its modules can be used alone.
 """

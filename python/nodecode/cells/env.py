@@ -1,4 +1,5 @@
-"""What a cell runs against: the workspace, approvals, redaction, and the changes it made."""
+"""What a cell runs against: the workspace, its verbs, approvals, redaction, and the
+changes it made."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nodecode.cells.registry import Verb
-    from nodecode.workspace import Workspace
 
 MAX_OUTPUT = 8 * 1024 * 1024
 """The most of one verb's output the log keeps (shell output, a file read); the
@@ -42,17 +42,17 @@ def _same(text: str) -> str:
 class CellEnv:
     """The world a cell sees; the core builds one per session (or per call).
 
-    ``approve(kind, detail)`` is asked before every write ("write", the path)
-    and every command ("shell", the command) and returns True to allow;
+    ``verbs`` is the table the cell may call, the caller's choice (the
+    agent's is ``nodecode.verbs.table.VERBS``, in a ``nodecode.verbs.env.SessionEnv``,
+    which also names the session). ``approve(kind, detail)`` is asked before
+    every write ("write", the path) and every command ("shell", the command)
+    and returns True to allow;
     ``review``, when set, is asked instead with the whole request (a
     ``cells.approval.Approval``: a write's diff, a command's directory) and
     may raise ``cells.approval.Refused`` with the person's reason.
     ``env_remove`` names the variables (provider keys) removed from a
-    command's environment. ``ws``, ``session`` and ``turn`` say which
-    session the cell runs in (the context and recall verbs need them);
-    ``on_shell(env, phase)`` runs before and after each command (the
-    checkpoints' shadow store); ``verbs`` is the table the cell may call
-    (default: every verb, ``verbs.table.VERBS``). ``time_limit`` is how
+    command's environment. ``on_shell(env, phase)`` runs before and after
+    each command (the checkpoints' shadow store). ``time_limit`` is how
     long any other verb may run (shell has ``shell_timeout``); ``cancel`` is
     the turn's stop (Ctrl-C, :NodecodeStop), which ends a running verb.
     ``changes`` and ``shell_untracked`` are what the cell did: files written,
@@ -62,6 +62,7 @@ class CellEnv:
     """
 
     workspace: Path
+    verbs: Mapping[str, Verb]
     context_dir: Path | None = None
     approve: Callable[[str, str], bool] = deny
     review: Callable[[Any], bool] | None = None
@@ -70,11 +71,7 @@ class CellEnv:
     time_limit: float = 30
     cancel: threading.Event = field(default_factory=threading.Event)
     env_remove: set[str] = field(default_factory=set)
-    ws: Workspace | None = None
-    session: str | None = None
-    turn: int | None = None
     on_shell: Callable[[CellEnv, str], None] | None = None
-    verbs: Mapping[str, Verb] | None = None
     changes: list[FileChange] = field(default_factory=list)
     shell_untracked: str | None = None
     shell_ended: Path | None = None

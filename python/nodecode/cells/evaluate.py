@@ -8,16 +8,14 @@ turn, e.g. from an approval prompt), which the agent loop must see.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from nodecode.cells.env import CellEnv
 from nodecode.cells.forms import Keyword, Sym, kind_of, show_form
 from nodecode.cells.reader import read_cell
-from nodecode.cells.registry import Verb, unknown_verb
+from nodecode.cells.registry import unknown_verb
 from nodecode.errors import CellError, Stopped, UserError
-from nodecode.verbs.table import VERBS
 
 TOOL_NAME = "eval"
 _EXAMPLE = '(read-file "README.md")'
@@ -111,11 +109,10 @@ def _run_form(form: object, env: CellEnv) -> tuple[str, bool]:
             f"error: a form starts with a verb, like {_EXAMPLE}; "
             f"found {kind_of(head)} {show_form(head, 40)}"
         ), True
-    verbs = _verbs(env)
-    entry = verbs.get(str(head))
+    entry = env.verbs.get(str(head))
     try:
         if entry is None:
-            raise unknown_verb(str(head), verbs)
+            raise unknown_verb(str(head), env.verbs)
         return entry(env, form[1:]), False
     except Stopped:
         raise
@@ -125,11 +122,6 @@ def _run_form(form: object, env: CellEnv) -> tuple[str, bool]:
         return f"error: {head}: {_os_message(e)}", True
     except Exception as e:  # noqa: BLE001 — a bug in a verb must not end the turn
         return f"error: internal error in ({head} …): {_exc(e)}", True
-
-
-def _verbs(env: CellEnv) -> Mapping[str, Verb]:
-    """The env's verb table, else the whole one."""
-    return env.verbs if env.verbs is not None else VERBS
 
 
 def _exc(e: BaseException) -> str:

@@ -23,6 +23,7 @@ from nodecode.cells.env import CellEnv, FileChange
 from nodecode.errors import NodecodeError
 from nodecode.log.store import Store
 from nodecode.paths import ensure_dir, write_private
+from nodecode.verbs.env import SessionEnv
 
 DEFAULT_MAX_MB = 200
 _NULL = "0" * 40
@@ -256,7 +257,7 @@ class ShellWatch:
     def _journal(self, env: CellEnv, reason: str | None) -> None:
         """Remember the snapshot before the turn's first unlogged command, so a turn
         killed during it can still be undone (``settle``), and arm the death mark."""
-        if env.ws is None or env.session is None or env.turn is None:
+        if not isinstance(env, SessionEnv) or env.turn is None:
             return
         if self.before is not None:
             self.shadow.ended_mark.unlink(missing_ok=True)

@@ -12,6 +12,7 @@ from nodecode.context.derived import state
 from nodecode.context.edits import Applied, apply, read_form_edit
 from nodecode.context.message import Message
 from nodecode.errors import CellError
+from nodecode.verbs.env import in_session
 from nodecode.words import plural
 
 
@@ -57,9 +58,8 @@ def form_of(drop: Any, keep: Any, note: Any) -> dict[str, Any]:
 )
 def context_verb(env: CellEnv, drop: Any = None, keep: Any = None, note: Any = None) -> str:
     """Export the context to a file (no arguments), or edit it: drop, keep, note."""
-    ws, sid = env.ws, env.session
-    if ws is None or sid is None:
-        raise CellError("(context …): this cell runs outside a session (no context to edit)")
+    session = in_session(env, "(context …): this cell runs outside a session (no context to edit)")
+    ws, sid = session.ws, session.session
     if drop is None and keep is None and note is None:
         return str(takes.export(ws, sid))
     if isinstance(note, str):
@@ -69,7 +69,7 @@ def context_verb(env: CellEnv, drop: Any = None, keep: Any = None, note: Any = N
     edit = read_form_edit(form, st.messages, st)
     if edit.errors:
         raise CellError(f"(context …): {edit.error()}")
-    takes.record_form_edit(ws.store, sid, form, env.turn or takes.head_turn(ws.store, sid))
+    takes.record_form_edit(ws.store, sid, form, session.turn or takes.head_turn(ws.store, sid))
     return preview(st.messages, edit, st)
 
 

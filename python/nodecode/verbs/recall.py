@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from nodecode.cells.env import CellEnv
 from nodecode.cells.registry import verb
-from nodecode.errors import CellError
 from nodecode.log.store import Store
 from nodecode.recall import (
     DEFAULT_LIMIT,
@@ -13,12 +12,12 @@ from nodecode.recall import (
     recall_log,
     recall_search,
 )
+from nodecode.verbs.env import in_session
 
 
 def _where(env: CellEnv) -> tuple[Store, str]:
-    if env.ws is None or env.session is None:
-        raise CellError("recall: this cell runs outside a session (no store to read)")
-    return env.ws.store, env.session
+    session = in_session(env, "recall: this cell runs outside a session (no store to read)")
+    return session.ws.store, session.session
 
 
 def _joined(lines: list[str]) -> str:
