@@ -1,6 +1,8 @@
 """The architecture itself: no import cycles in the core, between modules or between
 packages; no pynvim in it; only ``cli/`` (and the ``python -m nodecode`` entry
-point) imports the CLI; and no provider type named outside ``providers/``.
+point) imports the CLI; no provider type named outside ``providers/``; and
+``cells/`` (the reader, forms, evaluator, approval, environment) imports nothing
+of nodecode above it.
 
 Every import counts — module level, inside functions and under ``TYPE_CHECKING``
 alike — because each is a dependency a reader must follow. An import of
@@ -17,6 +19,8 @@ import pytest
 
 CORE = Path(__file__).resolve().parents[1] / "python" / "nodecode"
 ENTRY_POINTS = {"nodecode.__main__"}  # `python -m nodecode` runs the CLI's main
+# What cells/ may import of nodecode: the modules below every layer, and itself.
+CELLS_MAY_IMPORT = ("nodecode.errors", "nodecode.paths", "nodecode.words", "nodecode.cells")
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -221,6 +225,27 @@ def test_only_the_providers_compare_with_a_provider_type():
     )
 
 
+def below(graph: dict[str, set[str]], package: str, allowed: tuple[str, ...]) -> list[str]:
+    """'a imports b' for every import of a module of ``package`` that is not one of
+    ``allowed`` (a module or a package, with everything in it)."""
+
+    def inside(name: str, prefix: str) -> bool:
+        return name == prefix or name.startswith(prefix + ".")
+
+    return sorted(
+        f"{name} imports {dep}"
+        for name, deps in graph.items()
+        if inside(name, package)
+        for dep in deps
+        if not any(inside(dep, a) for a in allowed)
+    )
+
+
+def test_cells_imports_nothing_above_it():
+    offenders = below(imports(CORE), "nodecode.cells", CELLS_MAY_IMPORT)
+    assert not offenders, "; ".join(offenders)
+
+
 # -- the checks themselves catch what they are for --------------------------------
 
 
@@ -364,3 +389,36 @@ def test_an_unbounded_process_wide_table_is_found(tmp_path):
     code = "_SEEN: dict[str, str] = {}\n\ndef f(k):\n    _SEEN[k] = k\n"
     root = _tree(tmp_path, {"__init__.py": "", "context/__init__.py": "", "context/m.py": code})
     assert growing_tables(root) == ["nodecode.context.m._SEEN"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from nodecode.verbs.table import VERBS\n",
+        "import nodecode.workspace\n",
+        "from nodecode import app\n",
+        "from .. import config\n",
+        "def f():\n    from nodecode.verbs import files\n",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from nodecode.workspace import W\n",
+    ],
+)
+def test_an_import_from_cells_upwards_is_found_wherever_it_sits(tmp_path, source):
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "errors.py": "",
+            "app.py": "",
+            "config.py": "",
+            "workspace.py": "",
+            "verbs/__init__.py": "",
+            "verbs/files.py": "",
+            "verbs/table.py": "",
+            "cells/__init__.py": "",
+            "cells/env.py": "from nodecode.errors import CellError\nfrom . import forms\n",
+            "cells/forms.py": "",
+            "cells/evaluate.py": source,
+        },
+    )
+    (found,) = below(imports(root), "nodecode.cells", CELLS_MAY_IMPORT)
+    assert found.startswith("nodecode.cells.evaluate imports nodecode.")
