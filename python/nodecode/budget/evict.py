@@ -23,7 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 from nodecode.budget import meter as meters
 from nodecode.budget import window as budgets
-from nodecode.budget.stubs import CONTENT, Unit, cell_line, runs, stub_payload, stub_text
+from nodecode.budget.stubs import (
+    CONTENT,
+    Unit,
+    cell_line,
+    note_lines,
+    runs,
+    stub_payload,
+    stub_text,
+)
 from nodecode.context import derived
 from nodecode.context.arrange import Arranged
 from nodecode.context.derived import WARNING_MARK, Read, RequestLog
@@ -362,17 +370,26 @@ def evict(
             continue
         if target is None or estimate * ratio <= target:
             break
+        if not chosen:
+            estimate += _stub_head(meter, st)
         chosen.append(unit)
         ids = set(unit.ids)
         estimate -= sum(tokens.get(i, 0) for i in ids)
         estimate += sum(
-            meter.text(cell_line(m.text)) + 1
+            meter.text(cell_line(m.text) if m.role == "call" else note_lines(m.text)) + 1
             for m in st.messages
-            if m.id in ids and m.role == "call"
+            if m.id in ids and m.role in ("call", "note")
         )  # its line in the stub
     if not chosen:
         return None
     return _apply(at, chosen, before, ratio, reason, receipts, explain)
+
+
+def _stub_head(meter: meters.Meter, st: State) -> int:
+    """About what a stub's header line costs (its seqs and counts are not known yet): an
+    eviction estimated without it could end a few tokens over its target."""
+    last = st.messages[-1].id if st.messages else 1
+    return meter.text(stub_text((last, last), 1, 1, [], [])) + meters.MESSAGE_OVERHEAD
 
 
 def _with_pairs(st: State, ids: set[int], protect: set[int]) -> set[int]:
