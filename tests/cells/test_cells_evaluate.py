@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import CellResult, evaluate, evaluate_call
-from nodecode.cells.registry import table, verb
+from nodecode.cells.registry import Family, table, verb
 from nodecode.errors import Stopped
 from nodecode.secrets.redact import Redactor
 from nodecode.verbs.table import VERBS
@@ -101,7 +101,7 @@ def test_a_crashing_verb_becomes_a_redacted_internal_error(ws, monkeypatch):
     def _boom(env, text):
         raise ZeroDivisionError(f"bad {text}\nsecond line")
 
-    verbs = {**VERBS, **table([_boom])}
+    verbs = {**VERBS, **table(Family("test", (_boom,)))}
     env = CellEnv(workspace=ws, redact=Redactor.from_env(["PROVIDER_KEY"]), verbs=verbs)
     result = evaluate('(boom "key-1234567890")', env)
     assert result == CellResult(

@@ -8,7 +8,7 @@ import pytest
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import evaluate
 from nodecode.cells.forms import Keyword, Pair, Sym
-from nodecode.cells.registry import spec_of, table, verb
+from nodecode.cells.registry import Family, spec_of, table, verb
 from nodecode.verbs.table import VERBS
 
 
@@ -28,7 +28,7 @@ def probe(env: CellEnv) -> Iterator[list]:
         calls.append((n, label, drop, flag, match_case, from_))
         return f"probe {n}"
 
-    env.verbs = {**VERBS, **table([_probe])}
+    env.verbs = {**VERBS, **table(Family("test", (_probe,)))}
     yield calls
 
 
@@ -108,7 +108,7 @@ def test_a_table_with_a_name_declared_twice_fails():
         return ""
 
     with pytest.raises(ValueError, match=r"declared by .*files\.read_file and by .*other"):
-        table([VERBS["read-file"].fn], [other])
+        table(Family("files", (VERBS["read-file"].fn,)), Family("other", (other,)))
 
 
 def test_declaring_a_verb_registers_nothing():

@@ -1,8 +1,10 @@
 """Verbs: how a module declares the verbs a cell can call, and how calls are checked.
 
-A module declares each verb with ``@verb(...)`` and lists them in its own
-``VERBS`` tuple; ``verbs.table`` assembles the one table the evaluator reads,
-so nothing registers by being imported. A verb function is called as
+A module declares each verb with ``@verb(...)`` and lists them, with a short
+paragraph the system prompt gives them, in its ``Family``; ``table(*families)``
+assembles a ``Table`` (the agent's is ``nodecode.verbs.table.VERBS``), which
+the caller hands the evaluator in its env, so nothing registers by being
+imported. A verb function is called as
 ``fn(env, *positionals, **keywords)`` and returns the text the agent reads.
 Keyword ``:match-case`` arrives as ``match_case`` and a Python keyword gets a
 trailing underscore (``:from`` → ``from_``). Arguments are data, never
@@ -17,7 +19,7 @@ optional argument or keyword means "not given", unless its type is ``bool``.
 from __future__ import annotations
 
 import keyword as pykeyword
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,20 +160,51 @@ def spec_of(fn: VerbFn) -> Verb:
     return spec
 
 
-def table(*groups: Iterable[VerbFn]) -> dict[str, Verb]:
-    """One verb table from the modules' ``VERBS``; a name declared twice is a bug."""
-    out: dict[str, Verb] = {}
-    for group in groups:
-        for fn in group:
-            entry = spec_of(fn)
-            old = out.get(entry.name)
-            if old is not None:
-                raise ValueError(
-                    f"verb {entry.name!r} is declared by {_origin(old.fn)} "
-                    f"and by {_origin(entry.fn)}"
-                )
-            out[entry.name] = entry
-    return out
+@dataclass(frozen=True)
+class Family:
+    """Verbs declared together (one module's, or one MCP server's) and the short
+    paragraph of guidance the system prompt gives after the list of verbs."""
+
+    name: str
+    verbs: tuple[VerbFn, ...]
+    guidance: str = ""
+
+
+class Table(Mapping[str, Verb]):
+    """Verbs by name, and the families they came from in order (the system prompt
+    lists them so). Built once; a name declared twice is a bug."""
+
+    def __init__(self, families: Iterable[Family]):
+        self.families = tuple(families)
+        self._verbs: dict[str, Verb] = {}
+        for family in self.families:
+            for fn in family.verbs:
+                self._add(spec_of(fn))
+
+    def _add(self, entry: Verb) -> None:
+        old = self._verbs.get(entry.name)
+        if old is not None:
+            raise ValueError(
+                f"verb {entry.name!r} is declared by {_origin(old.fn)} and by {_origin(entry.fn)}"
+            )
+        self._verbs[entry.name] = entry
+
+    def __getitem__(self, name: str) -> Verb:
+        return self._verbs[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._verbs)
+
+    def __len__(self) -> int:
+        return len(self._verbs)
+
+    def __repr__(self) -> str:
+        return f"Table({', '.join(f.name for f in self.families)})"
+
+
+def table(*families: Family) -> Table:
+    """One verb table from the families, in the order given."""
+    return Table(families)
 
 
 def unknown_verb(name: str, verbs: Mapping[str, Verb]) -> CellError:

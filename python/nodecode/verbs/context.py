@@ -6,7 +6,7 @@ from typing import Any
 
 from nodecode.cells.env import CellEnv
 from nodecode.cells.forms import Pair, Sym, T
-from nodecode.cells.registry import verb
+from nodecode.cells.registry import Family, verb
 from nodecode.context import take as takes
 from nodecode.context.derived import state
 from nodecode.context.edits import Applied, apply, read_form_edit
@@ -57,7 +57,9 @@ def form_of(drop: Any, keep: Any, note: Any) -> dict[str, Any]:
     metavars={"drop": "SPANS", "keep": "IDS", "note": "TEXT"},
 )
 def context_verb(env: CellEnv, drop: Any = None, keep: Any = None, note: Any = None) -> str:
-    """Export the context to a file (no arguments), or edit it: drop, keep, note."""
+    """Edit your own context (see below).
+
+    No arguments: export the context to a file; else record the edit as a form."""
     session = in_session(env, "(context …): this cell runs outside a session (no context to edit)")
     ws, sid = session.ws, session.session
     if drop is None and keep is None and note is None:
@@ -95,6 +97,6 @@ def _ids(ids: list[int]) -> str:
     return shown + (" …" if len(ids) > 12 else "")
 
 
-VERBS = (context_verb,)
+FAMILY = Family("context", (context_verb,))
 
-__all__ = ["VERBS", "Applied", "context_verb", "form_of", "preview"]
+__all__ = ["FAMILY", "Applied", "context_verb", "form_of", "preview"]

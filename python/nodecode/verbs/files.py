@@ -29,7 +29,7 @@ from typing import BinaryIO
 from nodecode.cells import approval
 from nodecode.cells.env import MAX_OUTPUT, CellEnv, FileChange
 from nodecode.cells.paths import display, in_context_dir, inside, resolve_path
-from nodecode.cells.registry import verb
+from nodecode.cells.registry import Family, verb
 from nodecode.errors import CellError
 from nodecode.paths import replace_file
 from nodecode.verbs import grep_child
@@ -48,7 +48,9 @@ _CAP = f"the {MAX_OUTPUT // 2**20} MiB cap of a result"
     "read-file", args=["path"], keywords={"from": int, "to": int}, metavars={"from": "L", "to": "L"}
 )
 def read_file(env: CellEnv, path: str, *, from_: int | None = None, to: int | None = None) -> str:
-    """Read a text file as plain text, whole or lines L–M (1-based, inclusive)."""
+    """A file's text, optionally lines L..L.
+
+    Whole, or lines :from to :to (1-based, inclusive), up to MAX_OUTPUT bytes."""
     first = 1 if from_ is None else from_
     if first < 1:
         raise CellError(f"read-file: :from must be 1 or more (got {first})")
@@ -74,7 +76,9 @@ def read_file(env: CellEnv, path: str, *, from_: int | None = None, to: int | No
 
 @verb("write-file", args=["path", "text"])
 def write_file(env: CellEnv, path: str, text: str) -> str:
-    """Create or replace a file with TEXT, making its parent folders."""
+    """Create or replace a file.
+
+    Its parent folders are made; the write is approved first and recorded."""
     real = resolve_path(env, path, must_exist=False, verb="write-file")
     if real.is_dir():
         raise CellError(f"write-file: {_q(path)} is a directory")
@@ -90,7 +94,7 @@ def write_file(env: CellEnv, path: str, text: str) -> str:
 
 @verb("edit-file", args=["path", "old", "new"])
 def edit_file(env: CellEnv, path: str, old: str, new: str) -> str:
-    """Replace the one occurrence of OLD in a file with NEW."""
+    """Replace OLD, which must occur exactly once, by NEW."""
     real = resolve_path(env, path, must_exist=True, verb="edit-file")
     data = _file_bytes(real, "edit-file", path)
     if _is_binary(data):
@@ -112,7 +116,9 @@ def edit_file(env: CellEnv, path: str, old: str, new: str) -> str:
 
 @verb("list-files", optional=["dir"], keywords={"glob": str})
 def list_files(env: CellEnv, directory: str = ".", *, glob: str | None = None) -> str:
-    """List the files and folders under DIR (default the workspace), folders ending in /."""
+    """Files under DIR.
+
+    Files and folders under DIR (default the workspace), folders ending in /."""
     real = resolve_path(env, directory, must_exist=True, verb="list-files")
     _refuse_special(real, "list-files", directory, "a folder")
     if not real.is_dir():
@@ -135,7 +141,9 @@ def list_files(env: CellEnv, directory: str = ".", *, glob: str | None = None) -
 
 @verb("grep", args=["pattern"], keywords={"path": str})
 def grep(env: CellEnv, pattern: str, *, path: str = ".") -> str:
-    """Search text files under :path (default the workspace) for a Python regex."""
+    """Regex search, path:line:text.
+
+    Text files under :path (default the workspace), one line a match."""
     _compile(pattern)  # a bad pattern is named before any search starts
     real = resolve_path(env, path, must_exist=True, verb="grep")
     _refuse_special(real, "grep", path, "a file or folder")
@@ -519,4 +527,10 @@ def _q(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-VERBS = (read_file, write_file, edit_file, list_files, grep)
+FAMILY = Family(
+    "files",
+    (read_file, write_file, edit_file, list_files, grep),
+    guidance="""\
+Paths are relative to the workspace root and may not leave it (your context folder is the
+one exception). Writes may need the person's approval.""",
+)

@@ -1,9 +1,22 @@
-"""The system prompt and the one tool definition. Both are constants: the
-request serialization must not change between requests (prompt caching)."""
+"""The system prompt and the one tool definition, made from a verb table.
+
+The prompt's list of verbs is each verb's usage and one-line doc, family by
+family in the table's order, then each family's guidance: a new family (MCP
+tools) adds itself. A request must start with the same bytes every time
+(prompt caching), so both are pure functions of the table, made once per
+table; ``SYSTEM_PROMPT`` and ``TOOLS`` are the agent's (``verbs.table.VERBS``).
+"""
 
 from __future__ import annotations
 
-SYSTEM_PROMPT = """\
+import functools
+from typing import Any
+
+from nodecode.cells.evaluate import TOOL_NAME
+from nodecode.cells.registry import Family, Table, spec_of
+from nodecode.verbs.table import VERBS
+
+_BEFORE_VERBS = """\
 You are nodecode, a coding agent working in the person's workspace through one tool, `eval`.
 
 # The eval tool
@@ -11,16 +24,9 @@ Its input is {"code": "<cell>"}: a cell of Lisp forms, evaluated in order. Start
 with a `;;` comment line saying what it is for; that line is what survives in history
 summaries. Strings use double quotes with backslash escapes. Keywords look like `:from`.
 Verbs:
-- (read-file PATH :from L :to L) - a file's text, optionally lines L..L
-- (write-file PATH TEXT) - create or replace a file
-- (edit-file PATH OLD NEW) - replace OLD, which must occur exactly once, by NEW
-- (list-files DIR :glob G) - files under DIR
-- (grep PATTERN :path DIR) - regex search, path:line:text
-- (shell CMD :timeout S) - run a shell command in the workspace; output and exit code
-- (context :drop SPANS :keep IDS :note TEXT) - edit your own context (see below)
-- (recall-log :match "text" :before N :limit 20), (recall-entry N), (recall-search "words")
-Paths are relative to the workspace root and may not leave it (your context folder is the
-one exception). Writes and shell commands may need the person's approval.
+"""
+
+_AFTER_VERBS = """\
 Every tool result ends with `[seq N]`: N is its number in the session log. A long result is
 cut; (recall-entry N) shows the whole of it.
 
@@ -46,19 +52,55 @@ Be direct. Read before you edit. Prefer small, checked steps. When the task is d
 in plain text without calling the tool.
 """
 
-EVAL_TOOL = {
-    "name": "eval",
-    "description": (
-        "Evaluate a cell of Lisp forms (file verbs, shell, context and recall). "
-        "The first line is a ;; comment saying what the cell is for."
-    ),
-    "input_schema": {
-        "type": "object",
-        "properties": {
-            "code": {"type": "string", "description": "The cell: one or more Lisp forms."}
-        },
-        "required": ["code"],
-    },
-}
 
-TOOLS = [EVAL_TOOL]
+def system_prompt(verbs: Table) -> str:
+    """The system prompt for a cell that may call ``verbs``."""
+    return _system(verbs.families)
+
+
+def tools(verbs: Table) -> list[dict[str, Any]]:
+    """The tool definitions (the one ``eval``) for ``verbs``; the same list every
+    call, not to be changed."""
+    return _tools(verbs.families)
+
+
+@functools.lru_cache(maxsize=16)
+def _system(families: tuple[Family, ...]) -> str:
+    lines = [_line(fn) for family in families for fn in family.verbs]
+    lines += [family.guidance for family in families if family.guidance]
+    return _BEFORE_VERBS + "\n".join(lines) + "\n" + _AFTER_VERBS
+
+
+def _line(fn: Any) -> str:
+    verb = spec_of(fn)
+    return f"- {verb.usage} - {verb.doc}"
+
+
+@functools.lru_cache(maxsize=16)
+def _tools(families: tuple[Family, ...]) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": TOOL_NAME,
+            "description": (
+                f"Evaluate a cell of Lisp forms (verbs for {_listed(families)}). "
+                "The first line is a ;; comment saying what the cell is for."
+            ),
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    "code": {"type": "string", "description": "The cell: one or more Lisp forms."}
+                },
+                "required": ["code"],
+            },
+        }
+    ]
+
+
+def _listed(families: tuple[Family, ...]) -> str:
+    """'files, shell, context and recall'."""
+    names = [family.name for family in families]
+    return " and ".join(filter(None, [", ".join(names[:-1]), *names[-1:]]))
+
+
+SYSTEM_PROMPT = system_prompt(VERBS)
+TOOLS = tools(VERBS)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nodecode.cells.env import CellEnv
-from nodecode.cells.registry import verb
+from nodecode.cells.registry import Family, verb
 from nodecode.log.store import Store
 from nodecode.recall import (
     DEFAULT_LIMIT,
@@ -32,23 +32,32 @@ def _joined(lines: list[str]) -> str:
 def recall_log_verb(
     env: CellEnv, *, match: str | None = None, before: int | None = None, limit: int = DEFAULT_LIMIT
 ) -> str:
-    """This session's log (and its ancestors'), oldest first, bodies clipped to 200 characters."""
+    """This session's log, oldest first.
+
+    Its ancestors' too; bodies clipped to 200 characters."""
     store, sid = _where(env)
     return _joined(recall_log(store, sid, match=match, before=before, limit=limit))
 
 
 @verb("recall-entry", args=[("n", int)])
 def recall_entry_verb(env: CellEnv, n: int) -> str:
-    """The one event at seq N, whole."""
+    """The event at seq N, whole."""
     store, sid = _where(env)
     return recall_entry(store, sid, n)
 
 
-@verb("recall-search", args=["words"], keywords={"limit": int}, metavars={"words": '"words"'})
+@verb(
+    "recall-search",
+    args=["words"],
+    keywords={"limit": int},
+    metavars={"words": '"words"', "limit": "20"},
+)
 def recall_search_verb(env: CellEnv, words: str, *, limit: int = DEFAULT_LIMIT) -> str:
-    """Every session of the store, newest first: messages holding every word."""
+    """Messages holding every word, in every session.
+
+    Newest first."""
     store, _ = _where(env)
     return _joined(recall_search(store, words, limit=limit))
 
 
-VERBS = (recall_log_verb, recall_entry_verb, recall_search_verb)
+FAMILY = Family("recall", (recall_log_verb, recall_entry_verb, recall_search_verb))

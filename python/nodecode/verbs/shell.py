@@ -24,7 +24,7 @@ import time
 
 from nodecode.cells import approval
 from nodecode.cells.env import MAX_OUTPUT, CellEnv
-from nodecode.cells.registry import verb
+from nodecode.cells.registry import Family, verb
 from nodecode.errors import CellError
 
 # The watchdog: the command's group on the first line, then "done" (the
@@ -59,7 +59,9 @@ class _Capped:
 
 @verb("shell", args=["cmd"], keywords={"timeout": float}, metavars={"timeout": "S"})
 def shell(env: CellEnv, cmd: str, *, timeout: float | None = None) -> str:
-    """Run CMD with bash in the workspace; stdout and stderr together, then the exit code."""
+    """Run a shell command in the workspace; output and exit code.
+
+    CMD runs with bash; stdout and stderr together, then the exit code."""
     limit = env.shell_timeout if timeout is None else timeout
     if limit <= 0:
         raise CellError(f"shell: :timeout must be more than 0 seconds (got {limit:g})")
@@ -244,4 +246,4 @@ def _report(out: _Capped, status: str) -> str:
     return text + status
 
 
-VERBS = (shell,)
+FAMILY = Family("shell", (shell,), guidance="Shell commands may need the person's approval.")
