@@ -449,6 +449,21 @@ def test_counting_after_an_append_counts_only_the_new_message(session):
     assert calls == ["one more note"]
 
 
+def test_the_system_prompt_and_tools_are_counted_by_their_text(monkeypatch):
+    from nodecode.budget import meter as meters
+    from nodecode.providers import registry
+
+    plain = meters.Meter(None, registry.wire("anthropic"))
+    other = meters.Meter(None, registry.wire("openai"))
+    assert plain.system == plain.text(meters.SYSTEM_PROMPT) > 500
+    assert other.tools == sum(plain.text(t) for t in other.wire.tool_json(meters.TOOLS))
+    assert other.tools != plain.tools  # the tool's JSON differs per wire format
+    # Another table's prompt (MCP tools) in the same process and wire format: counted anew.
+    monkeypatch.setattr(meters, "SYSTEM_PROMPT", meters.SYSTEM_PROMPT + "\n- (mcp-echo TEXT)")
+    longer = meters.Meter(None, registry.wire("anthropic"))
+    assert longer.system == plain.text(meters.SYSTEM_PROMPT) > plain.system
+
+
 # -- /context -----------------------------------------------------------------------------
 
 
