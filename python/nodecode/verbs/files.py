@@ -5,34 +5,28 @@ record a FileChange with the exact bytes so checkpoints can undo them.
 Results name paths relative to the workspace (absolute in the context folder).
 Only regular files are opened, never waiting on a FIFO or a device; a write
 replaces the file, so it never reaches through a hard link; a read keeps to
-MAX_OUTPUT; walks and grep's search end at the env's time limit or the turn's
-stop (the search runs in a child process, which can be killed mid-match).
+MAX_OUTPUT; walks end at the env's time limit or the turn's stop. grep runs
+ripgrep (``verbs.ripgrep``), killed at the same limit or stop.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import json
-import math
 import os
-import re
-import selectors
 import stat
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from nodecode.cells import approval
 from nodecode.cells.env import MAX_OUTPUT, CellEnv, FileChange
-from nodecode.cells.paths import display, in_context_dir, inside, resolve_path
+from nodecode.cells.paths import display, in_context_dir, resolve_path
 from nodecode.cells.registry import Family, verb
 from nodecode.errors import CellError
 from nodecode.paths import replace_file
-from nodecode.verbs import grep_child
+from nodecode.verbs import ripgrep
 
 MAX_ENTRIES = 1000
 MAX_MATCHES = 500
@@ -40,7 +34,6 @@ MAX_GREP_LINE = 400
 MAX_GREP_FILE = 16 * 1024 * 1024
 _SNIFF = 8192
 _CHUNK = 64 * 1024  # lines passed over are read in pieces of this size at most
-_POLL = 0.05  # how often grep, waiting on its search, looks at the turn's stop
 _CAP = f"the {MAX_OUTPUT // 2**20} MiB cap of a result"
 
 
@@ -141,127 +134,60 @@ def list_files(env: CellEnv, directory: str = ".", *, glob: str | None = None) -
 
 @verb("grep", args=["pattern"], keywords={"path": str})
 def grep(env: CellEnv, pattern: str, *, path: str = ".") -> str:
-    """Regex search, path:line:text.
+    """Rust regex search, path:line:text; skips gitignored files.
 
-    Text files under :path (default the workspace), one line a match."""
-    _compile(pattern)  # a bad pattern is named before any search starts
+    Text files under :path (default the workspace), searched by ripgrep: see
+    ``verbs.ripgrep`` for what else it skips."""
     real = resolve_path(env, path, must_exist=True, verb="grep")
     _refuse_special(real, "grep", path, "a file or folder")
     clock = _Clock(env, "grep", "narrow PATTERN or :path")
-    found = _search(pattern, list(_grep_files(env, real, clock)), clock)
-    lines = found.lines
+    clock.check()
+    found = _search(env, real, path, pattern, clock)
+    base = display(env, real)
+    lines = [_match(real, base, *match) for match in found.matches]
     if found.cut:
         lines.append(f"[grep cut at {MAX_MATCHES} matches; narrow PATTERN or :path]")
     if found.skipped:
         lines.append(f"[skipped {found.skipped} files over {MAX_GREP_FILE // 2**20} MiB]")
     if not lines:
-        return f";; no matches for {pattern} in {display(env, real)}"
+        return f";; no matches for {pattern} in {base}"
     return "\n".join(lines) + "\n"
 
 
-def _grep_files(env: CellEnv, real: Path, clock: _Clock) -> Iterator[tuple[Path, str]]:
-    """The files grep reads, with the names it shows; symlinks leading out are skipped,
-    and so is what is not a regular file (is_file says so without opening it)."""
-    if real.is_file():
-        yield real, display(env, real)
-        return
-    base = display(env, real)
-    for entry, rel, is_dir in _walk(real, clock):
-        if is_dir or (entry.is_symlink() and not inside(env, Path(os.path.realpath(entry.path)))):
-            continue
-        if entry.is_file():
-            yield Path(entry.path), _join(base, rel)
-
-
-@dataclass
-class _Found:
-    """What grep's search reported, line by line (the protocol of ``grep_child``)."""
-
-    files: list[tuple[Path, str]]
-    lines: list[str] = field(default_factory=list)
-    skipped: int = 0
-    cut: bool = False
-    done: bool = False
-    current: str | None = None  # the file being searched
-
-    def add(self, line: str) -> None:
-        kind, _, rest = line.partition(" ")
-        if kind == "F":
-            self.current = self.files[int(rest)][1]
-        elif kind == "M":
-            self.lines.append(rest)
-        elif kind == "S":
-            self.skipped += 1
-        elif kind == "C":
-            self.cut = True
-        elif kind == "E":
-            self.done = True
-
-
-def _search(pattern: str, files: list[tuple[Path, str]], clock: _Clock) -> _Found:
-    """Search the files in a child process, killed at the time limit or the turn's stop."""
-    job = {
-        "pattern": pattern,
-        "files": [[str(file), shown] for file, shown in files],
-        "max_matches": MAX_MATCHES,
-        "max_line": MAX_GREP_LINE,
-        "max_file": MAX_GREP_FILE,
-        "cpu": math.ceil(clock.limit) + 1,  # ends it even if this process is killed
-    }
-    child = subprocess.Popen(
-        [sys.executable, "-I", "-S", grep_child.__file__],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+def _search(env: CellEnv, real: Path, path: str, pattern: str, clock: _Clock) -> ripgrep.Search:
+    """rg's matches under a folder, or in a file when it is text and not too big
+    (rg searches a file it is named whatever its size, and reports a binary one
+    its own way); CellError at the time limit or a stop."""
+    one_file = not real.is_dir()
+    if one_file:
+        with _open_regular(real, "grep", path) as f:
+            if os.fstat(f.fileno()).st_size > MAX_GREP_FILE:
+                return ripgrep.Search(skipped=1)
+            if _is_binary(os.pread(f.fileno(), _SNIFF, 0)):
+                return ripgrep.Search()
+    found = ripgrep.search(
+        pattern,
+        real,
+        text=one_file,
+        max_matches=MAX_MATCHES,
+        max_file=MAX_GREP_FILE,
+        deadline=clock.deadline,
+        cancel=env.cancel,
     )
-    try:
-        try:
-            child.stdin.write(json.dumps(job).encode("ascii"))  # type: ignore[union-attr]
-            child.stdin.close()  # type: ignore[union-attr]
-        except BrokenPipeError:
-            pass  # it died already; reading its output says so
-        found = _Found(files)
-        _collect(child, found, clock)
-        return found
-    finally:
-        child.kill()
-        child.wait()
-        child.stdout.close()  # type: ignore[union-attr]
+    if found.ended in ("stopped", "time"):
+        clock.check()
+    return found
 
 
-def _collect(child: subprocess.Popen[bytes], found: _Found, clock: _Clock) -> None:
-    """Read the child's report until it is done; CellError at the time limit or a stop."""
-    fd = child.stdout.fileno()  # type: ignore[union-attr]
-    pending = b""
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        while not found.done:
-            if clock.cancel.is_set() or clock.left() <= 0:
-                break
-            if not sel.select(min(clock.left(), _POLL)):
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            *complete, pending = (pending + chunk).split(b"\n")
-            for line in complete:
-                found.add(line.decode("utf-8", "surrogateescape"))
-    if not found.done:
-        raise _unfinished(child, found, clock)
-
-
-def _unfinished(child: subprocess.Popen[bytes], found: _Found, clock: _Clock) -> CellError:
-    """Why the search ended without its report: a stop, the time limit, or its death."""
-    if clock.cancel.is_set():
-        return CellError("grep: stopped by the person")
-    where = f" searching {found.current}" if found.current is not None else ""
-    if clock.left() <= 0:
-        return CellError(
-            f"grep: gave up after {clock.limit:g} s (its time limit){where}; simplify "
-            "PATTERN (one that backtracks can run for ever) or narrow :path"
-        )
-    code = child.wait()
-    return CellError(f"grep: the search ended early{where} (exit {code})")
+def _match(real: Path, base: str, path: bytes, number: bytes, text: bytes) -> str:
+    """One match as grep shows it: the path as results name it, the line cut at
+    MAX_GREP_LINE characters."""
+    name = os.fsdecode(path)
+    shown = base if name == str(real) else _join(base, os.path.relpath(name, real))
+    line = text.decode("utf-8", "replace").rstrip("\r")
+    if len(line) > MAX_GREP_LINE:
+        line = line[:MAX_GREP_LINE] + "…"
+    return f"{shown}:{number.decode('ascii', 'replace')}:{line}"
 
 
 def _walk(top: Path, clock: _Clock) -> Iterator[tuple[os.DirEntry[str], str, bool]]:
@@ -301,13 +227,6 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
 
 def _join(base: str, rel: str) -> str:
     return rel if base == "." else f"{base}/{rel}"
-
-
-def _compile(pattern: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern)
-    except (re.error, RecursionError, OverflowError) as e:
-        raise CellError(f"grep: bad regular expression {_q(pattern)}: {e}") from None
 
 
 def _file_bytes(real: Path, verb_name: str, path: str) -> bytes:

@@ -32,9 +32,9 @@ def _joined(lines: list[str]) -> str:
 def recall_log_verb(
     env: CellEnv, *, match: str | None = None, before: int | None = None, limit: int = DEFAULT_LIMIT
 ) -> str:
-    """This session's log, oldest first.
+    """This session's log.
 
-    Its ancestors' too; bodies clipped to 200 characters."""
+    Oldest first, its ancestors' too; bodies clipped to 200 characters."""
     store, sid = _where(env)
     return _joined(recall_log(store, sid, match=match, before=before, limit=limit))
 
@@ -53,9 +53,9 @@ def recall_entry_verb(env: CellEnv, n: int) -> str:
     metavars={"words": '"words"', "limit": "20"},
 )
 def recall_search_verb(env: CellEnv, words: str, *, limit: int = DEFAULT_LIMIT) -> str:
-    """Messages holding every word, in every session.
+    """Search every session.
 
-    Newest first."""
+    Messages of every session of the store holding every word, newest first."""
     store, _ = _where(env)
     return _joined(recall_search(store, words, limit=limit))
 
