@@ -449,19 +449,22 @@ def test_counting_after_an_append_counts_only_the_new_message(session):
     assert calls == ["one more note"]
 
 
-def test_the_system_prompt_and_tools_are_counted_by_their_text(monkeypatch):
+def test_the_system_prompt_and_tools_are_counted_by_their_text():
+    from dataclasses import replace
+
     from nodecode.budget import meter as meters
     from nodecode.providers import registry
+    from nodecode.verbs.prompt import DEFAULT
 
     plain = meters.Meter(None, registry.wire("anthropic"))
     other = meters.Meter(None, registry.wire("openai"))
-    assert plain.system == plain.text(meters.SYSTEM_PROMPT) > 500
-    assert other.tools == sum(plain.text(t) for t in other.wire.tool_json(meters.TOOLS))
+    assert plain.system == plain.text(DEFAULT.system) > 500
+    assert other.tools == sum(plain.text(t) for t in other.wire.tool_json(DEFAULT.tools))
     assert other.tools != plain.tools  # the tool's JSON differs per wire format
-    # Another table's prompt (MCP tools) in the same process and wire format: counted anew.
-    monkeypatch.setattr(meters, "SYSTEM_PROMPT", meters.SYSTEM_PROMPT + "\n- (mcp-echo TEXT)")
-    longer = meters.Meter(None, registry.wire("anthropic"))
-    assert longer.system == plain.text(meters.SYSTEM_PROMPT) > plain.system
+    # Another prompt (MCP tools, instructions) in the same process and wire format: counted anew.
+    longer_prompt = replace(DEFAULT, system=DEFAULT.system + "\n- (mcp-echo TEXT)")
+    longer = meters.Meter(None, registry.wire("anthropic"), prompt=longer_prompt)
+    assert longer.system == plain.text(longer_prompt.system) > plain.system
 
 
 # -- /context -----------------------------------------------------------------------------
@@ -494,6 +497,7 @@ def test_status_reports_window_budget_fill_parts_cache_marks_and_pending_edits(s
     assert (r["warn_at"], r["evict_to"]) == (3825, 2250)
     assert set(r["parts"]) == {
         "system",
+        "instructions",
         "tools",
         "stubs",
         "notes",
@@ -514,7 +518,7 @@ def test_status_reports_window_budget_fill_parts_cache_marks_and_pending_edits(s
     s.reopen()
     from nodecode.views import status
 
-    text = status.render(status.report(s.app.workspace, s.app.config, s.sid))
+    text = status.render(status.report(s.app.workspace, s.app.basis(strict=True), s.sid))
     assert "window: 6000 tokens (NODECODE_CONTEXT_TOKENS)" in text
     assert "reply reserve: 1500 · budget: 4500" in text
     assert "marks: warn at 85% = 3825 · evict to 50% = 2250" in text
@@ -593,5 +597,5 @@ def test_status_words_agree_with_their_numbers(session):
     s.app.store.append(s.sid, "user", role="user", text="hi")
     from nodecode.views import status
 
-    text = status.render(status.report(s.app.workspace, s.app.config, s.sid))
+    text = status.render(status.report(s.app.workspace, s.app.basis(strict=True), s.sid))
     assert " · 1 message · " in text, text

@@ -229,6 +229,42 @@ local function check_provider(probe)
   end
 end
 
+-- The MCP servers, as `nodecode mcp` lists them: each is started (in a process
+-- of its own that ends with the check) to list its tools.
+---@param python string
+---@param home string
+local function check_mcp(python, home)
+  local r = vim
+    .system({ python, '-m', 'nodecode', '--home', home, 'mcp', '--json' }, { text = true })
+    :wait(90000)
+  local ok, rows = pcall(vim.json.decode, r.stdout or '')
+  if not ok or type(rows) ~= 'table' then
+    local why = vim.trim(r.stderr or '')
+    vim.health.warn('MCP servers: could not list them: ' .. (why ~= '' and why or 'no answer'))
+    return
+  end
+  if #rows == 0 then
+    vim.health.info('no MCP servers configured (config.jsonc: mcp_servers)')
+    return
+  end
+  for _, row in ipairs(rows) do
+    local names = vim.tbl_map(function(tool)
+      return tool.name
+    end, row.tools)
+    if row.status == 'running' then
+      vim.health.ok(
+        ('MCP server %s: running · %d tools: %s'):format(
+          row.name,
+          #names,
+          table.concat(names, ', ')
+        )
+      )
+    else
+      vim.health.error(('MCP server %s: %s · %s'):format(row.name, row.status, row.detail))
+    end
+  end
+end
+
 function M.check()
   vim.health.start('nodecode')
   check_version()
@@ -238,6 +274,7 @@ function M.check()
     check_home(probe.home)
     check_store(probe.home)
     check_provider(probe)
+    check_mcp(require('nodecode.config').python(), probe.home)
   end
   check_git()
   check_pickers()

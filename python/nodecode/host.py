@@ -336,9 +336,7 @@ class Host:
         from nodecode.views import context as view
 
         app, sid = self._pinned(ctx)
-        return view.open_export(
-            app.workspace, sid, app.encoding_name(), app.cache_scope(), app.config_or_none()
-        )
+        return view.open_export(app.workspace, sid, app.basis(), app.encoding_name())
 
     def describe(self, ctx: Any, first: str) -> dict[str, Any]:
         """What ``context`` says, for the export whose line 1 is ``first`` (the
@@ -346,14 +344,7 @@ class Host:
         from nodecode.views import context as view
 
         app, sid = self._pinned(ctx)
-        return view.describe(
-            app.workspace,
-            sid,
-            str(first),
-            app.encoding_name(),
-            app.cache_scope(),
-            app.config_or_none(),
-        )
+        return view.describe(app.workspace, sid, str(first), app.basis(), app.encoding_name())
 
     def validate(self, ctx: Any, text: str) -> dict[str, Any]:
         """A dry run of taking ``text`` as the saved context.txt: {ok, errors,
@@ -366,7 +357,7 @@ class Host:
         result, order = take.check_file(app.workspace, sid, str(text))
         if order is not None:
             r = derived.read(app.store, sid)
-            cache = view.cache_view(r, app.cache_scope(), app.config_or_none(), order)
+            cache = view.cache_view(r, app.basis(), order)
             del cache["prefix"], cache["cached"]
             result["summary"]["cache"] = cache
         result["errors"] = [[line, for_person(str(why))] for line, why in result["errors"]]
@@ -500,7 +491,7 @@ class Host:
         from nodecode.views import status
 
         app, sid = self._pinned(ctx)
-        report = status.report(app.workspace, app.config, sid, app.cache_scope())
+        report = status.report(app.workspace, app.basis(strict=True), sid)
         return {**report, "text": status.render(report)}
 
     def budget(self, ctx: Any, n: Any = None) -> dict[str, Any]:

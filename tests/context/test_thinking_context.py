@@ -281,7 +281,7 @@ def test_recall_reads_thinking_like_any_message(session):
 def test_context_shows_thinking_as_its_own_part(session):
     session.ask("read a", turn(THOUGHT_1, "a.txt"))
 
-    report = status.report(session.app.workspace, session.app.config, session.sid)
+    report = status.report(session.app.workspace, session.app.basis(strict=True), session.sid)
 
     assert report["parts"]["thinking"] > 0
     assert f"thinking {report['parts']['thinking']}" in status.render(report)
@@ -291,7 +291,7 @@ def test_openai_reasoning_not_sent_back_is_not_in_the_fill(tmp_path, loopback):
     s = Thinking(tmp_path, loopback, "openai", thinking={"send_back": False})
     try:
         s.ask("read a", turn(THOUGHT_1, "a.txt"))
-        report = status.report(s.app.workspace, s.app.config, s.sid)
+        report = status.report(s.app.workspace, s.app.basis(strict=True), s.sid)
         assert report["parts"]["thinking"] == 0
         assert s.thinking_ids()
     finally:
@@ -302,7 +302,7 @@ def test_openai_reasoning_sent_back_is_in_the_fill_and_the_request_is_valid(tmp_
     s = Thinking(tmp_path, loopback, "openai", thinking={"send_back": True})
     try:
         s.ask("read a", turn(THOUGHT_1, "a.txt"))
-        report = status.report(s.app.workspace, s.app.config, s.sid)
+        report = status.report(s.app.workspace, s.app.basis(strict=True), s.sid)
         assert report["parts"]["thinking"] > 0
         check("openai", s.body())
     finally:

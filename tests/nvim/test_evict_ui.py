@@ -87,7 +87,7 @@ def small_window(home: Path, workspace: Path, loopback):
     srv = loopback([{"text": f"answer {n} " + "word " * 80} for n in range(3)])
     configure(home, srv)
     app = App.open(home=home, cwd=workspace)
-    report = status.report(app.workspace, app.config, app.new_session())
+    report = status.report(app.workspace, app.basis(strict=True), app.new_session())
     fixed = report["parts"]["system"] + report["parts"]["tools"]
     app.close()
     window = round(fixed / 0.14 / 0.75)  # the budget is three quarters of it
@@ -104,7 +104,7 @@ def test_evict_to_a_percent_below_the_fixed_part_says_what_it_is(
 
     receipt = wait_for(lambda: next((n for n in notes(nvim) if "evicted at seq" in n), None))
     app = App.open(home=home, cwd=workspace)
-    report = status.report(app.workspace, app.config, small_window)
+    report = status.report(app.workspace, app.basis(strict=True), small_window)
     app.close()
     fixed = report["parts"]["system"] + report["parts"]["tools"]
     share = round(100 * fixed / report["budget"])

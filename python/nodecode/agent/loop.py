@@ -30,7 +30,7 @@ from nodecode.log.leases import Lease, lease_seconds
 from nodecode.providers.types import Reply, ThinkingSetting, ToolCall
 from nodecode.providers.wire import Request
 from nodecode.secrets.redact import StreamRedactor
-from nodecode.verbs.prompt import SYSTEM_PROMPT, TOOLS
+from nodecode.verbs.prompt import Prompt
 
 
 class TurnCallbacks:
@@ -146,9 +146,10 @@ class _Turn:
         self.number = 0
         self.requests = 0  # model requests sent in this turn
         self.streamed: list[str] = []  # what the person saw of the current attempt
-        self.thinking: ThinkingSetting | None = (
-            None  # read at the turn's first request, kept to its end
-        )
+        # The thinking setting, read at the turn's first request and kept to its end.
+        self.thinking: ThinkingSetting | None = None
+        self.noted: list[list[str]] | None = None  # the instructions this turn logged a change to
+        self.prompt: Prompt | None = None  # what the current request starts with
 
     def log(
         self,
@@ -247,7 +248,8 @@ class _Turn:
         ws = self.app.workspace
         plan = budgets.of(ws, self.config)
         views = derived.views(self.store, self.sid)
-        meter = budgets.Meter(self.config, self.wire, views)
+        self.prompt = self.app.prompt()  # the instructions as their files hold them now
+        meter = budgets.Meter(self.config, self.wire, views, self.prompt)
         self.meter = meter
         report = takes.take(ws, self.sid, self.number, budget=plan.tokens, count=meter.fill)
         for receipt in report.receipts:
@@ -268,9 +270,11 @@ class _Turn:
         for notice in ready.notices:
             self.cb.on_notice(notice)
         now = self.app.clock()
-        scope = self.app.cache_scope() or ledger.scope_of(
-            self.wire.type, self.provider_id, self.config.model, SYSTEM_PROMPT, TOOLS
+        prompt = self.prompt
+        scope = self.app.cache_scope(prompt) or ledger.scope_of(
+            self.wire.type, self.provider_id, self.config.model, prompt.system, prompt.tools
         )
+        self._note_instructions(prompt)
         placed: list[ledger.Placed] = []
         arranged = ready.arranged or self.meter.arranged(ready.messages)
 
@@ -294,8 +298,8 @@ class _Turn:
             Request(
                 arranged,
                 model=self.config.model or "",
-                system=SYSTEM_PROMPT,
-                tools=TOOLS,
+                system=prompt.system,
+                tools=prompt.tools,
                 max_tokens=ready.budget.reply,
                 marks=marks if self.wire.cache_marks else None,
                 thinking=self.thinking_setting(ready.budget.reply),
@@ -338,6 +342,7 @@ class _Turn:
                         "thinking": u.thinking,
                     },
                     "stop_reason": reply.stop_reason,
+                    "instructions": _instruction_list(prompt),
                     **ready.log_fields(),
                 },
                 own={"sent": sent_log.delta(self.store, self.meter.views, built.sent)},
@@ -349,6 +354,22 @@ class _Turn:
         sent_log.remember(self.meter.views, event.seq, built.sent)
         self._request_finished(info, reply, event.seq)
         return reply
+
+    def _note_instructions(self, prompt: Prompt) -> None:
+        """When the instruction files differ from those the session's last request
+        carried, an ``instructions`` event says which (recall shows it)."""
+        now = _instruction_list(prompt)
+        last = self.meter.views.requests.last if self.meter.views is not None else None
+        before = last[1].get("instructions") if last is not None else None
+        if (before is None and not now) or before == now or self.noted == now:
+            return
+        self.noted = now  # once per change, a retried request included
+        names = ", ".join(path for path, _ in now) or "none"
+        self.log(
+            "instructions",
+            text=f"project instructions now: {names}",
+            payload={"files": now, "before": before or []},
+        )
 
     def thinking_setting(self, max_tokens: int) -> ThinkingSetting:
         """The model's thinking setting, read once per turn: a tool loop is one
@@ -456,8 +477,10 @@ class _Turn:
         return bool(self.cb.approve(kind, self.redact(detail)))
 
     def review(self, request: Approval) -> bool:
-        """Auto-approved per config, else the person sees the request (redacted)."""
-        if request.kind in self.config.auto_approve:
+        """Auto-approved per config (its kind, or a name of its scope: an MCP server
+        or tool), else the person sees the request (redacted)."""
+        auto = self.config.auto_approve
+        if request.kind in auto or any(name in auto for name in request.scope):
             return True
         self.cb.on_phase("approval")
         try:
@@ -494,3 +517,8 @@ class _Turn:
             "before": put(change.before) if change.before is not None else None,
             "after": put(change.after) if change.after is not None else None,
         }
+
+
+def _instruction_list(prompt: Prompt) -> list[list[str]]:
+    """The instruction files a request carries: [shown path, sha256 of its text]."""
+    return [[item.shown, item.digest] for item in prompt.instructions]

@@ -31,9 +31,10 @@ from nodecode.log.store import Store
 from nodecode.providers import registry
 from nodecode.providers.types import Usage
 from nodecode.providers.wire import WireFormat
-from nodecode.verbs.prompt import SYSTEM_PROMPT, TOOLS
+from nodecode.verbs.prompt import DEFAULT, Prompt
 
 if TYPE_CHECKING:
+    from nodecode.cache.ledger import Scope
     from nodecode.config import Config
 
 MESSAGE_OVERHEAD = 4  # role and separators: what a message costs beyond its text
@@ -80,8 +81,24 @@ class Count:
 # One table per encoding, each of at most 300,000 counts (about 30 MB).
 _COUNTS = Bounded(8)
 MAX_COUNTS = 300_000
-# (encoding, system prompt, each tool's JSON) → the tokens of the system prompt and tools
+# (encoding, system prompt, each tool's JSON) → the tokens of the system prompt, the tools and
+# the instructions' part of the system prompt
 _FIXED = Bounded(32)
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What the next request of an App is counted and cached by: the config (the
+    provider, model and encoding), the prompt it starts with, and whose cache it
+    reads (``cache.ledger.Scope``, None without a usable provider)."""
+
+    config: Config | None
+    prompt: Prompt
+    scope: Scope | None = None
+
+    def meter(self, views: derived.Derived | None = None) -> Meter:
+        """A meter of this basis for the session whose ``views`` it calibrates by."""
+        return Meter(self.config, None, views, self.prompt)
 
 
 class Meter:
@@ -94,8 +111,10 @@ class Meter:
         config: Config | None,
         wire: WireFormat | None = None,
         views: derived.Derived | None = None,
+        prompt: Prompt | None = None,
     ):
         self.views = views
+        prompt = prompt or DEFAULT
         thinking = None
         try:
             if config is None:
@@ -116,12 +135,19 @@ class Meter:
         if self.cache is None:
             self.cache = _COUNTS.keep(name, Bounded(MAX_COUNTS))
         self._memo = f"tokens:{name}"  # per message object: (key, tokens, blank)
-        tools = wire.tool_json(TOOLS)
-        fixed = _FIXED.get((name, SYSTEM_PROMPT, *tools))
-        if fixed is None:  # counted once per text: the system prompt and tools are constants
-            fixed = self.text(SYSTEM_PROMPT), sum(self.text(t) for t in tools)
-            _FIXED.keep((name, SYSTEM_PROMPT, *tools), fixed)
-        self.system, self.tools = fixed
+        tools = wire.tool_json(prompt.tools)
+        key = (name, prompt.system, *tools)
+        fixed = _FIXED.get(key)
+        if fixed is None:  # counted once per text: the same prompt every request
+            fixed = (
+                self.text(prompt.system),
+                sum(self.text(t) for t in tools),
+                self.text(prompt.instructions_text),
+            )
+            _FIXED.keep(key, fixed)
+        # The system prompt (instructions included), the tools, and of the system
+        # prompt the instructions' part (what /context shows as their own).
+        self.system, self.tools, self.instructions = fixed
         self._begins = Message(0, "user", CONTEXT_BEGINS)
 
     def text(self, text: str) -> int:

@@ -42,6 +42,9 @@ class Approval:
     cwd: str = ""
     change: tuple[bytes | None, bytes] | None = None
     shown_diff: str | None = None
+    # Names an ``auto_approve`` entry may give to allow it without asking, besides
+    # ``kind`` (an MCP call: "mcp", "mcp:SERVER", "mcp:SERVER/TOOL").
+    scope: tuple[str, ...] = ()
 
     @property
     def diff(self) -> str:
@@ -54,7 +57,11 @@ class Approval:
     def redacted(self, redact: Callable[[str], str]) -> Approval:
         """The request as the person may see it: every text through ``redact``."""
         return Approval(
-            self.kind, redact(self.detail), redact(self.cwd), shown_diff=redact(self.diff)
+            self.kind,
+            redact(self.detail),
+            redact(self.cwd),
+            shown_diff=redact(self.diff),
+            scope=self.scope,
         )
 
 

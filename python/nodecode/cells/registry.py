@@ -66,18 +66,22 @@ class Verb:
     keywords: Mapping[str, Param]
     doc: str
     usage: str
+    rest: str | None = None  # the parameter any other keyword goes to, as data (``verb``)
 
     def __call__(self, env: Any, items: list) -> str:
         """Validate the form's arguments (everything after the verb) and run the verb."""
-        positionals, keywords = self._split(items)
+        positionals, keywords, rest = self._split(items)
         values = self._positionals(positionals)
         options = {_py_name(k): v for k, v in keywords.items()}
+        if self.rest is not None:
+            options[self.rest] = rest
         result = self.fn(env, *values, **options)
         return result if isinstance(result, str) else str(result)
 
-    def _split(self, items: list) -> tuple[list, dict[str, object]]:
+    def _split(self, items: list) -> tuple[list, dict[str, object], dict[str, object]]:
         positionals: list = []
         keywords: dict[str, object] = {}
+        rest: dict[str, object] = {}
         it = iter(items)
         for item in it:
             if not isinstance(item, Keyword):
@@ -87,14 +91,18 @@ class Verb:
             value = next(it, _MISSING)
             if value is _MISSING:
                 raise CellError(f"{self.usage}: :{item} needs a value after it")
-            if str(item) in keywords:
+            if str(item) in keywords or str(item) in rest:
                 raise CellError(f"{self.usage}: :{item} is given twice")
-            if not (value == NIL and not _is(param.kind, bool)):
+            if param is None:
+                rest[str(item)] = as_data(value, f"{self.usage}: :{item}")
+            elif not (value == NIL and not _is(param.kind, bool)):
                 keywords[str(item)] = param.check(value, self.usage, f":{item}")
-        return positionals, keywords
+        return positionals, keywords, rest
 
-    def _keyword(self, item: Keyword) -> Param:
+    def _keyword(self, item: Keyword) -> Param | None:
         param = self.keywords.get(str(item))
+        if param is None and self.rest is not None:
+            return None
         if param is None:
             allowed = ", ".join(f":{k}" for k in self.keywords) or "no keywords"
             raise CellError(f"{self.usage}: unknown keyword :{item}; allowed: {allowed}")
@@ -129,6 +137,7 @@ def verb(
     doc: str | None = None,
     usage: str | None = None,
     metavars: Mapping[str, str] | None = None,
+    rest: str | None = None,
 ) -> Callable[[VerbFn], VerbFn]:
     """Declare the decorated function as the verb ``name`` (its spec is ``spec_of(fn)``).
 
@@ -136,7 +145,9 @@ def verb(
     type)`` pairs or a name → type mapping; ``keywords`` maps a keyword name
     (without colon) to its type. ``doc`` defaults to the docstring's first line
     and ``usage`` to ``(name ARG [OPT] :key KEY)``; ``metavars`` renames the
-    words usage shows (``{"from": "L"}``).
+    words usage shows (``{"from": "L"}``). With ``rest``, any other keyword is
+    accepted and the function gets them as a dict under that parameter's name,
+    keyed by the keyword as written, each value as plain data (``as_data``).
     """
     names = dict(metavars or {})
 
@@ -146,10 +157,28 @@ def verb(
         kws = {k: Param(k, t, names.get(k, k.upper())) for k, t in (keywords or {}).items()}
         line = doc if doc is not None else (fn.__doc__ or "").strip().split("\n")[0]
         shown = usage or _usage(name, required, opts, kws)
-        fn.__verb__ = Verb(name, fn, required, opts, kws, line, shown)  # type: ignore[attr-defined]
+        spec = Verb(name, fn, required, opts, kws, line, shown, rest)
+        fn.__verb__ = spec  # type: ignore[attr-defined]
         return fn
 
     return declare
+
+
+def as_data(value: object, label: str) -> object:
+    """A form's value as JSON-like data: strings, numbers, ``t``/``nil`` as true and
+    false, lists of these; anything else is CellError naming ``label``."""
+    if isinstance(value, Sym) and not isinstance(value, Keyword):
+        if value == T:
+            return True
+        if value == NIL:
+            return False
+    elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        if type(value) is int and not -INT_LIMIT <= value < INT_LIMIT:
+            raise CellError(f"{label} must be a whole number from {-INT_LIMIT} to {INT_LIMIT - 1}")
+        return value
+    elif isinstance(value, list):
+        return [as_data(v, label) for v in value]
+    raise CellError(f"{label} must be a string, a number, t, nil or a list (got {describe(value)})")
 
 
 def spec_of(fn: VerbFn) -> Verb:

@@ -16,7 +16,7 @@ from nodecode.views import status
 
 
 def cmd_status(app: App, args: argparse.Namespace) -> int:
-    r = status.report(app.workspace, app.config, session_of(app, args), app.cache_scope())
+    r = status.report(app.workspace, app.basis(strict=True), session_of(app, args))
     print(json.dumps(r, ensure_ascii=False) if args.json else status.render(r))
     return EXIT_OK
 

