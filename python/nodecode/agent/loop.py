@@ -303,6 +303,8 @@ class _Turn:
                 max_tokens=ready.budget.reply,
                 marks=marks if self.wire.cache_marks else None,
                 thinking=self.thinking_setting(ready.budget.reply),
+                entry=self.model_entry(),
+                where=f"providers.{self.provider_id}.models[{self.config.model}]",
             )
         )
         self.streamed.clear()
@@ -370,6 +372,11 @@ class _Turn:
             text=f"project instructions now: {names}",
             payload={"files": now, "before": before or []},
         )
+
+    def model_entry(self) -> dict[str, Any]:
+        """The model's entry in config.jsonc, for the keys its wire format reads."""
+        provider = self.config.provider
+        return provider.model_entry(self.config.model or "") if provider is not None else {}
 
     def thinking_setting(self, max_tokens: int) -> ThinkingSetting:
         """The model's thinking setting, read once per turn: a tool loop is one

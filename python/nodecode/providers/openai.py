@@ -50,6 +50,10 @@ _TRANSIENT = re.compile(
     re.IGNORECASE,
 )
 _TRANSIENT_CODES = {"408", "409", "429", "500", "502", "503", "504", "529"}
+MAX_TOKENS, MAX_COMPLETION_TOKENS = "max_tokens", "max_completion_tokens"
+# OpenAI's model ids that take only max_completion_tokens, optionally behind a
+# router's "openai/" prefix: the o-series and the gpt-5 family.
+_REASONING_MODEL = re.compile(r"^(?:openai/)?(?:o\d+(?:$|[-.])|gpt-5)", re.IGNORECASE)
 REASONING_FIELDS = ("reasoning_content", "reasoning")  # the first present in a delta is read
 _DETAIL_TEXT = ("text", "summary", "data", "signature")  # fragments of one detail join
 
@@ -331,7 +335,7 @@ def _body(wire: OpenAIWire, request: Request) -> Built:
     system = request.system
     body = {
         "model": request.model,
-        "max_tokens": request.max_tokens,
+        max_tokens_field(request): request.max_tokens,
         "messages": EncodedList(
             [{"role": "system", "content": system}, *messages],
             [_system_json(system), *parts],
@@ -339,6 +343,21 @@ def _body(wire: OpenAIWire, request: Request) -> Built:
         "tools": encoded_tools(wire, request.tools),
     }
     return Built(body, arr.sent, arranged=arr.out)
+
+
+def max_tokens_field(request: Request) -> str:
+    """The field the reply limit goes in: OpenAI's reasoning models (o1, o3, o4,
+    gpt-5 …) refuse ``max_tokens`` and want ``max_completion_tokens``, which other
+    servers may not know; a model entry's ``max_tokens_field`` chooses."""
+    chosen = request.entry.get("max_tokens_field")
+    if chosen is None:
+        return MAX_COMPLETION_TOKENS if _REASONING_MODEL.match(request.model) else MAX_TOKENS
+    if chosen not in (MAX_TOKENS, MAX_COMPLETION_TOKENS):
+        raise ConfigError(
+            f'config.jsonc: {request.where}.max_tokens_field must be "{MAX_TOKENS}" or '
+            f'"{MAX_COMPLETION_TOKENS}" (found {chosen!r})'
+        )
+    return str(chosen)
 
 
 def _openai_wire(arr: Arranged) -> tuple[list[dict[str, Any]], list[bytes]]:

@@ -47,8 +47,9 @@ class Request:
     """A request as the core describes it, naming no provider: the messages (an
     ``Arranged``, or a list the format arranges), the model, the system prompt,
     the tools (``name``, ``description``, ``input_schema``), the reply's token
-    limit, the cache plan (``marks``, for a format that places cache marks) and
-    the model's thinking setting."""
+    limit, the cache plan (``marks``, for a format that places cache marks), the
+    model's thinking setting and its entry in config.jsonc (``entry``: keys a
+    format reads for itself, such as chat completions' ``max_tokens_field``)."""
 
     messages: list[Message] | Arranged
     model: str
@@ -57,6 +58,8 @@ class Request:
     max_tokens: int
     marks: Marks | None = None
     thinking: ThinkingSetting | None = None
+    entry: dict[str, Any] = field(default_factory=dict)
+    where: str = "the model"  # what errors about ``entry`` call it
 
 
 @dataclass
