@@ -12,6 +12,8 @@ from nodecode.loopback import LoopbackServer
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"  # recorded provider bytes; origins in SOURCES.md
+WIRES = ("anthropic", "openai", "openai-responses")  # every wire format
+BASE_PATHS = {"anthropic": ""}  # what a base_url adds (else /v1)
 
 
 def write_config(
@@ -23,7 +25,7 @@ def write_config(
 ) -> Path:
     """Point a home at ``server`` speaking the ``ptype`` wire format (``models``: the
     provider's ``models`` entries, e.g. a ``thinking`` setting)."""
-    base = server.url if ptype == "anthropic" else server.url + "/v1"
+    base = server.url + BASE_PATHS.get(ptype, "/v1")
     provider = {"type": ptype, "base_url": base, "api_key_env": None}
     if models is not None:
         provider["models"] = models

@@ -12,7 +12,7 @@ import threading
 import time
 
 import pytest
-from helpers import run_cli, write_config
+from helpers import WIRES, run_cli, write_config
 from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 
@@ -72,7 +72,7 @@ def kinds(app: App, sid: str) -> list[str]:
     return [e.kind for e in app.store.events(sid) if e.kind in TURN_KINDS]
 
 
-@pytest.mark.parametrize("ptype", ["anthropic", "openai"])
+@pytest.mark.parametrize("ptype", WIRES)
 @pytest.mark.parametrize("fault", RETRYABLE, ids=fault_id)
 def test_a_transient_fault_is_retried_and_the_round_is_logged_once(make_app, ptype, fault):
     app, srv, sid = make_app([{"text": REPLY}], ptype, faults=[{"at": 1, **fault}])
@@ -253,7 +253,7 @@ def ask_after_a_drop(loopback, tmp_path, ptype: str, *, merged: bool):
     return proc.stdout, proc.stderr, reply
 
 
-@pytest.mark.parametrize("ptype", ["anthropic", "openai"])
+@pytest.mark.parametrize("ptype", WIRES)
 def test_a_dropped_attempt_is_marked_and_stdout_ends_with_exactly_the_logged_reply(
     loopback, tmp_path, ptype
 ):
@@ -267,7 +267,7 @@ def test_a_dropped_attempt_is_marked_and_stdout_ends_with_exactly_the_logged_rep
     assert lines[1:] == [DROPPED]
 
 
-@pytest.mark.parametrize("ptype", ["anthropic", "openai"])
+@pytest.mark.parametrize("ptype", WIRES)
 def test_the_retry_line_stands_between_the_dropped_text_and_the_reply(loopback, tmp_path, ptype):
     both, _, logged = ask_after_a_drop(loopback, tmp_path, ptype, merged=True)
     lines = both.splitlines()

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import FIXTURES, anthropic_provider, openai_provider
+from helpers import BASE_PATHS, FIXTURES, anthropic_provider, openai_provider
 from nodecode.providers.http import Provider
 
 API_KEY = "sk-test-Zq8vK2mN5pX1"
@@ -175,3 +175,23 @@ def anthropic(server: ReplayServer) -> Iterator[Provider]:
 def openai(server: ReplayServer) -> Iterator[Provider]:
     with openai_provider(f"{server.url}/v1", API_KEY, timeout=5.0, backoff_base=0.01) as provider:
         yield provider
+
+
+@pytest.fixture
+def wires(server: ReplayServer) -> Iterator[dict[str, Provider]]:
+    """A provider of every wire format, each pointed at the replay server."""
+    from nodecode.providers import make_provider, registry
+
+    made = {
+        t: make_provider(
+            t,
+            base_url=server.url + BASE_PATHS.get(t, "/v1"),
+            api_key=API_KEY,
+            timeout=5.0,
+            backoff_base=0.01,
+        )  # fmt: skip
+        for t in registry.TYPES
+    }
+    yield made
+    for provider in made.values():
+        provider.close()

@@ -95,7 +95,25 @@ LLAMACPP_TEXT = (
     "Got it! If you have any questions or need assistance, just let me know."
 )
 
+CALCULATOR_SUMMARY = (
+    "**Calculating step-by-step using calculator**\n\nI'll compute 12 plus 7, then multiply the "
+    "result by 3, and finally multiply that by 10, reporting the final product."
+)
+CALCULATOR_REASONING_ID = "rs_01830d662ab3856501693c321405c88190be3ab04d5782d5f9"
+
 STREAMS: dict[str, Expected] = {
+    # The file holds the three requests of one agent run; the first ends at its
+    # response.completed: a reasoning item (summary, encrypted content) and a call.
+    "openai_responses_reasoning_tool_stream.jsonl": Expected(
+        "openai-responses",
+        "",
+        calls=[
+            ToolCall("call_AB6AaRZ1FYZB2RwS6A5vbdqn", "calculator", {"a": 12, "b": 7, "op": "add"})
+        ],
+        usage=Usage(134, 28),
+        stop="tool_calls",
+        shown=CALCULATOR_SUMMARY,
+    ),
     "anthropic_text_stream.sse": Expected(
         "anthropic", "- Captain\n- Scoop", usage=Usage(17, 10, 0, 0), stop="end_turn"
     ),
@@ -264,12 +282,11 @@ def test_stream_fixture_replayed_over_http_parses_exactly(
     name: str,
     server: ReplayServer,
     fixtures_dir: Path,
-    anthropic: Provider,
-    openai: Provider,
+    wires: dict[str, Provider],
 ) -> None:
     expected = STREAMS[name]
     server.script(body=(fixtures_dir / name).read_bytes())
-    provider = anthropic if expected.provider == "anthropic" else openai
+    provider = wires[expected.provider]
     pieces: list[str] = []
     thought: list[str] = []
 
@@ -279,7 +296,7 @@ def test_stream_fixture_replayed_over_http_parses_exactly(
 
     assert reply.text == expected.text
     assert "".join(pieces) == expected.text
-    if expected.thinking or name.startswith("openrouter"):
+    if expected.thinking or name.startswith(("openrouter", "openai_responses")):
         blocks = [t.block for t in reply.thinking]
         assert blocks == (expected.thinking or blocks)
     else:

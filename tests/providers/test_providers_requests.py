@@ -139,4 +139,7 @@ def test_make_provider_rejects_an_unknown_type_naming_the_expected_ones() -> Non
     with pytest.raises(ConfigError) as caught:
         make_provider("gemini", base_url=None, api_key=None)
 
-    assert str(caught.value) == "provider type must be one of 'anthropic', 'openai' (got 'gemini')"
+    assert str(caught.value) == (
+        "provider type must be one of 'anthropic', 'openai', 'openai-responses' "
+        "(got 'gemini')"
+    )

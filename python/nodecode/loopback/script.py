@@ -121,15 +121,22 @@ def _texts(content: Any) -> str:
         return content
     parts = content if isinstance(content, list) else []
     return "\n".join(
-        str(p.get("text", "")) for p in parts if isinstance(p, dict) and p.get("type") == "text"
+        str(p.get("text", ""))
+        for p in parts
+        if isinstance(p, dict) and p.get("type", "text") in ("text", "input_text") and "text" in p
     )
 
 
 def last_user_text(body: dict) -> str:
-    """The newest non-empty user text of either wire format (tool results are not user text)."""
-    for message in reversed(body.get("messages") or []):
+    """The newest non-empty user text of any wire format (tool results are not user
+    text): Messages and Chat Completions ``messages``, Responses ``input`` items,
+    Gemini ``contents``."""
+    items = body.get("input")
+    if isinstance(items, str):
+        return items
+    for message in reversed(body.get("messages") or items or body.get("contents") or []):
         if isinstance(message, dict) and message.get("role") == "user":
-            text = _texts(message.get("content"))
+            text = _texts(message.get("content") or message.get("parts"))
             if text:
                 return text
     return ""

@@ -1,9 +1,11 @@
 """A loopback model provider: a real local HTTP server speaking the Anthropic
-Messages and OpenAI Chat Completions wire formats, replying from a script.
+Messages, OpenAI Chat Completions and OpenAI Responses wire formats, replying
+from a script.
 
 It serves the tests (a real socket, real SSE framing, real error bodies) and
 the demo (``make demo`` without an API key). Endpoints: ``POST /v1/messages``
 (SSE or JSON), ``POST /v1/chat/completions`` (SSE or JSON),
+``POST /v1/responses`` (SSE or JSON, ``responses``),
 ``POST /v1/messages/count_tokens`` and ``GET /health``.
 
 A script is a list of rounds (or a JSONL file of them): ``{"text": ...,
@@ -20,7 +22,7 @@ benches advance); ``cache_rules`` picks the readings where Anthropic's docs
 are silent and ``cache_min_tokens`` overrides every model's minimum.
 
 Faults (``{"at": N, "kind": ...}``) hit the N-th model request (1-based,
-counting only the two model endpoints, faulted requests included); a fault
+counting only the model endpoints, faulted requests included); a fault
 added without ``at`` hits the next model request. Kinds: an HTTP status
 ("429", "529", "500", ...; ``retry_after`` sets the header), "drop" (part of
 the stream, then the connection closes without the terminal chunk), "stall"
@@ -49,6 +51,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from nodecode.loopback import responses
 from nodecode.loopback.cache import (
     CacheControlError,
     CacheRules,
@@ -58,6 +61,7 @@ from nodecode.loopback.cache import (
     breakpoints,
     scale_parts,
 )
+from nodecode.loopback.prefix import PrefixCache
 from nodecode.loopback.script import Round, ScriptQueue, last_user_text, load_script, parse_round
 from nodecode.loopback.thinking import (
     CANNOT_MODIFY,
@@ -87,7 +91,8 @@ __all__ = [
     "main",
 ]
 
-ANTHROPIC, OPENAI = "anthropic", "openai"
+ANTHROPIC, OPENAI, RESPONSES = "anthropic", "openai", "openai-responses"
+MODEL_ROUTES = (ANTHROPIC, OPENAI, RESPONSES)
 STREAM_KINDS = ("drop", "stall", "sse_error", "garbage")
 GARBAGE_FRAMES = [
     b"this line is not server-sent events\n",
@@ -99,9 +104,14 @@ JSON_TYPE = "application/json"
 _ROUTES = {
     ("POST", "/v1/messages"): ANTHROPIC,
     ("POST", "/v1/chat/completions"): OPENAI,
+    ("POST", "/v1/responses"): RESPONSES,
     ("POST", "/v1/messages/count_tokens"): "count_tokens",
     ("GET", "/health"): "health",
 }
+
+def _route_of(method: str, path: str) -> tuple[str | None, str | None]:
+    """The endpoint a request is for, and the model its path names (none yet)."""
+    return _ROUTES.get((method, path)), None
 
 
 # ---------------------------------------------------------------- replies and errors
@@ -201,9 +211,10 @@ def openai_error(
 def error_reply(
     flavor: str, status: int, message: str | None = None, headers: dict | None = None
 ) -> Reply:
-    body = (
-        anthropic_error(status, message) if flavor == ANTHROPIC else openai_error(status, message)
-    )
+    if flavor == ANTHROPIC:
+        body = anthropic_error(status, message)
+    else:
+        body = openai_error(status, message)
     return _json_reply(status, body, headers)
 
 
@@ -213,6 +224,10 @@ def overflow_reply(flavor: str, tokens: int, window: int) -> Reply:
         return error_reply(
             ANTHROPIC, 400, f"prompt is too long: {tokens} tokens > {window} maximum"
         )
+    if flavor == RESPONSES:  # no numbers: the Responses API names neither size
+        error = openai_error(400, responses.CONTEXT_WINDOW_EXCEEDED, "input")
+        error["error"]["code"] = "context_length_exceeded"
+        return _json_reply(400, error)
     message = (
         f"This model's maximum context length is {window} tokens. However, your messages "
         f"resulted in {tokens} tokens. Please reduce the length of the messages."
@@ -224,10 +239,14 @@ def stream_error_frame(flavor: str) -> bytes:
     """An overloaded error inside a 200 stream."""
     if flavor == ANTHROPIC:
         return anthropic_frame(anthropic_error(529))
+    if flavor == RESPONSES:
+        return responses.frame(responses.error_event("server_error", "Overloaded"))
     return openai_frame(openai_error(529))
 
 
 def _flavor_of(path: str) -> str:
+    if "/responses" in path:
+        return RESPONSES
     return OPENAI if "chat" in path else ANTHROPIC
 
 
@@ -267,6 +286,8 @@ class LoopbackServer:
         self.window, self.chunk_delay, self.usage_scale = window, chunk_delay, usage_scale
         self.reasoning_field, self.reasoning_required = reasoning_field, reasoning_required
         self.thinking = ThinkingLedger()
+        self.reasoning = responses.ReasoningLedger()
+        self.prefix = PrefixCache(cache_min_tokens)
         self.host, self.port = host, port
         self.requests: list[Recorded] = []
         rules = cache_rules or CacheRules()
@@ -348,22 +369,20 @@ class LoopbackServer:
 
     @property
     def model_requests(self) -> list[Recorded]:
-        """The recorded requests to the two model endpoints."""
+        """The recorded requests to the model endpoints."""
         with self._lock:
-            return [
-                r for r in self.requests if _ROUTES.get(("POST", r.path)) in (ANTHROPIC, OPENAI)
-            ]
+            return [r for r in self.requests if _route_of("POST", r.path)[0] in MODEL_ROUTES]
 
     def respond(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Reply:
         """Decide the reply to one request and record it."""
-        route = _ROUTES.get((method, path))
+        route, path_model = _route_of(method, path)
         body: Any = {}
         if route == "health":
             reply = Reply(200, b"ok", content_type="text/plain; charset=utf-8")
         elif route is None:
             reply = error_reply(_flavor_of(path), 404, f"Not found: {method} {path}")
         else:
-            index = self._count_request() if route in (ANTHROPIC, OPENAI) else 0
+            index = self._count_request() if route in MODEL_ROUTES else 0
             try:
                 body = json.loads(raw)
                 if not isinstance(body, dict):
@@ -371,7 +390,8 @@ class LoopbackServer:
             except ValueError as exc:
                 reply, body = error_reply(_flavor_of(path), 400, f"malformed JSON body: {exc}"), {}
             else:
-                reply = self._route(route, body, index)
+                sent = body if path_model is None else {**body, "model": path_model}
+                reply = self._route(route, sent, index)
         with self._lock:
             self.requests.append(Recorded(path, headers, body, reply.status, reply.usage))
         return reply
@@ -402,6 +422,12 @@ class LoopbackServer:
         if flavor == ANTHROPIC:
             message = self.thinking.refusal(body)
             return error_reply(ANTHROPIC, 400, message) if message else None
+        if flavor == RESPONSES:
+            refused = self.reasoning.refusal(body)
+            if refused is None:
+                return None
+            text, param, code = refused
+            return _json_reply(400, openai_error(400, text, param, code))
         message = reasoning_refusal(body, self.reasoning_field) if self.reasoning_required else None
         if message is None:
             return None
@@ -416,7 +442,7 @@ class LoopbackServer:
             points = breakpoints(blocks, body.get("cache_control")) if flavor == ANTHROPIC else []
         except CacheControlError as exc:
             return error_reply(ANTHROPIC, 400, str(exc))
-        total = sum(b.tokens for b in blocks) if flavor == ANTHROPIC else openai_tokens(body)
+        total = sum(b.tokens for b in blocks) if flavor == ANTHROPIC else _tokens(flavor, body)
         scaled = round(total * self.usage_scale)
         if self.window is not None and scaled > self.window:
             return overflow_reply(flavor, scaled, self.window)
@@ -427,7 +453,12 @@ class LoopbackServer:
             model = str(body.get("model") or "")
             cached = self.cache is not None and points
             cache = self.cache.apply(model, blocks, points) if cached else CacheUsage()
-        return self._render(flavor, body, rnd, first_id, self._usage(total, cache, rnd), index)
+            if flavor == RESPONSES and self.cache is not None:
+                cache = CacheUsage(read=self.prefix.apply(model, _units(flavor, body)))
+        usage = self._usage(total, cache, rnd)
+        if flavor == RESPONSES:  # its input counts the cached part too
+            usage["input"] += usage["cache_read"]
+        return self._render(flavor, body, rnd, first_id, usage, index)
 
     def _usage(self, total: int, cache: CacheUsage, rnd: Round) -> dict:
         uncached, read, long, short = scale_parts(total, cache, self.usage_scale)
@@ -453,6 +484,8 @@ class LoopbackServer:
                 )
             reply = anthropic_reply(rnd, first_id, model, msg_id, usage, thinking)
             return _json_reply(200, reply, headers, usage)
+        if flavor == RESPONSES:
+            return self._responses(body, rnd, first_id, model, usage, index)
         cid, field = f"chatcmpl-lb{index}", self.reasoning_field
         if stream:
             with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -462,17 +495,30 @@ class LoopbackServer:
             )
         return _json_reply(200, openai_reply(rnd, first_id, model, cid, usage, field), None, usage)
 
+    def _responses(
+        self, body: dict, rnd: Round, first_id: int, model: str, usage: dict, index: int
+    ) -> Reply:
+        items = self.reasoning.issue(rnd)
+        self.reasoning.answered(items, bool(rnd.calls))
+        rid = f"resp_lb{index}"
+        events = responses.responses_events(rnd, first_id, model, rid, body, usage, items)
+        if body.get("stream"):
+            frames = [responses.frame(e) for e in events]
+            return Reply(200, frames=frames, content_type=SSE_TYPE, usage=usage)
+        return _json_reply(200, events[-1]["response"], None, usage)
+
     def _fault_reply(self, flavor: str, fault: dict, body: dict, index: int) -> Reply:
         kind = fault["kind"]
         headers = {"retry-after": str(fault["retry_after"])} if "retry_after" in fault else {}
         if kind.isdigit():
             return error_reply(flavor, int(kind), headers=headers)
-        if kind == "sse_error" and not body.get("stream"):
+        streams = bool(body.get("stream"))
+        if kind == "sse_error" and not streams:
             return error_reply(flavor, 529, headers=headers)
-        if kind == "garbage" and not body.get("stream"):
+        if kind == "garbage" and not streams:
             return Reply(200, b"{not json at all", headers=headers)
         # The partial reply shows the round that would come next, without taking it.
-        total = anthropic_tokens(body) if flavor == ANTHROPIC else openai_tokens(body)
+        total = anthropic_tokens(body) if flavor == ANTHROPIC else _tokens(flavor, body)
         with self._lock:
             rnd, first_id = self._script.peek(last_user_text(body)), self._next_tool
         reply = self._render(
@@ -491,6 +537,17 @@ class LoopbackServer:
         else:
             reply.frames, reply.abort, reply.stall = frames[:cut], True, stall
         return reply
+
+
+def _tokens(flavor: str, body: dict) -> int:
+    """Counted input tokens of a body of a format without breakpoints."""
+    if flavor == RESPONSES:
+        return sum(tokens for _, tokens in _units(flavor, body))
+    return openai_tokens(body)
+
+
+def _units(flavor: str, body: dict) -> list[tuple[str, int]]:
+    return responses.prompt_units(body)
 
 
 # ---------------------------------------------------------------- HTTP

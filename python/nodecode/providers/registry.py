@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 FORMATS: dict[str, str] = {
     "anthropic": "nodecode.providers.anthropic",
     "openai": "nodecode.providers.openai",
+    "openai-responses": "nodecode.providers.openai_responses",
 }
 TYPES = tuple(FORMATS)
 DEFAULT_TYPE = "anthropic"  # what an unconfigured meter counts as
@@ -36,7 +37,7 @@ BUILTIN_PROVIDERS: dict[str, dict[str, Any]] = {
         "models_dev": "anthropic",
     },
     "openai": {
-        "type": "openai",
+        "type": "openai-responses",
         "base_url": "https://api.openai.com/v1",
         "api_key_env": "OPENAI_API_KEY",
         "models_dev": "openai",
