@@ -12,8 +12,8 @@ from nodecode.loopback import LoopbackServer
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"  # recorded provider bytes; origins in SOURCES.md
-WIRES = ("anthropic", "openai", "openai-responses")  # every wire format
-BASE_PATHS = {"anthropic": ""}  # what a base_url adds (else /v1)
+WIRES = ("anthropic", "openai", "openai-responses", "google")  # every wire format
+BASE_PATHS = {"anthropic": "", "google": "/v1beta"}  # what a base_url adds (else /v1)
 
 
 def write_config(

@@ -10,6 +10,8 @@ from typing import get_args
 import httpx
 import openai
 import pytest
+from google import genai
+from google.genai import types as gtypes
 from nodecode.loopback.server import stream_error_frame
 from openai.types.responses import ResponseStreamEvent
 
@@ -80,3 +82,32 @@ def test_the_openai_sdk_streams_a_turn_from_the_loopback(loopback):
             ],  # fmt: skip
         )
     assert caught.value.code == "invalid_encrypted_content"
+
+
+def test_every_gemini_event_validates_as_the_genai_sdks_model(loopback):
+    srv = loopback(ROUNDS, cache_min_tokens=1)
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    url = srv.url + "/v1beta/models/gemini-3-flash:streamGenerateContent?alt=sse"
+    for _ in ROUNDS:
+        answer = httpx.post(url, json=body, timeout=10)
+        assert answer.status_code == 200
+        for event in sse_data(answer.content):
+            gtypes.GenerateContentResponse.model_validate(event)
+
+
+def test_the_genai_sdk_streams_a_turn_from_the_loopback(loopback):
+    srv = loopback(ROUNDS)
+    client = genai.Client(
+        api_key="test-key",
+        http_options=gtypes.HttpOptions(base_url=srv.url, api_version="v1beta"),
+    )
+    chunks = list(client.models.generate_content_stream(model="gemini-3-flash", contents="hi"))
+    parts = [p for c in chunks for p in c.candidates[0].content.parts]
+    assert "".join(p.text for p in parts if p.thought) == "First, list."
+    calls = [p for p in parts if p.function_call]
+    assert calls[0].thought_signature and not calls[1].thought_signature
+    assert chunks[-1].candidates[0].finish_reason == gtypes.FinishReason.STOP
+    assert chunks[-1].usage_metadata.prompt_token_count > 0
+    with pytest.raises(genai.errors.ClientError) as caught:
+        client.models.generate_content(model="gemini-3-flash", contents="hi")
+    assert caught.value.code == 404  # the loopback speaks only the streaming endpoint

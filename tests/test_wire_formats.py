@@ -14,7 +14,7 @@ import pytest
 from helpers import run_cli, write_config
 from nodecode.log.store import open_store
 
-NEW_WIRES = ["openai-responses"]  # Gemini joins in its own commit
+NEW_WIRES = ["openai-responses", "google"]
 THOUGHTFUL = [
     {
         "text": "Let me read it.",

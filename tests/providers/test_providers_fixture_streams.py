@@ -100,6 +100,7 @@ CALCULATOR_SUMMARY = (
     "result by 3, and finally multiply that by 10, reporting the final product."
 )
 CALCULATOR_REASONING_ID = "rs_01830d662ab3856501693c321405c88190be3ab04d5782d5f9"
+STRAWBERRY = 'There are **3** "r"s in strawberry.\n\nSt**r**awbe**rr**y'
 
 STREAMS: dict[str, Expected] = {
     # The file holds the three requests of one agent run; the first ends at its
@@ -113,6 +114,16 @@ STREAMS: dict[str, Expected] = {
         usage=Usage(134, 28),
         stop="tool_calls",
         shown=CALCULATOR_SUMMARY,
+    ),
+    "google_signed_tool_call_stream.jsonl": Expected(
+        "google",
+        "",
+        calls=[ToolCall("", "weather", {"location": "San Francisco"})],
+        usage=Usage(29, 15 + 804, thinking=804),
+        stop="STOP",
+    ),
+    "google_signed_text_stream.jsonl": Expected(
+        "google", STRAWBERRY, usage=Usage(9, 23 + 302, thinking=302), stop="STOP"
     ),
     "anthropic_text_stream.sse": Expected(
         "anthropic", "- Captain\n- Scoop", usage=Usage(17, 10, 0, 0), stop="end_turn"
@@ -296,7 +307,7 @@ def test_stream_fixture_replayed_over_http_parses_exactly(
 
     assert reply.text == expected.text
     assert "".join(pieces) == expected.text
-    if expected.thinking or name.startswith(("openrouter", "openai_responses")):
+    if expected.thinking or name.startswith(("openrouter", "openai_responses", "google")):
         blocks = [t.block for t in reply.thinking]
         assert blocks == (expected.thinking or blocks)
     else:

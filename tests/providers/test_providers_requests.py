@@ -140,6 +140,6 @@ def test_make_provider_rejects_an_unknown_type_naming_the_expected_ones() -> Non
         make_provider("gemini", base_url=None, api_key=None)
 
     assert str(caught.value) == (
-        "provider type must be one of 'anthropic', 'openai', 'openai-responses' "
+        "provider type must be one of 'anthropic', 'openai', 'openai-responses', 'google' "
         "(got 'gemini')"
     )

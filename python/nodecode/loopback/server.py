@@ -1,11 +1,12 @@
 """A loopback model provider: a real local HTTP server speaking the Anthropic
-Messages, OpenAI Chat Completions and OpenAI Responses wire formats, replying
-from a script.
+Messages, OpenAI Chat Completions, OpenAI Responses and Gemini wire formats,
+replying from a script.
 
 It serves the tests (a real socket, real SSE framing, real error bodies) and
 the demo (``make demo`` without an API key). Endpoints: ``POST /v1/messages``
 (SSE or JSON), ``POST /v1/chat/completions`` (SSE or JSON),
 ``POST /v1/responses`` (SSE or JSON, ``responses``),
+``POST /v1beta/models/MODEL:streamGenerateContent?alt=sse`` (``gemini``),
 ``POST /v1/messages/count_tokens`` and ``GET /health``.
 
 A script is a list of rounds (or a JSONL file of them): ``{"text": ...,
@@ -42,6 +43,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import signal
 import socket
 import socketserver
@@ -51,7 +53,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from nodecode.loopback import responses
+from nodecode.loopback import gemini, responses
 from nodecode.loopback.cache import (
     CacheControlError,
     CacheRules,
@@ -91,8 +93,8 @@ __all__ = [
     "main",
 ]
 
-ANTHROPIC, OPENAI, RESPONSES = "anthropic", "openai", "openai-responses"
-MODEL_ROUTES = (ANTHROPIC, OPENAI, RESPONSES)
+ANTHROPIC, OPENAI, RESPONSES, GOOGLE = "anthropic", "openai", "openai-responses", "google"
+MODEL_ROUTES = (ANTHROPIC, OPENAI, RESPONSES, GOOGLE)
 STREAM_KINDS = ("drop", "stall", "sse_error", "garbage")
 GARBAGE_FRAMES = [
     b"this line is not server-sent events\n",
@@ -109,8 +111,14 @@ _ROUTES = {
     ("GET", "/health"): "health",
 }
 
+_GEMINI_PATH = re.compile(r"^/v1beta/models/(?P<model>[^/:]+):streamGenerateContent$")
+
+
 def _route_of(method: str, path: str) -> tuple[str | None, str | None]:
-    """The endpoint a request is for, and the model its path names (none yet)."""
+    """The endpoint a request is for, and the model its path names (Gemini's)."""
+    found = _GEMINI_PATH.match(path) if method == "POST" else None
+    if found:
+        return GOOGLE, found["model"]
     return _ROUTES.get((method, path)), None
 
 
@@ -213,6 +221,8 @@ def error_reply(
 ) -> Reply:
     if flavor == ANTHROPIC:
         body = anthropic_error(status, message)
+    elif flavor == GOOGLE:
+        body = gemini.google_error(status, message)
     else:
         body = openai_error(status, message)
     return _json_reply(status, body, headers)
@@ -224,6 +234,8 @@ def overflow_reply(flavor: str, tokens: int, window: int) -> Reply:
         return error_reply(
             ANTHROPIC, 400, f"prompt is too long: {tokens} tokens > {window} maximum"
         )
+    if flavor == GOOGLE:
+        return error_reply(GOOGLE, 400, gemini.overflow_message(tokens, window))
     if flavor == RESPONSES:  # no numbers: the Responses API names neither size
         error = openai_error(400, responses.CONTEXT_WINDOW_EXCEEDED, "input")
         error["error"]["code"] = "context_length_exceeded"
@@ -239,6 +251,8 @@ def stream_error_frame(flavor: str) -> bytes:
     """An overloaded error inside a 200 stream."""
     if flavor == ANTHROPIC:
         return anthropic_frame(anthropic_error(529))
+    if flavor == GOOGLE:
+        return gemini.frame(gemini.google_error(503))
     if flavor == RESPONSES:
         return responses.frame(responses.error_event("server_error", "Overloaded"))
     return openai_frame(openai_error(529))
@@ -247,6 +261,8 @@ def stream_error_frame(flavor: str) -> bytes:
 def _flavor_of(path: str) -> str:
     if "/responses" in path:
         return RESPONSES
+    if path.startswith("/v1beta/"):
+        return GOOGLE
     return OPENAI if "chat" in path else ANTHROPIC
 
 
@@ -287,6 +303,7 @@ class LoopbackServer:
         self.reasoning_field, self.reasoning_required = reasoning_field, reasoning_required
         self.thinking = ThinkingLedger()
         self.reasoning = responses.ReasoningLedger()
+        self.signatures = gemini.SignatureLedger()
         self.prefix = PrefixCache(cache_min_tokens)
         self.host, self.port = host, port
         self.requests: list[Recorded] = []
@@ -389,7 +406,7 @@ class LoopbackServer:
                     raise ValueError(f"the body must be a JSON object (got {type(body).__name__})")
             except ValueError as exc:
                 reply, body = error_reply(_flavor_of(path), 400, f"malformed JSON body: {exc}"), {}
-            else:
+            else:  # Gemini names the model in the path; the reply wants it in hand
                 sent = body if path_model is None else {**body, "model": path_model}
                 reply = self._route(route, sent, index)
         with self._lock:
@@ -422,6 +439,9 @@ class LoopbackServer:
         if flavor == ANTHROPIC:
             message = self.thinking.refusal(body)
             return error_reply(ANTHROPIC, 400, message) if message else None
+        if flavor == GOOGLE:
+            message = self.signatures.refusal(body)
+            return error_reply(GOOGLE, 400, message) if message else None
         if flavor == RESPONSES:
             refused = self.reasoning.refusal(body)
             if refused is None:
@@ -453,10 +473,10 @@ class LoopbackServer:
             model = str(body.get("model") or "")
             cached = self.cache is not None and points
             cache = self.cache.apply(model, blocks, points) if cached else CacheUsage()
-            if flavor == RESPONSES and self.cache is not None:
+            if flavor in (RESPONSES, GOOGLE) and self.cache is not None:
                 cache = CacheUsage(read=self.prefix.apply(model, _units(flavor, body)))
         usage = self._usage(total, cache, rnd)
-        if flavor == RESPONSES:  # its input counts the cached part too
+        if flavor in (RESPONSES, GOOGLE):  # their input counts the cached part too
             usage["input"] += usage["cache_read"]
         return self._render(flavor, body, rnd, first_id, usage, index)
 
@@ -486,6 +506,10 @@ class LoopbackServer:
             return _json_reply(200, reply, headers, usage)
         if flavor == RESPONSES:
             return self._responses(body, rnd, first_id, model, usage, index)
+        if flavor == GOOGLE:
+            events = gemini.gemini_events(rnd, model, f"lb{index}", usage, self.signatures)
+            frames = [gemini.frame(e) for e in events]
+            return Reply(200, frames=frames, content_type=SSE_TYPE, usage=usage)
         cid, field = f"chatcmpl-lb{index}", self.reasoning_field
         if stream:
             with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -512,7 +536,7 @@ class LoopbackServer:
         headers = {"retry-after": str(fault["retry_after"])} if "retry_after" in fault else {}
         if kind.isdigit():
             return error_reply(flavor, int(kind), headers=headers)
-        streams = bool(body.get("stream"))
+        streams = flavor == GOOGLE or bool(body.get("stream"))  # Gemini's is by its URL
         if kind == "sse_error" and not streams:
             return error_reply(flavor, 529, headers=headers)
         if kind == "garbage" and not streams:
@@ -541,13 +565,13 @@ class LoopbackServer:
 
 def _tokens(flavor: str, body: dict) -> int:
     """Counted input tokens of a body of a format without breakpoints."""
-    if flavor == RESPONSES:
+    if flavor in (RESPONSES, GOOGLE):
         return sum(tokens for _, tokens in _units(flavor, body))
     return openai_tokens(body)
 
 
 def _units(flavor: str, body: dict) -> list[tuple[str, int]]:
-    return responses.prompt_units(body)
+    return (responses if flavor == RESPONSES else gemini).prompt_units(body)
 
 
 # ---------------------------------------------------------------- HTTP

@@ -23,6 +23,7 @@ FORMATS: dict[str, str] = {
     "anthropic": "nodecode.providers.anthropic",
     "openai": "nodecode.providers.openai",
     "openai-responses": "nodecode.providers.openai_responses",
+    "google": "nodecode.providers.google",
 }
 TYPES = tuple(FORMATS)
 DEFAULT_TYPE = "anthropic"  # what an unconfigured meter counts as
