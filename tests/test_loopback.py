@@ -169,6 +169,32 @@ def test_scripted_chunks_are_the_text_deltas_of_both_formats():
         LoopbackServer([{"chunks": "whole"}])
 
 
+def test_a_lone_surrogate_in_a_round_goes_on_the_wire_as_a_json_escape():
+    rnd = {"thinking": ["t \udfff"], "text": "a \ud800", "calls": [{"name": "eval",
+           "input": {"code": "\udc00"}}]}  # fmt: skip
+    with LoopbackServer([rnd, rnd, rnd, rnd]) as s:
+        raw = [
+            httpx.post(s.url + "/v1/messages", json=anthropic_body([user("q")])),
+            httpx.post(s.url + "/v1/chat/completions", json=openai_body([user("q")])),
+        ]
+        events = anthropic_events(s, anthropic_body([user("q")]))
+        chunks = openai_chunks(s, openai_body([user("q")]))
+    for r in raw:
+        body = r.content.decode("utf-8")  # valid UTF-8: no surrogate is sent raw
+        assert r.status_code == 200 and "\\ud800" in body and "\\udfff" in body
+    assert "".join(text_of(events)) == "a \ud800"  # what a JSON parser reads
+    deltas = [e["delta"] for e in events if e["type"] == "content_block_delta"]
+    tool_json = "".join(d["partial_json"] for d in deltas if d["type"] == "input_json_delta")
+    fragments = [
+        call["function"]["arguments"]
+        for c in chunks[:-1]
+        for choice in c["choices"]
+        for call in choice["delta"].get("tool_calls") or []
+    ]
+    for text in (tool_json, "".join(fragments)):  # the input's JSON text holds the escape
+        assert "\\udc00" in text and json.loads(text) == {"code": "\udc00"}
+
+
 # ---------------------------------------------------------------- OpenAI
 
 

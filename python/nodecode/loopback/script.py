@@ -4,8 +4,11 @@ Script: rounds ``{"text" | "chunks", "calls": [{"code"} | {"name", "input"}], "m
 "thinking"?: ["a thought" | {"redacted": true}]}`` from a list or a JSONL file;
 ``chunks`` streams the text in exactly those deltas; ``thinking`` comes first
 in the reply (Anthropic thinking blocks, signed; an OpenAI-compatible reply's
-reasoning). A request takes the first remaining round whose ``match`` (if any) is
-in its last user text; skipped rounds stay for later.
+reasoning). Text, tool input and thinking may hold lone UTF-16 surrogates (a
+JSON script's ``"\\ud800"``): they go on the wire as JSON ``\\ud800`` escapes, as
+from a gateway that cuts strings between UTF-16 units. A request takes the
+first remaining round whose ``match`` (if any) is in its last user text;
+skipped rounds stay for later.
 """
 
 from __future__ import annotations

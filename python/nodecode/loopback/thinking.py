@@ -42,7 +42,9 @@ ON = ("enabled", "adaptive")
 
 
 def _token(seed: str) -> str:
-    return base64.b64encode(hashlib.sha256(seed.encode()).digest() * 3).decode()
+    # surrogatepass: a scripted thought may hold a lone surrogate (see ``wire``)
+    digest = hashlib.sha256(seed.encode("utf-8", "surrogatepass")).digest()
+    return base64.b64encode(digest * 3).decode()
 
 
 class ThinkingLedger:

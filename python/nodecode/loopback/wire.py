@@ -27,9 +27,19 @@ def text_deltas(rnd: Round) -> list[str]:
     return list(rnd.chunks) if rnd.chunks else text_chunks(rnd.text)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_surrogates(json_text: str) -> str:
+    """JSON text with each lone surrogate as a ``\\udXXX`` escape, so that it
+    encodes as UTF-8: the bytes of a gateway that cuts strings between UTF-16
+    units (in JSON text they can only stand inside a string, where an escape is valid)."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", json_text)
+
+
 def json_fragments(value: dict, pieces: int = 4) -> list[str]:
     """``value`` as JSON text cut into about ``pieces`` fragments."""
-    text = json.dumps(value, ensure_ascii=False)
+    text = escape_surrogates(json.dumps(value, ensure_ascii=False))
     size = max(1, math.ceil(len(text) / pieces))
     return [text[i : i + size] for i in range(0, len(text), size)]
 
@@ -47,7 +57,7 @@ def output_tokens(rnd: Round) -> int:
 
 
 def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return escape_surrogates(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
 
 
 def anthropic_frame(event: dict) -> bytes:
