@@ -6,7 +6,8 @@ NodecodeError                 base; ``str(e)`` is one line a person can act on
 │   ├── SessionError          unknown session, no current session
 │   ├── SessionBusy           another process runs a turn in this session
 │   └── DoesNotFit            even after eviction the request is over the budget
-├── StoreError                the database cannot be opened or migrated
+├── StoreError                the database cannot be opened or migrated, is damaged,
+│                             or is another program's
 ├── CellError                 a cell could not be read or a verb failed;
 │   │                         becomes the call's error result, never a crash
 │   └── WorkspaceEscape       a path leaves the workspace / context folder
@@ -49,7 +50,8 @@ class DoesNotFit(UserError):
 
 
 class StoreError(NodecodeError):
-    """The store cannot be opened, migrated or written."""
+    """The store cannot be opened, migrated, read or written (damaged, or another
+    program's database)."""
 
 
 class CellError(NodecodeError):

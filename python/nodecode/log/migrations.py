@@ -198,6 +198,30 @@ def _raw_blob(db: sqlite3.Connection, digest: str) -> bytes | None:
     return bytes(row[0]) if row else None
 
 
+def foreign(db: sqlite3.Connection) -> str | None:
+    """What makes the database another program's, or None when it is a store (or
+    empty: a new store). A store records its first migration in ``migrations``;
+    a store whose first open stopped after creating that table holds it alone, empty."""
+    tables = [
+        row[0]
+        for row in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' "
+            "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
+        )
+    ]
+    if not tables:
+        return None
+    if "migrations" in tables:
+        try:
+            names = {row[0] for row in db.execute("SELECT name FROM migrations")}
+        except sqlite3.OperationalError:  # another program's table of that name
+            names = {""}
+        if MIGRATIONS[0].__name__ in names or (not names and tables == ["migrations"]):
+            return None
+    shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+    return f"an SQLite database with the tables {shown}"
+
+
 def apply(db: sqlite3.Connection) -> list[str]:
     """Apply every migration not yet recorded; return the names applied now."""
     db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied REAL)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shlex
 import sqlite3
 import threading
 import time
@@ -81,6 +82,23 @@ def _context_query(
     return sql, (session, upto if upto is not None else 2**62, *(turns or ()), *kinds)
 
 
+# What SQLite says of a file whose pages it cannot read as a database.
+_DAMAGED = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def damaged(path: Path, e: sqlite3.DatabaseError) -> StoreError | None:
+    """The one line for a store SQLite found damaged (a page it cannot read, or no
+    database at all), naming the file and what to do; None for any other error."""
+    if (getattr(e, "sqlite_errorcode", 0) & 0xFF) not in _DAMAGED:
+        return None
+    quoted = shlex.quote(str(path))
+    return StoreError(
+        f"store {path} is damaged ({e}): check it with "
+        f"`sqlite3 {quoted} 'PRAGMA integrity_check'`, then restore it from your backup, "
+        "or move it aside and nodecode starts a new one"
+    )
+
+
 class Store:
     """One open store. Thread-safe: one connection guarded by a lock."""
 
@@ -94,13 +112,22 @@ class Store:
             self.db = sqlite3.connect(
                 path, timeout=30, isolation_level=None, check_same_thread=False
             )
-            self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA busy_timeout=30000")
+            # Before anything is written to it (WAL mode is a write to its header).
+            found = migrations.foreign(self.db)
+            if found is not None:
+                self.db.close()
+                raise StoreError(
+                    f"store {path} is not a nodecode store: expected nodecode's tables or an "
+                    f"empty file, found {found}; nothing was written to it (choose another "
+                    "store with --store NAME, or move the file aside)"
+                )
+            self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA foreign_keys=ON")
             self.db.execute("PRAGMA synchronous=NORMAL")
             migrations.apply(self.db)
         except sqlite3.DatabaseError as e:
-            raise StoreError(f"store {path}: cannot open: {e}") from None
+            raise damaged(path, e) or StoreError(f"store {path}: cannot open: {e}") from None
         for suffix in ("-wal", "-shm"):
             side = Path(str(path) + suffix)
             if side.exists():
@@ -125,9 +152,21 @@ class Store:
     # -- the one write boundary -------------------------------------------
 
     @contextlib.contextmanager
+    def checked(self) -> Iterator[None]:
+        """SQL run inside that finds the store damaged raises ``damaged``'s one line
+        instead of SQLite's error (every read and write of the store goes through here)."""
+        try:
+            yield
+        except sqlite3.DatabaseError as e:
+            error = damaged(self.path, e)
+            if error is None:
+                raise
+            raise error from None
+
+    @contextlib.contextmanager
     def atomic(self) -> Iterator[sqlite3.Connection]:
         """A write transaction (BEGIN IMMEDIATE); nested uses join the outer one."""
-        with self._lock:
+        with self._lock, self.checked():
             if self._depth:
                 self._depth += 1
                 try:
@@ -141,7 +180,8 @@ class Store:
                 yield self.db
             except BaseException:
                 self._depth = 0
-                self.db.execute("ROLLBACK")
+                if self.db.in_transaction:  # SQLite may have rolled it back itself
+                    self.db.execute("ROLLBACK")
                 # Views filled inside the transaction may hold rows it no longer has.
                 self.forget()
                 raise
@@ -167,7 +207,7 @@ class Store:
         gives it a snapshot from its first read), or the write transaction
         already open. Without it a commit of another connection could land
         between two reads of one view, which then holds half of it."""
-        with self._lock:
+        with self._lock, self.checked():
             if self.db.in_transaction:  # a write block of ours, or another reading
                 yield
                 return
@@ -175,24 +215,25 @@ class Store:
             try:
                 yield
             finally:
-                self.db.execute("END")  # writes nothing, so syncs nothing
+                if self.db.in_transaction:  # SQLite may have ended it itself
+                    self.db.execute("END")  # writes nothing, so syncs nothing
 
     def version(self) -> tuple[int, int]:
         """Changes whenever the database may have: a row this connection changed
         (committed, pending or rolled back: ``total_changes`` counts them all) or a
         commit of any other (SQLite's ``data_version``, any process's). A view
         derived from the log is current while the version it was made at is."""
-        with self._lock:
+        with self._lock, self.checked():
             return self.db.total_changes, self.db.execute("PRAGMA data_version").fetchone()[0]
 
     def data_version(self) -> int:
         """SQLite's ``data_version``: changes when another connection (of any
         process) commits, never for this one's own commits."""
-        with self._lock:
+        with self._lock, self.checked():
             return self.db.execute("PRAGMA data_version").fetchone()[0]
 
     def read(self, sql: str, params: tuple = ()) -> list[tuple]:
-        with self._lock:
+        with self._lock, self.checked():
             return self.db.execute(sql, params).fetchall()
 
     # -- events ---------------------------------------------------------------
