@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from nodecode.loopback import LoopbackServer
@@ -57,6 +58,16 @@ def run_cli(
     return subprocess.run(
         cmd + list(args), capture_output=True, text=True, env=full_env, input=input, timeout=timeout
     )
+
+
+def wait_for_request(server: LoopbackServer, n: int = 1, limit: float = 30.0) -> None:
+    """Wait until ``server`` has received its ``n``-th model request: the CLI's reply
+    is streaming then (into a pipe `nodecode ask` writes each reply only once its
+    request has ended, so stdout cannot tell)."""
+    end = time.monotonic() + limit
+    while len(server.model_requests) < n:
+        assert time.monotonic() < end, f"the loopback never received model request {n}"
+        time.sleep(0.01)
 
 
 def anthropic_provider(base_url: str | None, api_key: str | None, **kw):

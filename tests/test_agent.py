@@ -8,7 +8,7 @@ import sys
 import threading
 
 import pytest
-from helpers import write_config
+from helpers import wait_for_request, write_config
 from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.errors import SessionBusy
@@ -190,7 +190,7 @@ def test_cli_ask_stopped_by_sigint_exits_130(loopback, home, workspace):
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert proc.stdout.read(2)  # streaming has begun
+    wait_for_request(srv)  # streaming has begun
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 130 and "stopped" in err
@@ -220,7 +220,7 @@ def test_a_turn_killed_mid_stream_is_marked_stopped_on_the_next_open(loopback, h
         stdout=subprocess.PIPE,
         text=True,
     )
-    assert proc.stdout.read(2)
+    wait_for_request(srv)  # streaming has begun
     proc.kill()
     proc.wait()
     app = App.open(home, "default", workspace, environ={})

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from helpers import run_cli, write_config
+from helpers import run_cli, wait_for_request, write_config
 from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.context import take as takes
@@ -152,7 +152,7 @@ def test_a_killed_asks_lease_does_not_hold_the_session(loopback, home, workspace
     write_config(home, srv)
     (sid,) = new_sessions(home, workspace, 1)
     proc = cli(home, workspace, "ask", "long")
-    assert proc.stdout.read(2)  # streaming: the lease is held
+    wait_for_request(srv)  # streaming: the lease is held
     store = open_store(home, "default")
     assert lease_live(store, sid)
     proc.kill()

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, write_config
+from helpers import ROOT, wait_for_request, write_config
 from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.context import take as takes
@@ -124,7 +124,7 @@ def test_sigkill_mid_stream_keeps_every_committed_event_and_marks_the_turn_stopp
     app.close()
 
     proc = ask_process(home, workspace, "read a, then talk")
-    read_until(proc, "w3 ")  # the second round is streaming
+    wait_for_request(srv, 2)  # the second round is streaming
     before = rows(home / "store" / "default.db")
     kill(proc)
 
@@ -162,8 +162,9 @@ def test_sigkill_at_random_moments_of_multi_round_turns(loopback, home, workspac
             ]
             + [{"text": "finished"}]
         )
+        sent = len(srv.model_requests)
         proc = ask_process(home, workspace, f"attempt {attempt}")
-        read_until(proc, "round")
+        wait_for_request(srv, sent + 1)
         time.sleep(rng.uniform(0.0, 0.8))
         before = rows(home / "store" / "default.db")
         kill(proc)

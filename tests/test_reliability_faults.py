@@ -7,14 +7,20 @@ person can stop at any moment, a retry's backoff and a stalled stream included.
 
 from __future__ import annotations
 
+import os
+import pty
 import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from helpers import WIRES, run_cli, write_config
 from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
+from nodecode.loopback import LoopbackServer
 
 REPLY = "The answer, " + " ".join(f"w{i}" for i in range(60)) + "."
 QUICK = {"max_retries": 2, "retry_backoff": 0.01, "timeout": 0.5}
@@ -189,9 +195,6 @@ def test_a_stop_during_a_stalled_stream_keeps_the_partial_reply(make_app):
 
 
 def test_sigint_during_a_retry_backoff_stops_the_cli_at_once(loopback, home, workspace):
-    import subprocess
-    import sys
-
     srv = loopback([{"text": REPLY}], faults=[{"at": 1, "kind": "529", "retry_after": 30}])
     write_config(home, srv, **QUICK)
     run_cli("new", home=home)
@@ -223,21 +226,32 @@ def test_sigint_during_a_retry_backoff_stops_the_cli_at_once(loopback, home, wor
     assert err.strip().splitlines()[-1] == "nodecode: stopped"
 
 
-# -- what the person sees of a dropped attempt (issue 11, item 11) -----------------
+# -- what the person sees of a dropped attempt (issue 11, item 11; trust, item 17) --
 
-DROPPED = "── (dropped: the attempt above was discarded)"
+DROPPED = "── (dropped: the attempt above was discarded)"  # on a terminal, after the text
+NOT_PRINTED = "── (dropped: the failed attempt's text, not printed)"  # stderr, elsewhere
 
 
-def ask_after_a_drop(loopback, tmp_path, ptype: str, *, merged: bool):
-    """`nodecode ask` whose first attempt drops mid-stream: (stdout, stderr, logged reply)."""
-    import subprocess
-    import sys
-
-    home, ws = tmp_path / f"home-{merged}", tmp_path / "ws"
+def dropped_once(loopback, tmp_path, ptype: str) -> tuple[Path, Path, str, LoopbackServer]:
+    """A home whose first model request drops mid-stream: (home, workspace, session, server)."""
+    home, ws = tmp_path / "home", tmp_path / "ws"
     ws.mkdir(exist_ok=True)
     srv = loopback([{"text": REPLY}], faults=[{"at": 1, "kind": "drop"}])
     write_config(home, srv, ptype, **QUICK)
-    sid = run_cli("new", home=home).stdout.strip()
+    return home, ws, run_cli("new", home=home).stdout.strip(), srv
+
+
+def logged_replies(home: Path, ws: Path, sid: str) -> list[str]:
+    app = App.open(home, "default", ws, environ={})
+    try:
+        return [e.text for e in app.store.events(sid) if e.kind == "assistant"]
+    finally:
+        app.close()
+
+
+def ask_after_a_drop(loopback, tmp_path, ptype: str, *, merged: bool):
+    """`nodecode ask` into pipes, its first attempt dropped: (stdout, stderr, logged reply)."""
+    home, ws, sid, srv = dropped_once(loopback, tmp_path, ptype)
     proc = subprocess.run(
         [sys.executable, "-m", "nodecode", "--home", str(home), "--cwd", str(ws), "ask", "q"],
         stdout=subprocess.PIPE,
@@ -247,34 +261,76 @@ def ask_after_a_drop(loopback, tmp_path, ptype: str, *, merged: bool):
     )
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     assert len(srv.model_requests) == 2
-    app = App.open(home, "default", ws, environ={})
-    [reply] = [e.text for e in app.store.events(sid) if e.kind == "assistant"]
-    app.close()
+    [reply] = logged_replies(home, ws, sid)
     return proc.stdout, proc.stderr, reply
 
 
 @pytest.mark.parametrize("ptype", WIRES)
-def test_a_dropped_attempt_is_marked_and_stdout_ends_with_exactly_the_logged_reply(
+def test_a_dropped_attempt_leaves_stdout_holding_exactly_the_logged_reply(
     loopback, tmp_path, ptype
 ):
     out, err, logged = ask_after_a_drop(loopback, tmp_path, ptype, merged=False)
     assert logged == REPLY  # the second attempt only
-    dropped, sep, shown = out.partition("\n")
-    assert sep and REPLY.startswith(dropped) and 0 < len(dropped) < len(REPLY)
-    assert shown == logged + "\n"  # the reply on its own line, nothing glued to it
+    assert out == logged + "\n"  # nothing of the dropped attempt before it
     lines = err.splitlines()
     assert lines[0].startswith("── retrying in ") and "connection dropped" in lines[0]
-    assert lines[1:] == [DROPPED]
+    assert lines[1:] == [NOT_PRINTED]
 
 
 @pytest.mark.parametrize("ptype", WIRES)
-def test_the_retry_line_stands_between_the_dropped_text_and_the_reply(loopback, tmp_path, ptype):
+def test_the_retry_line_stands_before_the_reply_in_one_stream(loopback, tmp_path, ptype):
     both, _, logged = ask_after_a_drop(loopback, tmp_path, ptype, merged=True)
     lines = both.splitlines()
-    assert len(lines) == 4, both
-    assert REPLY.startswith(lines[0]) and len(lines[0]) < len(REPLY)
-    assert lines[1].startswith("── retrying in ") and lines[2] == DROPPED
-    assert lines[3] == logged == REPLY
+    assert len(lines) == 3, both
+    assert lines[0].startswith("── retrying in ") and lines[1] == NOT_PRINTED
+    assert lines[2] == logged == REPLY
+
+
+def on_a_terminal(args: list[str], stderr: Path | None = None) -> str:
+    """Run the CLI with stdout (and stderr, unless a file is given) on a
+    pseudo-terminal; what the terminal showed."""
+    main, side = pty.openpty()
+    with open(stderr or os.devnull, "w") as err:
+        proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=side, stderr=err if stderr else side
+        )
+    os.close(side)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # EIO: the last holder of the terminal closed it
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(main)
+    assert proc.wait(timeout=60) == 0, shown
+    return shown.decode().replace("\r\n", "\n")
+
+
+@pytest.mark.parametrize("ptype", WIRES)
+@pytest.mark.parametrize("stderr", ["terminal", "file"])
+def test_on_a_terminal_the_dropped_text_is_marked_where_it_stands(
+    loopback, tmp_path, ptype, stderr
+):
+    home, ws, sid, srv = dropped_once(loopback, tmp_path, ptype)
+    err = tmp_path / "stderr.txt" if stderr == "file" else None
+
+    shown = on_a_terminal(
+        [sys.executable, "-m", "nodecode", "--home", str(home), "--cwd", str(ws), "ask", "q"],
+        err,
+    )
+
+    lines = shown.splitlines()
+    if err is not None:  # the retry line went to the file; the mark stays with the text
+        assert err.read_text().startswith("── retrying in ")
+    else:
+        assert lines.pop(1).startswith("── retrying in ")
+    assert len(lines) == 3, shown
+    assert REPLY.startswith(lines[0]) and 0 < len(lines[0]) < len(REPLY)  # the dropped text
+    assert lines[1] == DROPPED  # right under the text it marks
+    assert lines[2] == REPLY and logged_replies(home, ws, sid) == [REPLY]
 
 
 def test_a_stop_while_waiting_to_retry_a_dropped_attempt_keeps_none_of_its_text(make_app):

@@ -17,9 +17,17 @@ from nodecode.cli.common import EXIT_OK, EXIT_PROVIDER, EXIT_STOPPED, EXIT_USER,
 DIM, RESET = "\x1b[2m", "\x1b[0m"
 
 
+DROPPED = "── (dropped: the attempt above was discarded)"
+
+
 class CliCallbacks(TurnCallbacks):
     """Reply text to stdout; calls, results, retries, prompts (and, with
-    ``--show-thinking``, the model's thinking, dimmed) to stderr."""
+    ``--show-thinking``, the model's thinking, dimmed) to stderr.
+
+    On a terminal the reply streams as it comes, and text of an attempt that
+    then fails is marked where it stands. Elsewhere (a pipe, a file) stdout holds
+    exactly the replies the log keeps: each request's text is written when the
+    request ends, and a failed attempt's text never."""
 
     def __init__(self, yes: bool, show_thinking: bool = False):
         self.yes = yes
@@ -27,6 +35,8 @@ class CliCallbacks(TurnCallbacks):
         self.show_thinking = show_thinking
         self.thinking = False  # stderr is inside a thinking block
         self.dim = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+        self.live = sys.stdout.isatty()
+        self.held: list[str] | None = []  # not live: the request's text so far (None: dropped)
 
     def on_thinking(self, chunk: str) -> None:
         if not self.show_thinking:
@@ -45,11 +55,26 @@ class CliCallbacks(TurnCallbacks):
             sys.stderr.flush()
             self.thinking = False
 
+    def on_request(self, info: dict) -> None:
+        self.held = []
+
     def on_text(self, chunk: str) -> None:
         self.end_thinking()
-        sys.stdout.write(chunk)
+        if self.live:
+            self.write(chunk)
+        elif self.held is not None:
+            self.held.append(chunk)
+
+    def on_request_done(self, info: dict) -> None:
+        """Not live: the request's text is the round's reply unless it failed."""
+        held, self.held = self.held, None
+        if held and info.get("status") != "failed":
+            self.write("".join(held))
+
+    def write(self, text: str) -> None:
+        sys.stdout.write(text)
         sys.stdout.flush()
-        self.mid_line = not chunk.endswith("\n")
+        self.mid_line = not text.endswith("\n")
 
     def end_line(self) -> None:
         """Each round's reply ends its own line on stdout."""
@@ -72,8 +97,12 @@ class CliCallbacks(TurnCallbacks):
         print(f"── {message}", file=sys.stderr)
 
     def on_discard(self, text: str) -> None:
-        # stdout cannot take back what it printed: say that it does not count.
-        print("── (dropped: the attempt above was discarded)", file=sys.stderr)
+        if self.live:  # a terminal cannot take back what it showed: mark it there
+            self.end_line()
+            print(DROPPED, flush=True)
+        else:
+            self.held = []
+            print("── (dropped: the failed attempt's text, not printed)", file=sys.stderr)
 
     def on_notice(self, text: str) -> None:
         self.end_thinking()
