@@ -18,6 +18,9 @@ no round. The script queue, token counting and the simulated Anthropic
 prompt cache live in ``script``, ``tokens`` and ``cache``; the wire formats
 in ``wire``. ``usage_scale`` stands for the provider's tokenizer: reported
 usage, count_tokens and the ``window`` check all use round(counted * scale).
+``reported_input`` stands for a gateway whose usage is wrong: every reply reports
+that many prompt tokens, none of them cached, whatever was counted (the
+``window`` check and count_tokens still count).
 The cache's entries expire on ``clock`` (a ``cache.Clock`` the tests and
 benches advance); ``cache_rules`` picks the readings where Anthropic's docs
 are silent and ``cache_min_tokens`` overrides every model's minimum.
@@ -294,12 +297,14 @@ class LoopbackServer:
         faults: list[dict] | None = None,
         chunk_delay: float = 0.0,
         usage_scale: float = 1.0,
+        reported_input: int | None = None,
         reasoning_field: str = "reasoning_content",
         reasoning_required: bool = False,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
         self.window, self.chunk_delay, self.usage_scale = window, chunk_delay, usage_scale
+        self.reported_input = reported_input
         self.reasoning_field, self.reasoning_required = reasoning_field, reasoning_required
         self.thinking = ThinkingLedger()
         self.reasoning = responses.ReasoningLedger()
@@ -482,6 +487,8 @@ class LoopbackServer:
 
     def _usage(self, total: int, cache: CacheUsage, rnd: Round) -> dict:
         uncached, read, long, short = scale_parts(total, cache, self.usage_scale)
+        if self.reported_input is not None:
+            uncached, read, long, short = self.reported_input, 0, 0, 0
         return {
             "input": uncached, "output": output_tokens(rnd), "cache_read": read,
             "cache_write": long + short, "cache_write_1h": long, "cache_write_5m": short,
