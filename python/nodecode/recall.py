@@ -287,9 +287,10 @@ def summary(kind: str, payload: dict[str, Any]) -> str:
     if kind == "request" and isinstance(usage, dict):
         model = payload.get("model")
         by = f"{payload.get('provider')}/{model} " if model else ""
+        ignored = " (not used to calibrate: implausible)" if payload.get("usage_ignored") else ""
         return (
             f"{by}usage in={usage.get('input')} out={usage.get('output')} "
-            f"cache_read={usage.get('cache_read')}"
+            f"cache_read={usage.get('cache_read')}{ignored}"
         )
     return " ".join(f"{k}={_brief(v)}" for k, v in payload.items())
 

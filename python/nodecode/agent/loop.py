@@ -327,6 +327,7 @@ class _Turn:
             self._think(thought.flush())
             self._show(shown.flush())
         u = reply.usage
+        ignored = self._implausible(reply, ready.counted)
         with self.store.atomic():  # the request and what the cache now holds, together
             event = self.log(
                 "request",
@@ -346,6 +347,7 @@ class _Turn:
                     "stop_reason": reply.stop_reason,
                     "instructions": _instruction_list(prompt),
                     **ready.log_fields(),
+                    **({"usage_ignored": True} if ignored else {}),
                 },
                 own={"sent": sent_log.delta(self.store, self.meter.views, built.sent)},
             )
@@ -354,6 +356,8 @@ class _Turn:
             else:
                 ledger.record_end(self.store, scope, arranged, now)
         sent_log.remember(self.meter.views, event.seq, built.sent)
+        if ignored:
+            self.cb.on_notice(ignored)
         self._request_finished(info, reply, event.seq)
         return reply
 
@@ -377,6 +381,17 @@ class _Turn:
         """The model's entry in config.jsonc, for the keys its wire format reads."""
         provider = self.config.provider
         return provider.model_entry(self.config.model or "") if provider is not None else {}
+
+    def _implausible(self, reply: Reply, counted: int) -> str | None:
+        """Why the reply's usage will not calibrate the fill, when it will not: a
+        size more than ``PLAUSIBLE``× off our count is a wrong figure, not a tokenizer."""
+        reported = self.wire.prompt_tokens(reply.usage)
+        if reported == 0 or budgets.plausible(reported, counted):
+            return None
+        return (
+            f"the provider reported {reported} prompt tokens for a request counted at "
+            f"{counted}, more than {budgets.PLAUSIBLE:g}× off: not used to calibrate the fill"
+        )
 
     def thinking_setting(self, max_tokens: int) -> ThinkingSetting:
         """The model's thinking setting, read once per turn: a tool loop is one

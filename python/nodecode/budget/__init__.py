@@ -6,7 +6,7 @@ switch to (``models``). The window's and the meter's names are re-exported here.
 
 from __future__ import annotations
 
-from nodecode.budget.meter import Count, Meter, encoding, fill_of
+from nodecode.budget.meter import PLAUSIBLE, Count, Meter, encoding, fill_of, plausible
 from nodecode.budget.window import (
     ENV_WINDOW,
     EVICT_TO,
@@ -34,6 +34,7 @@ from nodecode.budget.window import (
 __all__ = [
     "ENV_WINDOW",
     "EVICT_TO",
+    "PLAUSIBLE",
     "SOURCE_CACHE",
     "SOURCE_CEILING",
     "SOURCE_CONFIG",
@@ -53,6 +54,7 @@ __all__ = [
     "fill_of",
     "of",
     "override_key",
+    "plausible",
     "record_ceiling",
     "refresh_models",
     "require_model",

@@ -180,7 +180,7 @@ def after_overflow(
     return the request to retry once."""
     store, meter = at.ws.store, at.meter
     ratio = meter.ratio()
-    if error.prompt and sent.counted and 0.5 <= error.prompt / sent.counted <= 3:
+    if error.prompt and meters.plausible(error.prompt, sent.counted):
         ratio = error.prompt / sent.counted  # the provider's own count of this very request
     ceiling = budgets.record_ceiling(
         store, config, error.maximum if error.maximum else sent.fill - 1

@@ -3,7 +3,9 @@
 Fill = tokens of the request as it would be sent: system prompt, tool
 definition and each arranged message, counted with tiktoken (``encode_ordinary``)
 once per message (cached for the process by its digest, so an append costs one count), times
-the ratio the provider reported for the previous request.
+the ratio the provider reported for the previous request. A figure off our
+count by more than ``PLAUSIBLE``× either way is not believed (a gateway that
+reports 8 tokens for 1,200 is wrong, not a tokenizer).
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ if TYPE_CHECKING:
     from nodecode.config import Config
 
 MESSAGE_OVERHEAD = 4  # role and separators: what a message costs beyond its text
+PLAUSIBLE = 4.0  # how far a provider's count may be from ours, either way, to calibrate
+
+
+def plausible(reported: int, counted: int) -> bool:
+    """Whether ``reported``, the provider's count of a request we counted at
+    ``counted``, can be its size: within ``PLAUSIBLE``× of ours either way."""
+    return reported > 0 and counted > 0 and 1 / PLAUSIBLE <= reported / counted <= PLAUSIBLE
 
 
 @functools.cache
@@ -243,7 +252,7 @@ class Meter:
 
     def ratio(self) -> float:
         """The provider's prompt total ÷ our count, for the last request of the
-        session to the same model that reported one (1.0 before any). A request
+        session to the same model that reported a plausible one (1.0 before any). A request
         stopped or failed before its usage arrived reports nothing and must not
         reset it. From the session's request log, as its last read left it."""
         if self.views is None:
@@ -261,9 +270,9 @@ class Meter:
             if hit is not None and seq <= hit[0]:
                 ratio = hit[1]
                 break
-            counted = payload.get("counted")
+            counted = payload.get("counted") or 0
             reported = self.wire.prompt_tokens(Usage.of(payload.get("usage") or {}))
-            if counted and reported > 0 and payload.get("model") == self.model:
+            if payload.get("model") == self.model and plausible(reported, counted):
                 ratio = reported / counted
                 break
         requests.memo[key] = (newest, ratio)

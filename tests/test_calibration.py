@@ -1,0 +1,50 @@
+"""Calibration believes only plausible figures (trust, item 18): a reported usage
+more than 4× off our count is ignored, and said so in the log and to the person.
+Through the real CLI against the loopback server."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from helpers import run_cli, write_config
+
+ASK = "hello " * 1000  # with the system prompt and tools: about 1,750 tokens counted
+NOTICE = re.compile(
+    r"── notice: the provider reported 8 prompt tokens for a request counted at (\d+), "
+    r"more than 4× off: not used to calibrate the fill"
+)
+
+
+def status(home, workspace) -> dict:
+    out = run_cli("status", "--json", home=home, cwd=workspace)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("ptype", ["anthropic", "openai"])
+def test_a_reported_usage_far_off_the_count_is_ignored_and_logged(ptype, loopback, home, workspace):
+    srv = loopback([{"text": "ok"}] * 2, usage_scale=1.25)
+    write_config(home, srv, ptype)
+    run_cli("new", home=home)
+    assert run_cli("ask", ASK, home=home, cwd=workspace).returncode == 0
+    believed = status(home, workspace)
+    assert abs(believed["calibration"] - 1.25) < 0.03  # a tokenizer's difference: believed
+
+    srv.reported_input = 8  # now a gateway that reports 8 tokens, whatever it was sent
+    out = run_cli("ask", "and again", home=home, cwd=workspace)
+
+    assert out.returncode == 0, out.stderr
+    assert srv.model_requests[-1].usage["input"] == 8
+    after = status(home, workspace)
+    assert after["calibration"] == believed["calibration"]  # the last figure believed stands
+    assert after["fill"] > 1.2 * after["counted"] > 1000  # not 8 tokens
+    [notice] = [line for line in out.stderr.splitlines() if "not used to calibrate" in line]
+    said = NOTICE.fullmatch(notice)
+    assert said and int(said[1]) > 1000, notice
+    log = run_cli("recall-log", home=home, cwd=workspace).stdout.splitlines()
+    requests = [line for line in log if "· request]" in line]
+    assert len(requests) == 2 and "usage in=8 " in requests[1]  # logged as reported
+    assert requests[1].endswith("(not used to calibrate: implausible)")
+    assert "not used to calibrate" not in requests[0]
