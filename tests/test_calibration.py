@@ -1,6 +1,7 @@
 """Calibration believes only plausible figures (trust, item 18): a reported usage
-more than 4× off our count is ignored, and said so in the log and to the person.
-Through the real CLI against the loopback server."""
+more than 4× off our count is ignored, and said so in the log and to the person;
+a session's first request rejected as too large calibrates from the size the
+provider's error named. Through the real CLI against the loopback server."""
 
 from __future__ import annotations
 
@@ -48,3 +49,23 @@ def test_a_reported_usage_far_off_the_count_is_ignored_and_logged(ptype, loopbac
     assert len(requests) == 2 and "usage in=8 " in requests[1]  # logged as reported
     assert requests[1].endswith("(not used to calibrate: implausible)")
     assert "not used to calibrate" not in requests[0]
+
+
+@pytest.mark.parametrize("ptype", ["anthropic", "openai"])
+def test_a_first_request_rejected_as_too_large_calibrates_from_the_errors_count(
+    ptype, loopback, home, workspace
+):
+    # The provider counts 1.5× what we do and its window is 2,000 of its tokens:
+    # the first ask (about 1,750 of ours, 2,600 of its) is rejected, and it alone
+    # does not fit the window learned, so no request ever reports a usage.
+    srv = loopback([{"text": "never sent"}], usage_scale=1.5, window=2000)
+    write_config(home, srv, ptype)
+    run_cli("new", home=home)
+
+    out = run_cli("ask", ASK, home=home, cwd=workspace)
+
+    assert out.returncode == 1 and "the context does not fit" in out.stderr, out.stderr
+    assert [r.status for r in srv.model_requests] == [400]
+    now = status(home, workspace)
+    assert abs(now["calibration"] - 1.5) < 0.03, now  # the error's count ÷ ours
+    assert now["fill"] > 2000  # over the window, as the provider counts: not sent again blind

@@ -176,8 +176,8 @@ def after_overflow(
 ) -> Prepared:
     """The provider rejected ``sent`` as too large: record the ceiling (the
     maximum it named, else the size sent less one), log the rejection (so
-    recall shows why history goes), evict down to 50% of the new budget and
-    return the request to retry once."""
+    recall shows why history goes, and calibration has the size it named),
+    evict down to 50% of the new budget and return the request to retry once."""
     store, meter = at.ws.store, at.meter
     ratio = meter.ratio()
     if error.prompt and meters.plausible(error.prompt, sent.counted):
@@ -201,6 +201,9 @@ def after_overflow(
             "maximum": error.maximum,
             "prompt": error.prompt,
             "sent": sent.fill,
+            "counted": sent.counted,
+            "provider": plan.provider,
+            "model": config.model,
         },
     )
     at.again()

@@ -3,9 +3,10 @@
 Fill = tokens of the request as it would be sent: system prompt, tool
 definition and each arranged message, counted with tiktoken (``encode_ordinary``)
 once per message (cached for the process by its digest, so an append costs one count), times
-the ratio the provider reported for the previous request. A figure off our
-count by more than ``PLAUSIBLE``× either way is not believed (a gateway that
-reports 8 tokens for 1,200 is wrong, not a tokenizer).
+the calibration: the provider's own count of the session's newest request
+÷ ours, from its reported usage or from the size a rejection as too large
+named. A figure off our count by more than ``PLAUSIBLE``× either way is not
+believed (a gateway that reports 8 tokens for 1,200 is wrong, not a tokenizer).
 """
 
 from __future__ import annotations
@@ -251,32 +252,46 @@ class Meter:
         return total
 
     def ratio(self) -> float:
-        """The provider's prompt total ÷ our count, for the last request of the
-        session to the same model that reported a plausible one (1.0 before any). A request
-        stopped or failed before its usage arrived reports nothing and must not
-        reset it. From the session's request log, as its last read left it."""
+        """The provider's count ÷ ours for the session's newest request to the same
+        model with a plausible figure: the prompt total it reported, or the size
+        its rejection as too large named (1.0 before any). A request stopped or
+        failed before its usage arrived reports nothing and must not reset it.
+        From the session's request log, as its last read left it."""
         if self.views is None:
             return 1.0
-        requests = self.views.requests
-        newest = requests.seqs[-1] if requests.seqs else None
-        if newest is None:
-            return 1.0
+        log = self.views.requests
+        newest = (log.seqs[-1] if log.seqs else 0, log.rejections[-1][0] if log.rejections else 0)
         key = ("ratio", self.wire.type, self.model)
-        hit = requests.memo.get(key)
+        hit = log.memo.get(key)
         if hit is not None and hit[0] == newest:
             return hit[1]
-        ratio = 1.0
-        for seq, payload in requests.newest_first():
-            if hit is not None and seq <= hit[0]:
-                ratio = hit[1]
-                break
+        reported = self._reported(log, hit[2] if hit is not None else None)
+        figures = [f for f in (reported, self._rejected(log)) if f is not None]
+        ratio = max(figures)[1] if figures else 1.0  # the newer of the two
+        log.memo[key] = (newest, ratio, (newest[0], reported))
+        return ratio
+
+    def _reported(
+        self, log: derived.RequestLog, known: tuple[int, tuple[int, float] | None] | None
+    ) -> tuple[int, float] | None:
+        """(seq, ratio) of the newest request whose reported usage is plausible;
+        ``known`` is that as of an earlier request seq (the walk stops there)."""
+        for seq, payload in log.newest_first():
+            if known is not None and seq <= known[0]:
+                return known[1]
             counted = payload.get("counted") or 0
             reported = self.wire.prompt_tokens(Usage.of(payload.get("usage") or {}))
             if payload.get("model") == self.model and plausible(reported, counted):
-                ratio = reported / counted
-                break
-        requests.memo[key] = (newest, ratio)
-        return ratio
+                return seq, reported / counted
+        return None
+
+    def _rejected(self, log: derived.RequestLog) -> tuple[int, float] | None:
+        """(seq, ratio) of the newest rejection as too large that named a plausible size."""
+        for seq, payload in reversed(log.rejections):
+            counted, prompt = payload["counted"], payload["prompt"]
+            if payload.get("model") == self.model and plausible(prompt, counted):
+                return seq, prompt / counted
+        return None
 
     def fill(self, messages: Iterable[Message]) -> int:
         """The calibrated fill of a request made of ``messages``."""

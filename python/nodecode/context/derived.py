@@ -39,6 +39,12 @@ WARNING_MARK = "[context at "
 Probe = tuple[int, int | None, str | None]  # (last seq, head, head turn's status)
 
 
+def is_rejection(payload: dict[str, Any]) -> bool:
+    """Whether an ``error`` event records a request rejected as too large with the
+    size the provider named and ours (``budget.evict`` logs it so; calibration reads it)."""
+    return isinstance(payload.get("prompt"), int) and isinstance(payload.get("counted"), int)
+
+
 @dataclass
 class RequestLog:
     """One session's request events: the newest, each turn's (by seq), and the
@@ -46,7 +52,8 @@ class RequestLog:
     requests from the newest budget warning or the newest request on, and the
     head turn's): ``since`` is the seq from which every request is here, and
     older ones are read from the store when asked for (rarely: an undo to an
-    old turn, a calibration behind requests that reported no usage)."""
+    old turn, a calibration behind requests that reported no usage). The
+    requests rejected as too large (few) are all here, in ``rejections``."""
 
     store: Store
     sid: str
@@ -56,6 +63,7 @@ class RequestLog:
     by_turn: dict[int, list[int]] = field(default_factory=dict)  # held, by turn
     whole: set[int] = field(default_factory=set)  # turns all of whose requests are held
     warning: int | None = None  # seq of the newest budget warning notice
+    rejections: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # (seq, payload)
     memo: dict[Any, Any] = field(default_factory=dict)  # what readers computed of it
 
     def add(self, e: Event) -> None:
@@ -63,6 +71,8 @@ class RequestLog:
             self._add(e.seq, e.turn, e.payload)
         elif e.kind == "notice" and e.text.startswith(WARNING_MARK):
             self.warning = e.seq
+        elif e.kind == "error" and is_rejection(e.payload):
+            self.rejections.append((e.seq, e.payload))
 
     def _add(self, seq: int, turn: int | None, payload: Any) -> None:
         self.seqs.append(seq)
@@ -242,7 +252,7 @@ def _advance(store: Store, d: Derived, probe: Probe) -> None:
             store.known(e)
             if e.kind in _TAKE_KINDS:
                 d.takes.add(e)
-            if e.kind == "request" or e.kind == "notice":
+            if e.kind in _REQUEST_KINDS:
                 d.requests.add(e)
         d.takes.seen = max(d.takes.seen, last)
         if head is not None and head not in d.requests.by_turn and _new_turn(new, head):
@@ -261,6 +271,7 @@ def _new_turn(new: list[Event], head: int) -> bool:
 
 
 _TAKE_KINDS = frozenset(("export", "edit", "receipt", *model.TAKE_KINDS))
+_REQUEST_KINDS = frozenset(("request", "notice", "error"))
 
 
 def _takes(store: Store, sid: str) -> TakeLog:
@@ -274,8 +285,9 @@ def _takes(store: Store, sid: str) -> TakeLog:
 
 def _requests(store: Store, sid: str, head: int | None) -> RequestLog:
     """The request log of a first read, in one query: the requests from the newest
-    budget warning or the newest request on (whichever is older), the warning, and
-    every request of the head turn; payloads kept packed until read."""
+    budget warning or the newest request on (whichever is older), the warning,
+    every request of the head turn, and the rejections as too large (of the
+    session's few errors); requests' payloads kept packed until read."""
     rows = store.read(
         "WITH cut AS (SELECT MIN("
         "  COALESCE((SELECT MAX(seq) FROM events WHERE session = ?1 AND kind = 'request'), 0),"
@@ -286,7 +298,9 @@ def _requests(store: Store, sid: str, head: int | None) -> RequestLog:
         "WHERE e.session = ?1 AND e.kind IN ('notice', 'request') AND e.seq >= cut.seq "
         "AND (e.kind = 'request' OR e.text LIKE ?2) "
         "UNION SELECT seq, turn, kind, payload, 0 FROM events INDEXED BY events_session_turn "
-        "WHERE session = ?1 AND turn = ?3 AND kind = 'request' ORDER BY 1",
+        "WHERE session = ?1 AND turn = ?3 AND kind = 'request' "
+        "UNION SELECT seq, turn, kind, payload, 0 FROM events INDEXED BY events_session_kind "
+        "WHERE session = ?1 AND kind = 'error' ORDER BY 1",
         (sid, WARNING_MARK + "%", head),
     )
     log = RequestLog(store, sid)
@@ -299,6 +313,10 @@ def _requests(store: Store, sid: str, head: int | None) -> RequestLog:
         seen.add(seq)
         if kind == "request":
             log._add(seq, turn, payload)
+        elif kind == "error":
+            error = unpack_payload(payload) if payload is not None else {}
+            if is_rejection(error):
+                log.rejections.append((seq, error))
         else:
             log.warning = seq
     if head is not None:
