@@ -50,3 +50,22 @@ def test_a_lone_surrogate_in_text_tool_input_and_thinking_keeps_the_reply(
     # The tool input went back to the provider as logged, and encoded.
     second = json.dumps(srv.model_requests[1].body, ensure_ascii=False)
     assert f"(list-files) ;; {BAD} files" in second
+
+
+@pytest.mark.parametrize("ptype", ["anthropic", "openai"])
+def test_a_lone_surrogate_in_an_error_body_is_one_line_and_logged(ptype, loopback, home, workspace):
+    fault = {"at": 1, "kind": "400", "message": "bad \ud800 input"}
+    write_config(home, loopback([{"text": "never sent"}], faults=[fault]), ptype)
+    sid = run_cli("new", home=home).stdout.strip()
+
+    out = run_cli("ask", "hello", home=home, cwd=workspace)
+
+    assert out.returncode == 3 and "Traceback" not in out.stderr, out.stderr
+    [line] = out.stderr.strip().splitlines()
+    assert line.startswith("nodecode: loopback: HTTP 400") and f"bad {BAD} input" in line
+    app = App.open(home, "default", workspace, environ={})
+    try:
+        [error] = [e for e in app.store.events(sid) if e.kind == "error"]
+        assert f"bad {BAD} input" in error.text
+    finally:
+        app.close()

@@ -28,9 +28,10 @@ are silent and ``cache_min_tokens`` overrides every model's minimum.
 Faults (``{"at": N, "kind": ...}``) hit the N-th model request (1-based,
 counting only the model endpoints, faulted requests included); a fault
 added without ``at`` hits the next model request. Kinds: an HTTP status
-("429", "529", "500", ...; ``retry_after`` sets the header), "drop" (part of
-the stream, then the connection closes without the terminal chunk), "stall"
-(part of the stream, ``seconds`` of silence, then the same close),
+("429", "529", "500", ...; ``retry_after`` sets the header, ``message`` the
+error's text), "drop" (part of the stream, then the connection closes
+without the terminal chunk), "stall" (part of the stream, ``seconds`` of
+silence, then the same close),
 "sse_error" (part of the stream, then the provider's in-stream error) and
 "garbage" (part of the stream, then lines that are not SSE and data that is
 not JSON, then a clean end of body; without streaming, a body that is not JSON).
@@ -542,7 +543,7 @@ class LoopbackServer:
         kind = fault["kind"]
         headers = {"retry-after": str(fault["retry_after"])} if "retry_after" in fault else {}
         if kind.isdigit():
-            return error_reply(flavor, int(kind), headers=headers)
+            return error_reply(flavor, int(kind), fault.get("message"), headers=headers)
         streams = flavor == GOOGLE or bool(body.get("stream"))  # Gemini's is by its URL
         if kind == "sse_error" and not streams:
             return error_reply(flavor, 529, headers=headers)

@@ -8,11 +8,11 @@ llama.cpp). Numbers in fields (llama.cpp ``n_ctx``) win over numbers in text.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from nodecode.errors import ContextOverflow
+from nodecode.providers.types import parse_json
 
 # Each names ``max`` (the window: M in "A + B > M") and, when the text says it, ``prompt``.
 _WITH_NUMBERS = [
@@ -142,6 +142,6 @@ def _loads(text: str) -> Any:
     if not text.startswith(("{", '"')):
         return None
     try:
-        return json.loads(text)
+        return parse_json(text)
     except ValueError:
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -138,3 +139,29 @@ class ThinkingSetting:
                 f"config.jsonc: {where}.thinking.budget_tokens must be below the reply's "
                 f"max_tokens ({max_tokens}): lower it or raise max_tokens (found {budget})"
             )
+
+
+# A JSON escape of a UTF-16 surrogate. The bytes of a body are decoded with
+# replacement, so a lone surrogate can only come from such an escape: a gateway
+# that cuts strings between UTF-16 units, or a model's own output.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads`` of what a provider sent, with each lone surrogate
+    (``"\\ud800"`` alone) read as U+FFFD: nothing can encode one (not the log,
+    not a terminal, not the next request), so a reply or an error holding one
+    would be lost; a valid pair stays the character it is."""
+    value = json.loads(text)
+    return _well_formed(value) if _SURROGATE_ESCAPE.search(text) else value
+
+
+def _well_formed(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_well_formed(k): _well_formed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_well_formed(v) for v in value]
+    return value

@@ -16,7 +16,6 @@ and JSON, so a request encodes only what the one before it did not send.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -34,6 +33,7 @@ from nodecode.providers.types import (
     ToolCall,
     Usage,
     dumpb,
+    parse_json,
 )
 
 SHORT, LONG = 300.0, 3600.0  # a cache entry's lifetimes, seconds: 5 minutes and 1 hour
@@ -232,7 +232,7 @@ class WireFormat:
 def load_data(data: str, unit: str) -> dict[str, Any]:
     """One event's JSON data (not an object: ``{}``); malformed data is a dropped stream."""
     try:
-        value = _loads(data)
+        value = parse_json(data)
     except ValueError:
         raise ProviderError(f"malformed stream {unit}: {data[:120]}", retryable=True) from None
     return value if isinstance(value, dict) else {}
@@ -243,34 +243,9 @@ def parse_input(raw: str) -> Any:
     if not raw.strip():
         return {}
     try:
-        return _loads(raw)
+        return parse_json(raw)
     except ValueError:
         return raw
-
-
-# A JSON escape of a UTF-16 surrogate. The bytes of a body are decoded with
-# replacement, so a lone surrogate can only come from such an escape: a gateway
-# that cuts strings between UTF-16 units, or a model's own output.
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _loads(text: str) -> Any:
-    """``json.loads``, with each lone surrogate (``"\\ud800"`` alone) read as
-    U+FFFD: nothing can encode one (not the log, not a terminal, not the next
-    request), so the reply would be lost; a valid pair stays the character it is."""
-    value = json.loads(text)
-    return _well_formed(value) if _SURROGATE_ESCAPE.search(text) else value
-
-
-def _well_formed(value: Any) -> Any:
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
-    if isinstance(value, dict):
-        return {_well_formed(k): _well_formed(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_well_formed(v) for v in value]
-    return value
 
 
 def _no_thinking(m: Message) -> bool:
