@@ -8,22 +8,28 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import run_cli, write_config
+from helpers import WIRES, run_cli, write_config
 from nodecode.app import App
 
 BAD = "\ufffd"
+# The damaged call is not a round's first: Gemini signs the first call of a round,
+# and a signed part whose text the client had to change is refused (so is an
+# Anthropic thinking block: the thinking with one ends its turn here).
 SCRIPT = [
-    {"text": "Looking \ud800 now.", "calls": [{"code": "(list-files) ;; \udc00 files"}]},
+    {
+        "text": "Looking \ud800 now.",
+        "calls": [{"code": "(list-files)"}, {"code": "(list-files) ;; \udc00 files"}],
+    },
     {"thinking": ["weighing \udfff it"], "text": "Done \udbff."},
 ]
 
 
-@pytest.mark.parametrize("ptype", ["anthropic", "openai"])
+@pytest.mark.parametrize("ptype", WIRES)
 def test_a_lone_surrogate_in_text_tool_input_and_thinking_keeps_the_reply(
     ptype, loopback, home, workspace
 ):
     srv = loopback(SCRIPT)
-    # Anthropic's thinking setting on (OpenAI-compatible reasoning needs none).
+    # Anthropic's thinking setting on (the other formats' reasoning comes without one).
     models = [{"id": "loopback-model", "max_tokens": 4096, "thinking": {"type": "enabled",
                "budget_tokens": 1024}}] if ptype == "anthropic" else None  # fmt: skip
     write_config(home, srv, ptype, models=models)
@@ -35,15 +41,15 @@ def test_a_lone_surrogate_in_text_tool_input_and_thinking_keeps_the_reply(
     assert out.stdout == f"Looking {BAD} now.\nDone {BAD}.\n"
     assert f"(list-files) ;; {BAD} files" in out.stderr
     assert f"weighing {BAD} it" in out.stderr
-    # The raw bytes on the wire did hold the escapes (the loopback sent what a gateway would).
-    assert [r.status for r in srv.model_requests] == [200, 200]
+    assert [r.status for r in srv.model_requests] == [200, 200]  # nothing sent back refused
     app = App.open(home, "default", workspace, environ={})
     try:
         events = {e.kind: e for e in app.store.events(sid)}  # the last of each kind
         replies = [e.text for e in app.store.events(sid) if e.kind == "assistant"]
         assert replies == [f"Looking {BAD} now.", f"Done {BAD}."]
         assert events["call"].payload["input"] == {"code": f"(list-files) ;; {BAD} files"}
-        assert events["thinking"].text == f"weighing {BAD} it"
+        thoughts = [e.text for e in app.store.events(sid) if e.kind == "thinking"]
+        assert f"weighing {BAD} it" in thoughts
         assert app.store.read("SELECT status FROM turns") == [("done",)]
     finally:
         app.close()
@@ -52,7 +58,7 @@ def test_a_lone_surrogate_in_text_tool_input_and_thinking_keeps_the_reply(
     assert f"(list-files) ;; {BAD} files" in second
 
 
-@pytest.mark.parametrize("ptype", ["anthropic", "openai"])
+@pytest.mark.parametrize("ptype", WIRES)
 def test_a_lone_surrogate_in_an_error_body_is_one_line_and_logged(ptype, loopback, home, workspace):
     fault = {"at": 1, "kind": "400", "message": "bad \ud800 input"}
     write_config(home, loopback([{"text": "never sent"}], faults=[fault]), ptype)

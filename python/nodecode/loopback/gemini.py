@@ -22,7 +22,7 @@ from typing import Any
 
 from nodecode.loopback.script import Round
 from nodecode.loopback.tokens import OVERHEAD_PER_MESSAGE, count_text
-from nodecode.loopback.wire import text_chunks, text_deltas, thinking_tokens
+from nodecode.loopback.wire import escape_surrogates, text_chunks, text_deltas, thinking_tokens
 
 SIGNATURE = "thoughtSignature"
 CORRUPTED = "Corrupted thought signature."
@@ -110,7 +110,7 @@ class SignatureLedger:
     def sign(self, part: dict) -> dict:
         with self._lock:
             seed = f"{len(self._issued)}\0{_canonical(part)}"
-            digest = hashlib.sha256(seed.encode()).digest() * 6
+            digest = hashlib.sha256(seed.encode("utf-8", "surrogatepass")).digest() * 6
             signature = base64.b64encode(digest).decode()
             self._issued[signature] = _canonical(part)
         return {**part, SIGNATURE: signature}
@@ -149,7 +149,8 @@ def _missing(contents: list[dict]) -> str | None:
 
 
 def frame(event: dict) -> bytes:
-    return f"data: {json.dumps(event, separators=(',', ':'), ensure_ascii=False)}\n\n".encode()
+    data = escape_surrogates(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
+    return f"data: {data}\n\n".encode()
 
 
 def usage_metadata(usage: dict, rnd: Round) -> dict:

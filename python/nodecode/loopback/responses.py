@@ -25,7 +25,13 @@ from typing import Any
 
 from nodecode.loopback.script import Round
 from nodecode.loopback.tokens import OVERHEAD_PER_MESSAGE, count_text
-from nodecode.loopback.wire import json_fragments, text_chunks, text_deltas, thinking_tokens
+from nodecode.loopback.wire import (
+    escape_surrogates,
+    json_fragments,
+    text_chunks,
+    text_deltas,
+    thinking_tokens,
+)
 
 CONTEXT_WINDOW_EXCEEDED = (
     "Your input exceeds the context window of this model. Please adjust your input and try again."
@@ -40,7 +46,7 @@ NO_REASONING = (
 
 def _sealed(seed: str) -> str:
     """Something shaped like OpenAI's encrypted content (Fernet tokens start gAAAAA)."""
-    digest = hashlib.sha256(seed.encode()).digest() * 4
+    digest = hashlib.sha256(seed.encode("utf-8", "surrogatepass")).digest() * 4
     return "gAAAAAB" + base64.urlsafe_b64encode(digest).decode()
 
 
@@ -176,7 +182,7 @@ def frame(event: dict | str) -> bytes:
     """One SSE event; ``event:`` names its type, as the API sends it."""
     if isinstance(event, str):
         return f"data: {event}\n\n".encode()
-    data = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    data = escape_surrogates(json.dumps(event, separators=(",", ":"), ensure_ascii=False))
     return f"event: {event['type']}\ndata: {data}\n\n".encode()
 
 
