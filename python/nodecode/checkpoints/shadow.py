@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from nodecode.cells.env import CellEnv, FileChange
+from nodecode.config import schema
 from nodecode.errors import NodecodeError
 from nodecode.log.store import Store
 from nodecode.paths import ensure_dir, write_private
 from nodecode.verbs.env import SessionEnv
 
-DEFAULT_MAX_MB = 200
+DEFAULT_MAX_MB: float = schema.default("shadow_max_mb")
 _NULL = "0" * 40
 _REGULAR = ("100644", "100755")
 _GIT_CONFIG = (
@@ -336,11 +337,6 @@ def _stored(store: Store, change: FileChange) -> dict[str, Any]:
         "before": put(change.before) if change.before is not None else None,
         "after": put(change.after) if change.after is not None else None,
     }
-
-
-def max_mb(config_raw: dict[str, Any]) -> float:
-    value = config_raw.get("shadow_max_mb", DEFAULT_MAX_MB)
-    return float(value) if isinstance(value, (int, float)) else float(DEFAULT_MAX_MB)
 
 
 def watch(home: Path, cwd: Path, sid: str, limit_mb: float = DEFAULT_MAX_MB) -> ShellWatch:

@@ -13,6 +13,7 @@ MCP servers (``mcp``).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Iterable, Sequence
 
@@ -82,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     app = None
     try:
         app = App.open(args.home, args.store, args.cwd)
+        app.on_warning = functools.partial(_warn, app)
         return COMMANDS[args.command].run(app, args)
     except Stopped:
         return EXIT_STOPPED
@@ -96,6 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if app is not None:
             app.close()
+
+
+def _warn(app: App, line: str) -> None:
+    """config.jsonc's warnings (unknown keys), each once, when the config is first read."""
+    print(f"nodecode: warning: {app.redact_known(line)}", file=sys.stderr)
 
 
 def _err(app: App | None, e: Exception) -> None:

@@ -9,29 +9,13 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Mapping
 
 from nodecode.bounded import Bounded
-from nodecode.errors import SessionBusy, SessionError, StoreError
+from nodecode.errors import SessionBusy, StoreError
 from nodecode.log.store import Store
 
-LEASE_SECONDS = 30.0
-LEASE_ENV = "NODECODE_LEASE_SECONDS"  # tests shorten the lease with it
+LEASE_SECONDS = 30.0  # $NODECODE_LEASE_SECONDS changes it (tests shorten it; agent.loop reads it)
 HEARTBEAT_SECONDS = 5.0  # how often a held lease is renewed (a third of it, when shorter)
-
-
-def lease_seconds(environ: Mapping[str, str] = os.environ) -> float:
-    """How long a turn's lease lasts unrenewed: LEASE_SECONDS, or $NODECODE_LEASE_SECONDS."""
-    raw = environ.get(LEASE_ENV)
-    if raw is None:
-        return LEASE_SECONDS
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < float("inf"):
-        raise SessionError(f"${LEASE_ENV} must be a number of seconds above 0 (got {raw!r})")
-    return value
 
 
 class Lease:

