@@ -1,16 +1,20 @@
 """config.jsonc and the environment against the one schema: what a person sees of a
-typo (one warning naming the nearest key) and of a wrong value (one error line
-naming the key, what it takes and what it has; exit 1)."""
+typo (one warning naming the nearest key), of a wrong value (one error line naming
+the key, what it takes and what it has; exit 1) and of the settings reference
+(`nodecode config`, `:help nodecode-config`)."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from helpers import ROOT, run_cli, write_config
-from nodecode.config import load_config, schema
+from nodecode.config import load_config, reference, schema
+from nodecode.config.kinds import Refused
 from nodecode.errors import ConfigError
 
 WARNING = 'nodecode: warning: config.jsonc: "auto_aprove" is not a setting; did you mean "auto_approve"?\n'
@@ -204,7 +208,10 @@ WARNINGS = [
         top(mcpServers={}),
         '"mcpServers" is not a setting; did you mean "mcp_servers"?',
     ),
-    (top(colorscheme="dark"), '"colorscheme" is not a setting (ignored)'),
+    (
+        top(colorscheme="dark"),
+        '"colorscheme" is not a setting (ignored; `nodecode config` lists them)',
+    ),
     (
         provider(api_key_evn="KEY"),
         "providers.loopback.api_key_evn is not a setting; did you mean "
@@ -350,3 +357,60 @@ def test_every_nodecode_variable_the_code_reads_is_declared():
             if path.suffix in (".py", ".lua"):
                 read.update(re.findall(r"NODECODE_[A-Z_]*[A-Z]", path.read_text(encoding="utf-8")))
     assert read - set(schema.VARIABLES) == set()
+
+
+# -- nodecode config, and the reference made from the schema -------------------------------
+
+
+def test_config_check_says_what_is_wrong_or_that_all_is_well(loopback, tmp_path):
+    home = write_config(tmp_path / "home", loopback([]), max_rounds=50.0, shell_timeout=0.5)
+    ok = run_cli("config", "check", home=home)
+    edited(home, top(max_round=3))
+    warned = run_cli("config", "check", home=home)
+    edited(home, top(timeout=0))
+    wrong = run_cli("config", "check", home=home)
+
+    path = home / "config.jsonc"
+    assert (ok.returncode, ok.stdout, ok.stderr) == (0, f"{path}: ok\n", "")
+    assert (warned.returncode, warned.stdout) == (0, f"{path}: 1 warning (above)\n")
+    assert warned.stderr == (
+        'nodecode: warning: config.jsonc: "max_round" is not a setting; did you mean '
+        '"max_rounds"?\n'
+    )
+    assert (wrong.returncode, wrong.stdout) == (1, "")
+    assert wrong.stderr == (
+        'nodecode: config.jsonc: "timeout" must be a number of seconds > 0 (found 0)\n'
+    )
+
+
+def test_the_help_file_lists_every_setting_as_the_schema_says():
+    check = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "config_help.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0, check.stderr
+
+
+def names(table) -> list[str]:
+    return [s.name for s in table.settings]
+
+
+def test_nodecode_config_lists_every_setting_and_variable(tmp_path):
+    out = run_cli("config", home=tmp_path)
+    helped = run_cli("config", "--help", home=tmp_path)
+
+    assert out.returncode == helped.returncode == 0
+    assert out.stdout == reference.text() and "list every setting" in helped.stdout
+    listed = re.findall(r"^(\S+)", out.stdout, re.MULTILINE)
+    every = names(schema.SETTINGS) + names(schema.PROVIDER) + names(schema.MODEL)
+    public = [v.name for v in schema.ENVIRONMENT if not v.internal]
+    assert [n for n in listed if n in every + public] == every + public
+
+
+def test_every_setting_has_a_meaning_and_a_refused_key_says_why():
+    for table in (schema.SETTINGS, schema.PROVIDER, schema.MODEL):
+        for s in table.settings:
+            assert s.meaning and "\n" not in s.meaning, s.name
+            if isinstance(s.kind, Refused):
+                assert s.kind.why, s.name

@@ -6,8 +6,8 @@ Exit status: 0 success; 1 a user error (one line on stderr); 2 usage;
 One module per family of commands; ``COMMANDS`` below is the whole dispatch
 table: sessions (``new``, ``sessions``), ask (``ask``, ``eval``), context
 (``context``), budget (``status``, ``budget``, ``evict``, ``models``),
-recall (``recall-*``), checkpoints (``tree``, ``undo``, ``redo``, …) and
-MCP servers (``mcp``).
+recall (``recall-*``), checkpoints (``tree``, ``undo``, ``redo``, …), MCP servers
+(``mcp``) and the settings (``config``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterable, Sequence
 
 from nodecode.app import App
-from nodecode.cli import ask, budget, checkpoints, context, mcp, recall, sessions
+from nodecode.cli import ask, budget, checkpoints, config, context, mcp, recall, sessions
 from nodecode.cli.common import (
     EXIT_OK,
     EXIT_PROVIDER,
@@ -61,6 +61,7 @@ COMMANDS: dict[str, Command] = _table(
     recall.COMMANDS,
     checkpoints.COMMANDS,
     mcp.COMMANDS,
+    config.COMMANDS,
 )
 
 

@@ -4,7 +4,7 @@ wrong value one ConfigError line naming the key, what was expected and what was
 found. Nothing is coerced but a whole number written as one (``50.0``).
 
 A ``Kind`` checks one value and returns what the config keeps; ``what`` is the
-phrase its errors use.
+phrase both its errors and the settings reference (``nodecode config``) use.
 
 Plain classes, not dataclasses: every command and Neovim's first ``:Nodecode``
 import this, and a dataclass costs 0.3-1 ms to make; these cost microseconds.
@@ -419,4 +419,4 @@ def unknown(where: Where, known: Mapping[str, Setting]) -> str:
     meant = nearest(where.parts[-1], settable)
     if meant is not None:
         return f"{FILE}: {where} is not a setting; did you mean {where.up() / meant}?"
-    return f"{FILE}: {where} is not a setting (ignored)"
+    return f"{FILE}: {where} is not a setting (ignored; `nodecode config` lists them)"

@@ -2,7 +2,9 @@
 each declared once: its kind, its default and what it does.
 
 Adding a setting is one entry here; ``Config.setting(name)`` (or a provider's,
-or a model entry) then holds its checked value.
+or a model entry) then holds its checked value, and ``:help nodecode-config``
+and ``nodecode config`` list it (``scripts/config_help.py`` writes the help
+section; a test fails while it is out of date).
 """
 
 from __future__ import annotations
@@ -261,7 +263,7 @@ SETTINGS = Table(
             TrueOrSome(APPROVAL_KINDS, _approval, ("mcp:SERVER", "mcp:SERVER/TOOL")),
             frozenset(),
             "what runs without asking: true is writes, shell commands and every MCP tool",
-            shown_default="[] (each write and command asks)",
+            shown_default="[] (each write, command and MCP call asks)",
         ),
         Setting("max_rounds", Whole(1), 50, "model rounds a turn may take before it stops"),
         Setting(
