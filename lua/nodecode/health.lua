@@ -42,9 +42,14 @@ try:
     home = home_dir(sys.argv[1] or None)
     out["home"] = str(home)
     cfg = load_config(home)
-    p = cfg.require_provider()
-    out["provider"] = {"id": p.id, "type": p.type, "model": cfg.model, "base_url": p.base_url,
-                       "key_env": p.api_key_env, "key_set": bool(cfg.api_key())}
+    out["config_warnings"] = list(cfg.warnings)
+    try:
+        p = cfg.require_provider()
+        out["provider"] = {"id": p.id, "type": p.type, "model": cfg.model,
+                           "base_url": p.base_url, "key_env": p.api_key_env,
+                           "key_set": bool(cfg.api_key())}
+    except Exception as e:
+        out["provider_error"] = str(e).splitlines()[0]
 except Exception as e:
     out["nodecode_error" if "nodecode" not in out else "config_error"] = str(e).splitlines()[0]
 print(json.dumps(out))
@@ -212,11 +217,31 @@ local function check_home(home)
   end
 end
 
+--- config.jsonc and the environment as the core reads them: an error stops
+--- every command that needs them, a warning names a key that is not a setting.
+---@param probe table
+---@return boolean ok the config could be read
+local function check_config(probe)
+  local advice = { 'nodecode config lists every setting, and so does :help nodecode-config' }
+  if probe.config_error then
+    vim.health.error(probe.config_error, advice)
+    return false
+  end
+  local warnings = probe.config_warnings or {}
+  for _, w in ipairs(warnings) do
+    vim.health.warn(w, advice)
+  end
+  if #warnings == 0 then
+    vim.health.ok('config.jsonc and the environment: every setting known and valid')
+  end
+  return true
+end
+
 ---@param probe table
 local function check_provider(probe)
   local p = probe.provider
   if not p then
-    vim.health.warn('no provider configured: ' .. tostring(probe.config_error), {
+    vim.health.warn('no provider configured: ' .. tostring(probe.provider_error), {
       'write "provider" and "model" into ' .. tostring(probe.home) .. '/config.jsonc',
       'or set ANTHROPIC_API_KEY / OPENAI_API_KEY',
     })
@@ -273,8 +298,10 @@ function M.check()
   if probe and probe.home then
     check_home(probe.home)
     check_store(probe.home)
-    check_provider(probe)
-    check_mcp(require('nodecode.config').python(), probe.home)
+    if check_config(probe) then -- a broken config would fail the next two the same way
+      check_provider(probe)
+      check_mcp(require('nodecode.config').python(), probe.home)
+    end
   end
   check_git()
   check_pickers()

@@ -205,6 +205,10 @@ function M._on_event(event)
   if not M.running() then
     return -- a stopped host's last words (after :Lazy reload): redrawing would start a new one
   end
+  if event.kind == 'warning' then -- of no job: config.jsonc names a key that is not a setting
+    require('nodecode.message').warn('%s', event.text)
+    return
+  end
   for _, mod in ipairs({
     'nodecode.ui.chat',
     'nodecode.ui.context',

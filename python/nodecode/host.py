@@ -17,6 +17,8 @@ Events emitted (each a dict with ``job`` and ``kind``):
   · phase {phase} (sending, thinking, streaming, retrying, running, approval)
   · request {state: started | finished, round, provider, model; when finished:
     status, seq, usage {input, output, cache_read, cache_write}, error}
+And one event of no job (``job`` is None): warning {text} (config.jsonc names a
+key that is not a setting; told once per key while the host runs).
 """
 
 from __future__ import annotations
@@ -567,6 +569,7 @@ class Host:
             choice = self._models.get((place.home, place.store))
         if app is None:
             app = self._open_app(place)
+            app.on_warning = self._warn  # config.jsonc's unknown keys, each once
             with self._lock:
                 app = self._apps.setdefault(place, app)
         if choice is not None:
@@ -602,6 +605,11 @@ class Host:
         if fresh:  # what its first ask would load and count, while the person types
             warm.start(app, session)
         return session
+
+    def _warn(self, line: str) -> None:
+        """A warning that belongs to no job (config.jsonc's unknown keys): Neovim
+        shows it once, as a warning."""
+        self._port.emit({"job": None, "kind": "warning", "text": line})
 
     def _emit(self, job_id: int, event: dict[str, Any]) -> None:
         self._port.emit({"job": job_id, **event})
