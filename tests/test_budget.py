@@ -21,6 +21,7 @@ from nodecode.app import App
 from nodecode.context import derived
 from nodecode.context.derived import state
 from nodecode.context.message import Message
+from nodecode.errors import UserError
 from nodecode.host import Host
 from nodecode.loopback import LoopbackServer, Reply
 from nodecode.loopback.tokens import openai_tokens
@@ -547,6 +548,31 @@ def test_the_host_api_for_status_budget_and_evict(session):
         receipt = host.evict(ctx, "through 2")["receipt"]
         assert "turns 1–2" in receipt and receipt.startswith("[[receipt default/")
         assert host.budget(ctx, "clear")["window"] is None
+    finally:
+        for app in host._apps.values():
+            app.close()
+
+
+@pytest.mark.parametrize("typed", ["²", "١٢٣٤٥", "8000.5"])
+def test_the_host_budget_takes_a_window_in_ascii_digits_only(session, typed):
+    s = session(window=None)
+    s.close()
+
+    class Port:
+        def emit(self, event):
+            pass
+
+    host = Host(Port())
+    ctx = {"home": str(s.home), "cwd": str(s.ws)}
+    host._pins[(s.home, "default")] = s.sid
+    try:
+        with pytest.raises(UserError) as caught:
+            host.budget(ctx, typed)
+        assert str(caught.value) == (
+            "budget set N: N must be a positive whole number of tokens, at most "
+            f"9223372036854775807 (found {typed!r})"
+        )
+        assert host.budget(ctx, " 9000 ")["window"] == 9000
     finally:
         for app in host._apps.values():
             app.close()

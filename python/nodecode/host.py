@@ -506,9 +506,9 @@ class Host:
         if isinstance(n, str) and n.strip() == "clear":
             budgets.clear_override(app.store, app.config)
         elif n not in (None, ""):
-            budgets.set_override(
-                app.workspace, app.config, int(n) if str(n).strip().isdigit() else n
-            )
+            text = str(n).strip()
+            digits = text.isascii() and text.isdigit() and len(text) <= 30  # not ² nor ١٢٣
+            budgets.set_override(app.workspace, app.config, int(text) if digits else n)
         plan = budgets.of(app.workspace, app.config)
         return {**plan.as_dict(), "lines": status.budget_lines(plan)}
 
