@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import shutil
 import stat
 import threading
 from pathlib import Path
@@ -25,7 +26,7 @@ from nodecode.errors import UserError
 from nodecode.host import Host
 from nodecode.loopback import LoopbackServer, Reply
 from nodecode.loopback.tokens import openai_tokens
-from nodecode.providers import registry
+from nodecode.providers import catalog, registry
 from nodecode.providers.overflow import parse_overflow
 from test_budget_support import Session, check_valid, cli, prompt_total, texts
 
@@ -74,8 +75,7 @@ def test_each_window_source_wins_over_the_next(session):
     )
     budgets.set_override(s.app.workspace, s.app.config, 8000)
     cache = budgets.cache_file(s.home)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps(api_json(20000, 3000)))
+    catalog.write_split(cache, api_json(20000, 3000))
 
     def step(source: str, window: int, reply: int) -> None:
         plan = budgets.of(s.app.workspace, s.app.config)
@@ -92,7 +92,7 @@ def test_each_window_source_wins_over_the_next(session):
     step("store override", 8000, 2000)
     budgets.clear_override(s.app.store, s.app.config)
     step("models.dev cache", 20000, 3000)  # the model's output limit
-    cache.unlink()
+    shutil.rmtree(cache)
     step("models.dev snapshot", 200000, 8192)
     assert budgets.of(s.app.workspace, s.app.config).tokens == 200000 - 8192
 
@@ -148,8 +148,11 @@ def test_models_refresh_writes_the_cache_that_then_gives_the_window(session):
     assert code == 0, err
     cache = budgets.cache_file(s.home)
     assert out.strip() == f"{cache}: 1 providers, 1 models"
-    assert json.loads(cache.read_text()) == api_json(30000, 4000)
-    assert stat.S_IMODE(os.stat(cache).st_mode) == 0o600
+    written = api_json(30000, 4000)["anthropic"]
+    assert json.loads((cache / "anthropic.json").read_text()) == written["models"]
+    index = json.loads((cache / "_providers.json").read_text())
+    assert index == {"anthropic": {k: v for k, v in written.items() if k != "models"}}
+    assert stat.S_IMODE(os.stat(cache / "anthropic.json").st_mode) == 0o600
     s.reopen()
     plan = budgets.of(s.app.workspace, s.app.config)
     assert (plan.source, plan.window, plan.reply) == ("models.dev cache", 30000, 4000)
@@ -157,7 +160,7 @@ def test_models_refresh_writes_the_cache_that_then_gives_the_window(session):
         "models", "refresh", home=s.home, env={"NODECODE_MODELS_URL": "http://127.0.0.1:9/api.json"}
     )
     assert code == 1 and err.startswith("nodecode: models refresh: cannot fetch")
-    assert json.loads(cache.read_text()) == api_json(30000, 4000)  # the old cache stays
+    assert json.loads((cache / "anthropic.json").read_text()) == written["models"]  # it stays
 
 
 # -- ceilings ---------------------------------------------------------------------------

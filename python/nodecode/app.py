@@ -182,7 +182,7 @@ class App:
     def _add_config_keys(self, redactor: Redactor, config: Config) -> None:
         """Blank the keys ``config`` names: its variables' values, its files' keys,
         and what its MCP servers are given in their environment and headers."""
-        for name in config.key_envs:
+        for name in (*config.key_envs, *config.secret_envs):
             redactor.add(name, self.environ.get(name))
         for name, value in keys.file_keys(config, self.home).items():
             redactor.add(name, value)

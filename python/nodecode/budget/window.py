@@ -4,26 +4,24 @@ Window sources, the first with a number wins: ``NODECODE_CONTEXT_TOKENS``;
 ``providers.<id>.models[].context_window`` in config.jsonc; an override in the
 store (``nodecode budget set N``); the models.dev cache
 (``HOME/cache/models.dev.json``, written by ``nodecode models refresh``); the
-snapshot shipped in the package (``data/models_windows.json``). A ceiling
+snapshot shipped in the package (``data/models_dev.json``). A ceiling
 learned from a rejection caps it: window = min(source, ceiling). Overrides and
 ceilings live in the store's ``meta`` table per provider and model.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nodecode.bounded import Bounded
 from nodecode.config import schema
 from nodecode.config.kinds import MAX_TOKENS
 from nodecode.errors import UserError
 from nodecode.log.store import Store
-from nodecode.paths import write_private
+from nodecode.providers import catalog
+from nodecode.providers.catalog import Limits
 from nodecode.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -32,7 +30,6 @@ if TYPE_CHECKING:
 ENV_WINDOW = "NODECODE_CONTEXT_TOKENS"
 ENV_MODELS_URL = "NODECODE_MODELS_URL"
 MODELS_URL = "https://models.dev/api.json"
-SNAPSHOT = Path(__file__).resolve().parents[1] / "data" / "models_windows.json"
 MAX_REPLY = 8192
 WARN_AT, EVICT_TO = 0.85, 0.50
 
@@ -45,15 +42,6 @@ SOURCE_CEILING = "ceiling"
 
 
 # -- where the window comes from ---------------------------------------------
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What models.dev says of one model (any may be unknown)."""
-
-    context: int | None = None
-    output: int | None = None
-    input: int | None = None
 
 
 @dataclass
@@ -100,7 +88,8 @@ def ceiling_key(provider: str, model: str) -> str:
 
 
 def cache_file(home: Path) -> Path:
-    return home / "cache" / "models.dev.json"
+    """Where ``nodecode models refresh`` keeps models.dev's table (a folder)."""
+    return catalog.cache_dir(home)
 
 
 def _positive(value: Any, what: str) -> int:
@@ -124,8 +113,8 @@ def of(ws: Workspace, config: Config) -> Budget:
     model = config.model
     entry = config.provider.model_entry(model or "") if config.provider else {}
     dev_key = (config.provider.models_dev or provider) if config.provider else None
-    cached = _lookup(_cache_table(cache_file(ws.home)), dev_key, model)
-    shipped = _lookup(_snapshot_table(), dev_key, model)
+    cached = catalog.limits(catalog.model_in(catalog.cache_dir(ws.home), dev_key, model))
+    shipped = catalog.limits(catalog.model_in(catalog.SNAPSHOT, dev_key, model))
     limits = cached or shipped or Limits()
     sources: list[tuple[str, int | None]] = [
         (SOURCE_ENV, schema.env(ws.environ, ENV_WINDOW)),  # checked: ASCII digits only
@@ -162,68 +151,10 @@ def _reply(entry: dict[str, Any], limits: Limits, window: int | None) -> int:
     return max(1, min(candidates))
 
 
-def _lookup(table: dict[str, Any] | None, provider: str | None, model: str | None) -> Limits | None:
-    if not table or not provider or not model:
-        return None
-    models = table.get(provider)
-    if isinstance(models, dict) and isinstance(models.get("models"), dict):
-        models = models["models"]  # the api.json shape
-    spec = models.get(model) if isinstance(models, dict) else None
-    if isinstance(spec, list):  # the snapshot's [context, output, input?]
-        spec = {"limit": dict(zip(("context", "output", "input"), spec, strict=False))}
-    if not isinstance(spec, dict):
-        return None
-    limit = spec.get("limit") or {}
-
-    def num(key: str) -> int | None:
-        value = limit.get(key)
-        return (
-            value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-        )
-
-    return Limits(num("context"), num("output"), num("input"))
-
-
 def dev_models(home: Path, dev_key: str | None) -> list[str]:
     """The model ids models.dev knows for provider ``dev_key`` (the cache, else
     the snapshot), sorted."""
-    for table in (_cache_table(cache_file(home)), _snapshot_table()):
-        models = (table or {}).get(dev_key or "")
-        if isinstance(models, dict) and isinstance(models.get("models"), dict):
-            models = models["models"]  # the api.json shape
-        if isinstance(models, dict) and models:
-            return sorted(str(m) for m in models)
-    return []
-
-
-@functools.cache
-def _snapshot_table() -> dict[str, Any]:
-    try:
-        return json.loads(SNAPSHOT.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
-_CACHE_TABLES = Bounded(8)  # path → (its mtime, the table parsed)
-
-
-def _cache_table(path: Path) -> dict[str, Any] | None:
-    """The models.dev cache, parsed once per version of the file (None if absent
-    or unreadable: the snapshot serves then)."""
-    try:
-        stamp = path.stat().st_mtime_ns
-    except OSError:
-        return None
-    hit = _CACHE_TABLES.get(path)
-    if hit is not None and hit[0] == stamp:
-        return hit[1]
-    try:
-        table = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        table = None
-    table = table if isinstance(table, dict) else None
-    _CACHE_TABLES.keep(path, (stamp, table))
-    return table
+    return catalog.models(home, dev_key)
 
 
 # -- changing the sources -----------------------------------------------------
@@ -297,6 +228,6 @@ def refresh_models(home: Path, environ: Mapping[str, str]) -> tuple[Path, int, i
             f"models refresh: {url} is not in the api.json format (expected an object of providers)"
         )
     path = cache_file(home)
-    write_private(path, response.content)
+    catalog.write_split(path, table)  # the whole of it: it is what models.dev says now
     models = sum(len(v.get("models") or {}) for v in table.values())
     return path, len(table), models

@@ -55,6 +55,7 @@ class ProviderConfig:
     api_key_cmd: str | None = None  # a shell command printing the key (run once per App)
     api_key_file: str | None = None  # a file only its owner can read, holding the key
     settings: Mapping[str, Any] = field(default_factory=dict)  # as set (a built-in's too)
+    origin: str = "config.jsonc"  # where its settings come from: built-in, models.dev, …
 
     def setting(self, name: str) -> Any:
         """Provider setting ``name``: as set, else the schema's default."""
@@ -92,7 +93,10 @@ class Config:
     mcp_servers: dict[str, dict[str, Any]]  # by name, checked
     mcp_timeout: float  # seconds an MCP call may take
     mcp_project_servers: bool  # read the project's .mcp.json too
-    key_envs: tuple[str, ...] = ()
+    key_envs: tuple[str, ...] = ()  # the providers' key variables: redacted, kept from shells
+    # Other key variables models.dev names that are set: redacted (a shell keeps them:
+    # GITHUB_TOKEN and the like are the person's to use).
+    secret_envs: tuple[str, ...] = ()
     providers: dict[str, ProviderConfig] = field(default_factory=dict)  # built in or defined
     defined: frozenset[str] = frozenset()  # the providers config.jsonc defines
     settings: Mapping[str, Any] = field(default_factory=dict)  # every top-level setting
@@ -156,9 +160,17 @@ def load_config(home: Path, environ: Mapping[str, str] = os.environ) -> Config:
     """Read HOME/config.jsonc (absent = empty), check it and the environment against
     the schema, and resolve the provider. A wrong value raises one ConfigError line;
     an unknown key is one of ``Config.warnings``."""
-    values, warnings = schema.check_file(_read(home / "config.jsonc"))
+    raw = _read(home / "config.jsonc")
     schema.check_environment(environ)
-    providers = _providers(values["providers"])
+    chosen = schema.env(environ, "NODECODE_PROVIDER") or _text(raw.get("provider"))
+    blocks = raw.get("providers") if isinstance(raw.get("providers"), dict) else {}
+    named = {*blocks, *([chosen] if chosen else [])}
+    presets = _presets(home, named, environ)
+    if chosen and chosen not in presets and chosen not in blocks:
+        _preset(home, chosen, environ)  # a provider models.dev lists whose SDK nodecode lacks
+    values, warnings = schema.check_file(raw, presets)
+    keyed = {p: presets.get(p) or _preset(home, p, environ) for p in _keyed(home, environ)}
+    providers = _providers(values["providers"], {**keyed, **presets})
     pid = (
         schema.env(environ, "NODECODE_PROVIDER")
         or values["provider"]
@@ -168,8 +180,9 @@ def load_config(home: Path, environ: Mapping[str, str] = os.environ) -> Config:
     if pid is not None:
         if pid not in providers:
             raise ConfigError(
-                f"config.jsonc: provider {pid!r} is not defined: expected one of "
-                f"{', '.join(sorted(providers))}"
+                f"config.jsonc: provider {pid!r} is not defined and models.dev lists no "
+                f"such provider: expected one of {', '.join(sorted(providers))}, or a "
+                f"providers.{pid} block with a type and a base_url"
             )
         provider = providers[pid]
     model = schema.env(environ, "NODECODE_MODEL") or values["model"]
@@ -180,6 +193,7 @@ def load_config(home: Path, environ: Mapping[str, str] = os.environ) -> Config:
         model=model,
         **{k: v for k, v in values.items() if k in _FROM_SETTINGS},
         key_envs=tuple(sorted({p.api_key_env for p in providers.values() if p.api_key_env})),
+        secret_envs=_secret_envs(home, environ),
         providers=providers,
         defined=frozenset(values["providers"]),
         settings=values,
@@ -232,18 +246,71 @@ def _parse(path: Path, text: str) -> Any:
     return data
 
 
-def _providers(given: dict[str, dict[str, Any]]) -> dict[str, ProviderConfig]:
-    """Every provider: the built-ins, with config.jsonc's (checked) settings over them."""
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _presets(home: Path, names: set[str], environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """What models.dev gives each provider config.jsonc names that is no built-in."""
+    out = {}
+    for pid in sorted(names):
+        if pid in registry.BUILTIN_PROVIDERS or not isinstance(pid, str):
+            continue
+        found = _preset(home, pid, environ, quiet=True)
+        if found is not None:
+            out[pid] = found
+    return out
+
+
+def _preset(
+    home: Path, pid: str, environ: Mapping[str, str], quiet: bool = False
+) -> dict[str, Any] | None:
+    """A provider's preset; a block of config.jsonc gives it a type when models.dev's
+    SDK is one nodecode does not speak, so ``quiet`` leaves that to the schema."""
+    from nodecode.providers import presets
+
+    try:
+        return presets.preset(home, pid, environ)
+    except ConfigError:
+        if quiet:
+            return None
+        raise
+
+
+def _keyed(home: Path, environ: Mapping[str, str]) -> list[str]:
+    from nodecode.providers import presets
+
+    return [p for p in presets.keyed(home, environ) if p not in registry.BUILTIN_PROVIDERS]
+
+
+def _providers(
+    given: dict[str, dict[str, Any]], presets: Mapping[str, Mapping[str, Any] | None]
+) -> dict[str, ProviderConfig]:
+    """Every provider: the built-ins and models.dev's presets (those the file names
+    and those whose key is set), with config.jsonc's (checked) settings over them."""
     merged: dict[str, dict[str, Any]] = {k: dict(v) for k, v in registry.BUILTIN_PROVIDERS.items()}
+    origins = dict.fromkeys(merged, "built-in")
+    for pid, spec in presets.items():
+        if spec is not None and pid not in merged:
+            merged[pid], origins[pid] = dict(spec), "models.dev"
     for pid, spec in given.items():
         base = dict(merged.get(pid, {}))
         if "api_key_env" not in spec and any(k in spec for k in KEY_SOURCES):
             base.pop("api_key_env", None)  # a built-in's variable gives way to the named source
         merged[pid] = {**base, **spec}
-    return {pid: _provider(pid, spec) for pid, spec in merged.items()}
+        origin = origins.get(pid)
+        origins[pid] = f"{origin}, with config.jsonc's settings" if origin else "config.jsonc"
+    return {pid: _provider(pid, spec, origins[pid]) for pid, spec in merged.items()}
 
 
-def _provider(pid: str, spec: dict[str, Any]) -> ProviderConfig:
+def _secret_envs(home: Path, environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The key variables models.dev names that are set (their values are redacted)."""
+    from nodecode.providers import presets
+
+    return tuple(v for v in presets.key_variables(home) if environ.get(v))
+
+
+def _provider(pid: str, spec: dict[str, Any], origin: str) -> ProviderConfig:
     return ProviderConfig(
         id=pid,
         type=spec["type"],
@@ -254,4 +321,5 @@ def _provider(pid: str, spec: dict[str, Any]) -> ProviderConfig:
         api_key_cmd=spec.get("api_key_cmd"),
         api_key_file=spec.get("api_key_file"),
         settings=spec,
+        origin=origin,
     )

@@ -224,7 +224,8 @@ class Providers(Kind):
         if not isinstance(spec, dict):
             raise wrong(where, PROVIDER.what, spec)
         kind = PROVIDER.by_name["type"].kind
-        ptype = spec.get("type", registry.BUILTIN_PROVIDERS.get(pid, {}).get("type"))
+        base = registry.BUILTIN_PROVIDERS.get(pid) or context.get("presets", {}).get(pid) or {}
+        ptype = spec.get("type", base.get("type"))
         if "type" not in spec and ptype is None:
             raise ConfigError(f"{FILE}: {where / 'type'} must be {kind.what} (found nothing)")
         kind.check(ptype, where / "type", context)
@@ -351,11 +352,15 @@ def default(name: str, table: Table | None = None) -> Any:
     return _fresh((table or SETTINGS).by_name[name].default)
 
 
-def check_file(raw: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def check_file(
+    raw: dict[str, Any], presets: Mapping[str, Mapping[str, Any]] | None = None
+) -> tuple[dict[str, Any], list[str]]:
     """config.jsonc's object checked: (every top-level setting, defaults filled in,
-    the warnings). Raises the first error as one ConfigError line."""
+    the warnings). ``presets``: the settings models.dev gives the providers the file
+    names (a block of one needs no ``type``). Raises the first error as one
+    ConfigError line."""
     warnings: list[str] = []
-    given = SETTINGS.check(raw, Where(), {"warnings": warnings})
+    given = SETTINGS.check(raw, Where(), {"warnings": warnings, "presets": presets or {}})
     values = {
         s.name: given[s.name] if s.name in given else _fresh(s.default) for s in SETTINGS.settings
     }

@@ -8,11 +8,12 @@ marks, and any pending edit.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nodecode import budget as budgets
 from nodecode.budget import evict as evictions
 from nodecode.budget.meter import Basis
+from nodecode.config import Config
 from nodecode.context import derived
 from nodecode.context import take as takes
 from nodecode.context.derived import Read
@@ -21,9 +22,6 @@ from nodecode.providers.wire import WireFormat
 from nodecode.views import context as view
 from nodecode.words import plural
 from nodecode.workspace import Workspace
-
-if TYPE_CHECKING:
-    pass
 
 PARTS = {
     "user": "asks",
@@ -87,6 +85,7 @@ def report(ws: Workspace, basis: Basis, sid: str) -> dict[str, Any]:
         "parts": parts,
         "per_turn": per_turn,
         "messages": len(arranged),
+        "resolved": _resolved(config),
         "last_request": _last_request(r, meter.wire),
         "instructions": [
             {"path": i.shown, "tokens": cal(meter.text(i.text))} for i in basis.prompt.instructions
@@ -102,6 +101,29 @@ def _cache(r: Read, basis: Basis) -> dict[str, Any]:
     cache = view.cache_view(r, basis, takes.next_order(r))
     del cache["prefix"], cache["cached"]
     return {"cached_through": cache["through"], "cache": cache}
+
+
+def _resolved(config: Config) -> dict[str, Any] | None:
+    """The provider as resolved: its type, base URL, where its settings came from
+    (built-in, a models.dev preset, config.jsonc) and where its key is read from
+    (a variable's name, a command, a file: never the key)."""
+    p = config.provider
+    if p is None:
+        return None
+    key: dict[str, str] | None = None
+    if p.api_key_env:
+        key = {"env": p.api_key_env}
+    elif p.api_key_cmd:
+        key = {"command": p.api_key_cmd}
+    elif p.api_key_file:
+        key = {"file": p.api_key_file}
+    return {
+        "id": p.id,
+        "type": p.type,
+        "base_url": p.base_url or config.wire().default_base_url,
+        "from": p.origin,
+        "key": key,
+    }
 
 
 def _last_request(r: Read, wire: WireFormat) -> dict[str, Any] | None:
