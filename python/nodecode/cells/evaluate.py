@@ -16,6 +16,7 @@ from nodecode.cells.forms import Keyword, Sym, kind_of, show_form
 from nodecode.cells.reader import read_cell
 from nodecode.cells.registry import unknown_verb
 from nodecode.errors import CellError, Stopped, UserError
+from nodecode.words import plural
 
 TOOL_NAME = "eval"
 _EXAMPLE = '(read-file "README.md")'
@@ -30,7 +31,8 @@ class CellResult:
 
 
 def evaluate(code: str, env: CellEnv) -> CellResult:
-    """Read and run every form of a cell in order, stopping at the first failure."""
+    """Read and run every form of a cell in order, stopping at the first failure
+    or at the turn's stop (``env.cancel``): a form after the stop never starts."""
     try:
         output, error = _evaluate(code, env)
     except Stopped:
@@ -49,7 +51,10 @@ def _evaluate(code: str, env: CellEnv) -> tuple[str, bool]:
         return f"error: {e}", True
     echo = len(forms) > 1
     parts: list[str] = []
-    for form in forms:
+    for k, form in enumerate(forms):
+        if env.cancel.is_set():  # the person stopped the turn: no later form runs
+            parts.append(f"[stopped by the person: {plural(len(forms) - k, 'form')} not run]")
+            return "\n\n".join(parts), False
         output, failed = _run_form(form, env)
         # With several forms each result is echoed by its form so the agent can tell them apart.
         parts.append(f";; {show_form(form)}\n" + output.rstrip("\n") if echo else output)
