@@ -251,7 +251,14 @@ class _Turn:
         self.prompt = self.app.prompt()  # the instructions as their files hold them now
         meter = budgets.Meter(self.config, self.wire, views, self.prompt)
         self.meter = meter
-        report = takes.take(ws, self.sid, self.number, budget=plan.tokens, count=meter.fill)
+        room = (
+            takes.Room(plan.tokens - meter.system - meter.tools, plan.tokens, meter.over)
+            if plan.tokens is not None
+            else None
+        )
+        report = takes.take(
+            ws, self.sid, self.number, budget=plan.tokens, count=meter.fill, room=room
+        )
         for receipt in report.receipts:
             self.cb.on_receipt(receipt)
         # The session as the take left it: read once for the eviction and the request.

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from nodecode.config import Config
 
 MESSAGE_OVERHEAD = 4  # role and separators: what a message costs beyond its text
+OVER_PIECE = 262_144  # characters counted at a time by ``Meter.over``
 
 
 @functools.cache
@@ -152,6 +153,26 @@ class Meter:
 
     def text(self, text: str) -> int:
         return len(self.encoding.encode_ordinary(text)) if text else 0
+
+    def over(self, text: str, limit: int) -> bool:
+        """Whether ``text`` holds more than ``limit`` tokens, counting no more of it
+        than it takes to tell: a token is at least a byte, so a text of at most
+        ``limit`` bytes fits uncounted, and a longer one is counted a piece at a
+        time (cut after a space or newline) until the count passes ``limit``. A
+        50 MB note against a 200,000-token budget is counted for about 1 MB."""
+        if len(text) <= limit // 4 or len(text.encode("utf-8", "surrogatepass")) <= limit:
+            return False
+        counted, at = 0, 0
+        while at < len(text):
+            end = min(len(text), at + max(OVER_PIECE, limit))
+            if end < len(text):
+                cut = max(text.rfind(" ", at, end), text.rfind("\n", at, end))
+                end = cut + 1 if cut > at else end
+            counted += self.text(text[at:end])
+            if counted > limit:
+                return True
+            at = end
+        return False
 
     def message(self, m: Message, cached: bool = True) -> int:
         return self._entry(m, cached)[1]

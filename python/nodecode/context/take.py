@@ -35,6 +35,32 @@ from nodecode.workspace import Workspace
 STALE = "made before another edit was taken: run (context) again"
 
 
+@dataclass(frozen=True)
+class Room:
+    """What one written block (a note, a rewrite) may hold: ``tokens``, all the
+    budget leaves beside the system prompt and tools; ``over(text, tokens)`` tells
+    whether a text holds more, counting no more of it than it takes to tell."""
+
+    tokens: int
+    budget: int
+    over: Callable[[str, int], bool]
+
+    def refusal(self, edit: Edit) -> str | None:
+        """Why ``edit`` could never be sent (a block it writes cannot fit), or None."""
+        written = [
+            (f"the note under message {after}" if after is not None else "the note", text)
+            for after, text in edit.notes
+        ] + [(f"the rewrite of message {i}", text) for i, text in edit.rewrites.items()]
+        for what, text in written:
+            if self.over(text, self.tokens):
+                return (
+                    f"{what} holds more than {self.tokens:,} tokens, all the budget of "
+                    f"{self.budget:,} leaves beside the system prompt and tools: it could "
+                    "never be sent; write less"
+                )
+        return None
+
+
 @dataclass
 class TakeReport:
     """What a take did, for the agent (notices) and the person (receipts)."""
@@ -377,9 +403,13 @@ def take(
     *,
     budget: int | None = None,
     count: Callable[[list[Message]], int] | None = None,
+    room: Room | None = None,
 ) -> TakeReport:
     """Process every pending edit (SPEC §2 "Taking an edit"). With no running
-    turn, the take belongs to the head (changes made while it is the head)."""
+    turn, the take belongs to the head (changes made while it is the head).
+    With ``room``, an edit writing a block larger than the budget can hold is
+    refused: taken, it could never be sent, and each later request would
+    evict it again."""
     store = ws.store
     report = TakeReport()
     r = derived.read(store, sid)
@@ -406,7 +436,7 @@ def take(
                 if e.payload.get("base", -1) < current
                 else read_edit(r, e, order, st)
             )
-            reason = edit.error()
+            reason = edit.error() or (room.refusal(edit) if room is not None else None)
             if reason is not None:
                 notices.append(_refuse(ws, sid, turn, e, reason, report))
                 continue
