@@ -63,6 +63,8 @@ class Config:
     max_retries: int = 3
     retry_backoff: float = 0.5
     timeout: float = 120.0  # seconds the provider may stay silent (HTTP read timeout)
+    request_timeout: float = 600.0  # seconds a whole model request may take, retries included
+    idle_timeout: float = 120.0  # seconds a reply may bring no content (keep-alives are none)
     key_envs: tuple[str, ...] = ()
     cache: str = "auto"  # Anthropic cache entries: auto | 1h | 5m (cache.plan)
     instructions: tuple[str, ...] = ()  # more instruction files, relative to the cwd
@@ -147,6 +149,8 @@ def load_config(home: Path, environ: Mapping[str, str] = os.environ) -> Config:
         max_retries=int(_number(raw, "max_retries", 3)),
         retry_backoff=_number(raw, "retry_backoff", 0.5),
         timeout=_positive(raw, "timeout", 120.0),
+        request_timeout=_positive(raw, "request_timeout", 600.0),
+        idle_timeout=_positive(raw, "idle_timeout", 120.0),
         key_envs=tuple(sorted({p.api_key_env for p in providers.values() if p.api_key_env})),
         cache=_cache_mode(raw),
         instructions=_paths(raw, "instructions"),
