@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,7 @@ class Moved:
     ask: str | None = None  # undo: the undone ask, offered back for editing
     pending: list[str] = field(default_factory=list)  # files left for a --force to finish
     finished: bool = False  # this --force finished the previous move's restores
+    left: list[str] = field(default_factory=list)  # every file left as it is, pending or not
 
     @property
     def turn(self) -> int | None:
@@ -82,6 +84,7 @@ class Moved:
             "ask": self.ask,
             "pending": self.pending,
             "finished": self.finished,
+            "left": self.left,
         }
 
 
@@ -206,12 +209,47 @@ def _refusal(ws: Workspace, step: _Step) -> str | None:
     return None
 
 
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
+
+
+class _NotRegular(Exception):
+    """The path holds something other than a regular file: never opened, never replaced."""
+
+
+def _kind(mode: int) -> str | None:
+    """What a file of this mode is, when it is not a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
 def _read(path: str) -> bytes | None:
+    """The file's bytes, None when there is none. Anything but a regular file is
+    refused by name: looked at first (opening a device may do something), then
+    opened without blocking (a FIFO would wait for a writer forever) and checked
+    again on the open descriptor."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        kind = _kind(os.lstat(path).st_mode)
     except FileNotFoundError:
         return None
+    if kind is not None:
+        raise _NotRegular(kind)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW)
+    try:
+        kind = _kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise _NotRegular(kind)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
 
 
 def _write(path: str, data: bytes | None) -> None:
@@ -234,6 +272,13 @@ def restore(
         return {"path": step.path, "action": "skipped", "line": f"skipped {shown}: {refusal}"}
     try:
         current = _read(step.path)
+    except _NotRegular as e:  # no --force can restore it: said once, not left pending
+        line = f"skipped {shown}: {e}, not a regular file (undo restores regular files only)"
+        return {"path": step.path, "action": "skipped", "line": line}
+    except OSError as e:
+        line = f"failed {shown}: {e.strerror or e}"
+        return {"path": step.path, "action": "failed", "line": line, "retry": True}
+    try:
         now = _digest(current)
         if now == step.target:
             return None
@@ -296,7 +341,14 @@ def _move(
             },
         )
         sessions.set_head(store, sid, target)
-    return Moved(op, source, target, lines, pending=[_shown(p) for p in pending])
+    return Moved(
+        op, source, target, lines, pending=[_shown(p) for p in pending], left=_left(report)
+    )
+
+
+def _left(report: list[dict[str, Any]]) -> list[str]:
+    """The files a move's report leaves as they are (skipped or failed), by path."""
+    return [r["path"] for r in report if r["action"] in ("skipped", "failed") and r["path"]]
 
 
 def _restore_all(
@@ -359,7 +411,15 @@ def _finish(
             "pending": [asdict(p) for p in left],
         },
     )
-    return Moved(op, source, target, lines, pending=[_shown(p) for p in left], finished=True)
+    return Moved(
+        op,
+        source,
+        target,
+        lines,
+        pending=[_shown(p) for p in left],
+        finished=True,
+        left=_left(report),
+    )
 
 
 def _turn(store: Store, sid: str, number: int, verb: str) -> turn_tree.Turn:

@@ -11,6 +11,7 @@ from nodecode.app import App
 from nodecode.checkpoints import moves as checkpoints
 from nodecode.cli.common import EXIT_OK, Command, session_of
 from nodecode.views import tree as trees
+from nodecode.words import plural
 
 _FORCE = {"undo": "nodecode undo --force", "redo": "nodecode redo --force"}
 
@@ -28,8 +29,8 @@ def _summary(moved: checkpoints.Moved, done: str) -> str:
     """``undid turn 2 except 1 file`` / ``finished undoing turn 2``: what the move did."""
     if moved.finished:
         return f"finished {moved.doing()}"
-    left = len(moved.pending)
-    return done + (f" except {left} file{'s' if left != 1 else ''}" if left else "")
+    left = len(moved.left)  # pending or not: a file left as it is was not undone
+    return done + (f" except {plural(left, 'file')}" if left else "")
 
 
 def _force_arg(p: argparse.ArgumentParser) -> None:
