@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodecode.checkpoints import shadow
 from nodecode.context import derived, model
 from nodecode.context import take as takes
 from nodecode.context.message import Message
@@ -41,6 +42,7 @@ from nodecode.views import tree as trees
 from nodecode.workspace import Workspace
 
 BLOB_COMMAND = "nodecode blob"  # how the command line shows a kept version
+ENDINGS = ("stopped", "error")  # a turn's end, which may carry what no result recorded
 
 
 @dataclass
@@ -55,6 +57,7 @@ class Moved:
     pending: list[str] = field(default_factory=list)  # files left for a --force to finish
     finished: bool = False  # this --force finished the previous move's restores
     left: list[str] = field(default_factory=list)  # every file left as it is, pending or not
+    untracked: bool = False  # a turn's shell changes were not tracked: not undone either
 
     @property
     def turn(self) -> int | None:
@@ -85,6 +88,7 @@ class Moved:
             "pending": self.pending,
             "finished": self.finished,
             "left": self.left,
+            "untracked": self.untracked,
         }
 
 
@@ -131,13 +135,14 @@ def turn_changes(
 ) -> tuple[list[tuple[dict[str, Any], str | None]], list[str]]:
     """The turn's file changes in order (each with the workspace it ran in) and the
     reasons its shell changes were not tracked, if any. A turn killed during a
-    shell command has that command's changes on its ``stopped`` event."""
+    shell command has that command's changes on its ``stopped`` event; one whose
+    result the store could not write, on its ``error`` event."""
     events = store.context_events(
-        turn.session, [turn.number], upto=None, kinds=("stopped",), turnless=False
+        turn.session, [turn.number], upto=None, kinds=ENDINGS, turnless=False
     )
     changes, untracked = [], []
     for e in events:
-        if e.role != "tool" and e.kind != "stopped":
+        if e.role != "tool" and e.kind not in ENDINGS:
             continue
         changes += [(c, e.payload.get("workspace")) for c in e.payload.get("changes", [])]
         if e.payload.get("shell_untracked"):
@@ -147,10 +152,11 @@ def turn_changes(
 
 def _steps(
     store: Store, sid: str, leave: list[turn_tree.Turn], enter: list[turn_tree.Turn], cwd: str
-) -> tuple[list[_Step], list[str]]:
+) -> tuple[list[_Step], list[tuple[str, bool]]]:
     """Each file's net change (reverting ``leave`` newest first, then applying ``enter``
-    oldest first), by path; and the report's notes (untracked shell, inherited turns)."""
-    notes: list[str] = []
+    oldest first), by path; and the report's notes (untracked shell, inherited turns),
+    each with whether it says that shell changes were not tracked."""
+    notes: list[tuple[str, bool]] = []
     flat: list[tuple[dict[str, Any], str, bool, str]] = []
     for turns, back in ((leave, True), (enter, False)):
         for t in turns:
@@ -158,12 +164,15 @@ def _steps(
             if t.session != sid:  # a fork's inherited turn: its files are the parent's
                 if changes:
                     notes.append(
-                        f"files of turn {t.number} were left as they are: it ran in "
-                        f"session {t.session}, which this one forked from"
+                        (
+                            f"files of turn {t.number} were left as they are: it ran in "
+                            f"session {t.session}, which this one forked from",
+                            False,
+                        )
                     )
                 continue
             notes += [
-                f"shell changes of turn {t.number} were not tracked: {reason}"
+                (f"shell changes of turn {t.number} were not tracked: {reason}", True)
                 for reason in dict.fromkeys(untracked)
             ]
             why = (
@@ -324,8 +333,12 @@ def _move(
         leave, enter = plan(store, sid, target)
         steps, notes = _steps(store, sid, leave, enter, os.path.realpath(ws.cwd))
         report, pending = _restore_all(ws, steps, force, show_blob)
-        report += [{"path": None, "action": "note", "line": n} for n in notes]
+        report += [
+            {"path": None, "action": "untracked" if untracked else "note", "line": n}
+            for n, untracked in notes
+        ]
     lines = [r["line"] for r in report]
+    untracked = any(r["action"] == "untracked" for r in report)
     with store.atomic():
         store.append(
             sid,
@@ -342,7 +355,13 @@ def _move(
         )
         sessions.set_head(store, sid, target)
     return Moved(
-        op, source, target, lines, pending=[_shown(p) for p in pending], left=_left(report)
+        op,
+        source,
+        target,
+        lines,
+        pending=[_shown(p) for p in pending],
+        left=_left(report),
+        untracked=untracked,
     )
 
 
@@ -430,9 +449,19 @@ def _turn(store: Store, sid: str, number: int, verb: str) -> turn_tree.Turn:
     return known[number]
 
 
+def settle_ended(ws: Workspace) -> None:
+    """Close every turn left running by a process that is gone, or whose end the
+    store could not write (a full disk), with what its shell commands changed, as
+    opening the store does: a long-lived host opens it once, and a move must not
+    read such a turn as one that changed nothing. Before the move takes the
+    session's lease, which would keep its turn from being settled."""
+    turn_tree.recover(ws.store, settle=lambda sid, n: shadow.settle(ws.home, ws.store, sid, n))
+
+
 def undo(ws: Workspace, sid: str, *, force: bool = False, show_blob: str = BLOB_COMMAND) -> Moved:
     """Rewind the head turn and its file changes; the undone ask comes back."""
     store = ws.store
+    settle_ended(ws)
     with Lease(store, sid):
         head = sessions.get(store, sid).head
         finished = _finish(ws, sid, "undo", head, show_blob) if force else None
@@ -465,6 +494,7 @@ def redo_stack(store: Store, sid: str) -> list[int]:
 def redo(ws: Workspace, sid: str, *, force: bool = False, show_blob: str = BLOB_COMMAND) -> Moved:
     """Step forward along the branch the undos left, re-applying one turn's changes."""
     store = ws.store
+    settle_ended(ws)
     with Lease(store, sid):
         stack = redo_stack(store, sid)
         head = sessions.get(store, sid).head
@@ -491,6 +521,7 @@ def rewind(
     ws: Workspace, sid: str, number: int, *, force: bool = False, show_blob: str = BLOB_COMMAND
 ) -> Moved:
     """Move the head to turn ``number`` and return files to their state after it."""
+    settle_ended(ws)
     with Lease(ws.store, sid):
         _turn(ws.store, sid, number, "rewind")
         finished = _finish(ws, sid, "rewind", number, show_blob) if force else None

@@ -30,7 +30,10 @@ def _summary(moved: checkpoints.Moved, done: str) -> str:
     if moved.finished:
         return f"finished {moved.doing()}"
     left = len(moved.left)  # pending or not: a file left as it is was not undone
-    return done + (f" except {plural(left, 'file')}" if left else "")
+    untracked = "shell changes that were not tracked" if moved.untracked else ""
+    files = plural(left, "file") if left else ""
+    excepted = " and ".join(part for part in (files, untracked) if part)
+    return done + (f" except {excepted}" if excepted else "")
 
 
 def _force_arg(p: argparse.ArgumentParser) -> None:
