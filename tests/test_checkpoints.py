@@ -224,7 +224,7 @@ def test_undo_never_touches_another_sessions_files(s, tmp_path):
         checkpoints.undo(s.app.workspace, s.sid)
         assert s.files() == {**START, "build/out": b"junk", "b.txt": b"theirs"}
         assert (tmp_path / "ws2" / "a.txt").read_bytes() == b"theirs\n"
-        checkpoints.undo(apart, there.sid)
+        checkpoints.undo(apart.workspace, there.sid)
         assert (tmp_path / "ws2" / "a.txt").read_bytes() == b"alpha\n"
         assert (Path(s.app.cwd) / "b.txt").read_bytes() == b"theirs"
     finally:

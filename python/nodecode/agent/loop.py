@@ -283,11 +283,7 @@ class _Turn:
         self.prompt = self.app.prompt()  # the instructions as their files hold them now
         meter = budgets.Meter(self.config, self.wire, views, self.prompt)
         self.meter = meter
-        room = (
-            takes.Room(plan.tokens - meter.system - meter.tools, plan.tokens, meter.over)
-            if plan.tokens is not None
-            else None
-        )
+        room = meter.room(plan.tokens)
         report = takes.take(
             ws, self.sid, self.number, budget=plan.tokens, count=meter.fill, room=room
         )

@@ -26,6 +26,7 @@ from nodecode.context.arrange import (
     sendable,
 )
 from nodecode.context.message import Message
+from nodecode.context.take import Room
 from nodecode.errors import ConfigError
 from nodecode.log.store import Store
 from nodecode.providers import registry
@@ -153,6 +154,13 @@ class Meter:
 
     def text(self, text: str) -> int:
         return len(self.encoding.encode_ordinary(text)) if text else 0
+
+    def room(self, budget: int | None) -> Room | None:
+        """What one block an edit writes may hold in a request of ``budget`` tokens:
+        all of it but the system prompt and tools (None when the budget is unknown)."""
+        if budget is None:
+            return None
+        return Room(budget - self.system - self.tools, budget, self.over)
 
     def over(self, text: str, limit: int) -> bool:
         """Whether ``text`` holds more than ``limit`` tokens, counting no more of it

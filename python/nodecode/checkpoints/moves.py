@@ -323,8 +323,11 @@ def _move(
     files: bool,
     force: bool = False,
     show_blob: str = BLOB_COMMAND,
+    room: takes.Room | None = None,
 ) -> Moved:
-    """Move the head (the caller holds the lease): files, then one event and the head."""
+    """Move the head (the caller holds the lease): files, then one event and the head;
+    then the saved context edits still pending, carried over the move or refused
+    (``take.judge``), so the person reads what became of them here."""
     store = ws.store
     source = sessions.get(store, sid).head
     report: list[dict[str, Any]] = []
@@ -354,6 +357,7 @@ def _move(
             },
         )
         sessions.set_head(store, sid, target)
+    lines += _pending_edits(ws, sid, room)
     return Moved(
         op,
         source,
@@ -363,6 +367,15 @@ def _move(
         left=_left(report),
         untracked=untracked,
     )
+
+
+def _pending_edits(ws: Workspace, sid: str, room: takes.Room | None) -> list[str]:
+    """Take the edits of the context saved before the move (context.txt recorded
+    first): each taken or refused at once, with its receipt, and said in a line."""
+    try:
+        return takes.said(takes.take(ws, sid, None, room=room))
+    except UserError as e:  # context.txt is not a file: the move itself stands
+        return [f"context edit not read: {e}"]
 
 
 def _left(report: list[dict[str, Any]]) -> list[str]:
@@ -458,7 +471,14 @@ def settle_ended(ws: Workspace) -> None:
     turn_tree.recover(ws.store, settle=lambda sid, n: shadow.settle(ws.home, ws.store, sid, n))
 
 
-def undo(ws: Workspace, sid: str, *, force: bool = False, show_blob: str = BLOB_COMMAND) -> Moved:
+def undo(
+    ws: Workspace,
+    sid: str,
+    *,
+    force: bool = False,
+    show_blob: str = BLOB_COMMAND,
+    room: takes.Room | None = None,
+) -> Moved:
     """Rewind the head turn and its file changes; the undone ask comes back."""
     store = ws.store
     settle_ended(ws)
@@ -470,7 +490,9 @@ def undo(ws: Workspace, sid: str, *, force: bool = False, show_blob: str = BLOB_
         if head is None:
             raise UserError(f"undo: nothing to undo in session {sid} (no turn is the head)")
         turn = _turn(store, sid, head, "undo")
-        moved = _move(ws, sid, turn.parent, "undo", files=True, force=force, show_blob=show_blob)
+        moved = _move(
+            ws, sid, turn.parent, "undo", files=True, force=force, show_blob=show_blob, room=room
+        )
         moved.ask = trees.ask_text(store, turn)
     return moved
 
@@ -491,7 +513,14 @@ def redo_stack(store: Store, sid: str) -> list[int]:
     return stack
 
 
-def redo(ws: Workspace, sid: str, *, force: bool = False, show_blob: str = BLOB_COMMAND) -> Moved:
+def redo(
+    ws: Workspace,
+    sid: str,
+    *,
+    force: bool = False,
+    show_blob: str = BLOB_COMMAND,
+    room: takes.Room | None = None,
+) -> Moved:
     """Step forward along the branch the undos left, re-applying one turn's changes."""
     store = ws.store
     settle_ended(ws)
@@ -507,18 +536,26 @@ def redo(ws: Workspace, sid: str, *, force: bool = False, show_blob: str = BLOB_
                 f"redo: nothing to redo in session {sid} (no undo since the last "
                 "ask, continue or rewind)"
             )
-        return _move(ws, sid, stack[-1], "redo", files=True, force=force, show_blob=show_blob)
+        return _move(
+            ws, sid, stack[-1], "redo", files=True, force=force, show_blob=show_blob, room=room
+        )
 
 
-def continue_(ws: Workspace, sid: str, number: int) -> Moved:
+def continue_(ws: Workspace, sid: str, number: int, room: takes.Room | None = None) -> Moved:
     """Move the head to turn ``number``; files stay as they are."""
     with Lease(ws.store, sid):
         _turn(ws.store, sid, number, "continue")
-        return _move(ws, sid, number, "continue", files=False)
+        return _move(ws, sid, number, "continue", files=False, room=room)
 
 
 def rewind(
-    ws: Workspace, sid: str, number: int, *, force: bool = False, show_blob: str = BLOB_COMMAND
+    ws: Workspace,
+    sid: str,
+    number: int,
+    *,
+    force: bool = False,
+    show_blob: str = BLOB_COMMAND,
+    room: takes.Room | None = None,
 ) -> Moved:
     """Move the head to turn ``number`` and return files to their state after it."""
     settle_ended(ws)
@@ -527,7 +564,9 @@ def rewind(
         finished = _finish(ws, sid, "rewind", number, show_blob) if force else None
         if finished is not None:
             return finished
-        return _move(ws, sid, number, "rewind", files=True, force=force, show_blob=show_blob)
+        return _move(
+            ws, sid, number, "rewind", files=True, force=force, show_blob=show_blob, room=room
+        )
 
 
 # -- fork -------------------------------------------------------------------------------
