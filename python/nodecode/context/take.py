@@ -29,7 +29,7 @@ from nodecode.errors import UserError
 from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
 from nodecode.log.store import Event, Store
-from nodecode.paths import write_private
+from nodecode.paths import write_private, write_private_over
 from nodecode.workspace import Workspace
 
 STALE = "made before another edit was taken: run (context) again"
@@ -112,9 +112,31 @@ def context_stat(path: Path) -> os.stat_result | None:
 # -- export -------------------------------------------------------------------
 
 
+EXPORT_TRIES = 3
+
+
 def export(ws: Workspace, sid: str) -> Path:
     """Write the context to context.txt (a new export) and return its path. A
-    changed, untaken file is first recorded as a pending edit."""
+    changed, untaken file is first recorded as a pending edit. The file is
+    replaced only while it holds bytes the log has (an export's, a recorded
+    edit's): a save that lands while the export runs is recorded by the next
+    try, never overwritten unrecorded."""
+    path = context_file(ws, sid)
+    for _ in range(EXPORT_TRIES):
+        r, raw = _log_export(ws, sid)
+        # Written once the export is committed: a crash in between must not leave
+        # a file naming an export the log does not have.
+        if write_private_over(path, raw, lambda p, st, r=r: _known_file(r, p, st)):
+            return path
+    raise UserError(
+        f"{path}: saved again while each of {EXPORT_TRIES} exports was being written "
+        "(each save is recorded as a pending edit): export again"
+    )
+
+
+def _log_export(ws: Workspace, sid: str) -> tuple[Read, bytes]:
+    """Log a new export (a changed file recorded first): the session as read before
+    it, and the bytes to write."""
     store = ws.store
     with store.atomic():
         r = derived.read(store, sid)
@@ -141,11 +163,18 @@ def export(ws: Workspace, sid: str) -> Path:
             },
         )
         _keep_export(store, digest, raw, first, st.messages)
-    # Written once the export is committed: a crash in between must not leave a
-    # file naming an export the log does not have.
-    path = context_file(ws, sid)
-    write_private(path, raw)
-    return path
+    return r, raw
+
+
+def _known_file(r: Read, path: Path, st: os.stat_result) -> bool:
+    """Whether the file at ``path`` holds bytes the log has: an export's or a
+    recorded edit's (anything else is a save no event recorded yet)."""
+    if stat.S_ISLNK(st.st_mode):
+        st = os.stat(path)  # a link the person made: judged by what it points to
+    if not stat.S_ISREG(st.st_mode):
+        context_stat(path)  # the person's to fix: one line naming what is there
+        return False
+    return _file_digest(r, path, st) in r.takes.recorded
 
 
 # -- pending edits ------------------------------------------------------------
