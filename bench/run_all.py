@@ -42,6 +42,7 @@ ORDER = [
     "open_buffer",
     "flat_costs",
     "fill",
+    "notes",
     "recall",
 ]
 # Reduced runs: flag → value, passed only when the benchmark's --help lists the flag.
@@ -58,6 +59,7 @@ REDUCED: dict[str, dict[str, str | None]] = {
     "open_buffer": {"--reps": "15"},
     "flat_costs": {"--reps": "25"},
     "fill": {"--reps": "7", "--warmup": "1"},
+    "notes": {"--reps": "5"},
     "recall": {"--small": None},
 }
 RECALL_FULL = BENCH / ".cache" / "recall-1000000" / "built.json"

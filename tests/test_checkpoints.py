@@ -7,7 +7,9 @@ test checks the files byte for byte and, where it matters, the next request.
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -222,7 +224,7 @@ def test_undo_never_touches_another_sessions_files(s, tmp_path):
         checkpoints.undo(s.app.workspace, s.sid)
         assert s.files() == {**START, "build/out": b"junk", "b.txt": b"theirs"}
         assert (tmp_path / "ws2" / "a.txt").read_bytes() == b"theirs\n"
-        checkpoints.undo(apart, there.sid)
+        checkpoints.undo(apart.workspace, there.sid)
         assert (tmp_path / "ws2" / "a.txt").read_bytes() == b"alpha\n"
         assert (Path(s.app.cwd) / "b.txt").read_bytes() == b"theirs"
     finally:
@@ -390,3 +392,49 @@ def test_undo_force_after_a_new_ask_undoes_the_new_turn(tmp_path, loopback):
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("undid turn 3; the head is turn 1\n")
     assert (ws / "a.txt").read_bytes() == b"mine\n"
+
+
+def _not_regular(path: Path, kind: str) -> None:
+    """Put a FIFO, a directory or a socket where the file ``path`` was."""
+    path.unlink()
+    if kind == "FIFO":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        with socket.socket(socket.AF_UNIX) as sock:
+            here = os.getcwd()
+            os.chdir(path.parent)  # a relative name: socket paths are short
+            try:
+                sock.bind(path.name)
+            finally:
+                os.chdir(here)
+
+
+@pytest.mark.parametrize(
+    ("kind", "force"), [("FIFO", False), ("directory", True), ("socket", True)]
+)
+def test_undo_names_a_file_that_is_no_longer_regular_and_leaves_it_once(
+    tmp_path, loopback, kind, force
+):
+    # Issue "Trust, third round" 11: a FIFO hung undo (and --force) forever, holding
+    # the session; a directory or socket failed and asked for --force, which failed
+    # again and asked again.
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    srv = loopback(
+        [{"text": "W.", "calls": [{"code": '(write-file "x.txt" "one\\n")'}]}, {"text": "Ok."}]
+    )
+    home = write_config(tmp_path / "home", srv)
+    assert run_cli("ask", "--yes", "write", home=home, cwd=ws).returncode == 0
+    _not_regular(ws / "x.txt", kind)
+
+    undo = ["undo", "--force"] if force else ["undo"]
+    out = run_cli(*undo, home=home, cwd=ws, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines() == [
+        f"skipped x.txt: a {kind}, not a regular file (undo restores regular files only)"
+    ]
+    assert out.stdout.startswith("undid turn 1 except 1 file; the head is the start")
+    again = run_cli("undo", "--force", home=home, cwd=ws, timeout=30)
+    assert again.returncode == 1 and "nothing to undo" in again.stderr

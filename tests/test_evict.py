@@ -409,3 +409,55 @@ def test_stub_words_agree_with_their_numbers():
     text = stubs.stub_text((3, 9), 0, 1, [], [])
     assert text.startswith("[history evicted: seq 3–9 · 0 turns · 1 round · recall: ")
     assert " · 1 turn · 2 rounds · " in stubs.stub_text((3, 9), 1, 2, [], [])
+
+
+def stored_bytes(s: Session) -> int:
+    """What the store holds: every event's text and payload, every blob's bytes."""
+    read = s.app.store.read
+    events = read("SELECT SUM(LENGTH(text) + IFNULL(LENGTH(payload), 0)) FROM events")[0][0]
+    return events + (read("SELECT IFNULL(SUM(LENGTH(data)), 0) FROM blobs")[0][0])
+
+
+def test_a_note_larger_than_the_window_is_refused_at_the_take_and_never_stored_again(session):
+    # Issue "Trust, third round" 13: a 50 MB note was taken, could never fit, and
+    # every later ask evicted it into a new stub that kept it whole (~100 MB each).
+    s = session(window=WINDOW)
+    s.read_turn(1)
+    path = takes.export(s.app.workspace, s.sid)
+    text = path.read_text()
+    note = "word " * 200_000  # 1 MB: ~200,000 tokens against a 3,000-token budget
+    path.write_text(text.replace("\nf1 read.\n", "\nf1 read.\n[[note]]\n" + note + "\n"))
+    done = s.ask("go on", [{"text": "fine"}])
+    assert done.status == "done", done.error
+    [receipt] = [n for n in s.cb.notices if n.startswith("[[receipt")]
+    head, refused = receipt.split("\n")  # the reason is one line
+    assert refused.startswith("refused at seq ")
+    [anchor] = [m.id for m in state(s.app.store, s.sid).messages if m.text == "f1 read."]
+    assert f"the note under message {anchor} holds more than" in refused
+    assert "all the budget of 3,000 leaves" in refused
+    assert not any(m.role == "note" for m in state(s.app.store, s.sid).messages)
+    assert all("word word" not in t for t in texts(s.srv.model_requests[-1].body))
+    size = stored_bytes(s)
+    for k in range(2):
+        assert s.ask(f"again {k}", [{"text": "fine"}]).status == "done"
+    assert stored_bytes(s) - size < 20_000  # two small turns, no copy of the note
+
+
+def test_a_stub_keeps_a_long_note_cut_with_the_way_to_read_it_whole(session):
+    s = session(window=20000)
+    long = "long note " * 800  # 8,000 characters
+    s.ask(
+        "note it",
+        [
+            {"text": "Noting.", "calls": [{"code": f'(context :note "{long}")'}]},
+            {"text": "noted."},
+        ],
+    )
+    s.read_turn(2)
+    evictions.manual(s.app.workspace, s.app.config, s.sid, through=1)
+    (stub,) = s.events("stub")
+    (note,) = s.events("note")
+    assert note.text == long
+    cut = f"[cut: 8,000 characters · whole: (recall-entry {note.seq})]"
+    assert stub.text.endswith(cut) and len(stub.text) < 3000
+    assert stub.payload["notes"] == [long[:2000] + "\n" + cut]

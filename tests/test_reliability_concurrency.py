@@ -347,3 +347,32 @@ def test_a_lapsed_lease_of_a_live_process_is_not_taken(loopback, home, workspace
     rc, _, err = finish(first)
     assert rc == 0, err
     assert_one_whole_turn(home, sid, srv)
+
+
+def test_a_save_landing_while_an_export_runs_is_taken_not_overwritten(
+    loopback, home, workspace, monkeypatch
+):
+    # Issue "Trust, third round" 4: the export read context.txt, rendered, then
+    # wrote over whatever the person had saved meanwhile, which no event recorded.
+    srv = loopback([{"text": "Hello."}, {"text": "Again."}])
+    write_config(home, srv)
+    app = App.open(home, "default", workspace, environ={})
+    sid = app.new_session()
+    Agent(app, sid).ask("hi", TurnCallbacks())
+    path = takes.export(app.workspace, sid)
+    saved = path.read_text().replace("\nHello.\n", "\nHello.\n[[note]]\nsaved mid-export\n")
+    render = takes.fileformat.render
+
+    def render_then_save(*args, **kw):  # the person's :w lands while the export renders
+        out = render(*args, **kw)
+        path.write_text(saved)
+        return out
+
+    monkeypatch.setattr(takes.fileformat, "render", render_then_save)
+    takes.export(app.workspace, sid)
+    monkeypatch.undo()
+    Agent(app, sid).ask("go on", TurnCallbacks())
+    receipt = takes.receipt_file(app.workspace, sid).read_text()
+    assert "taken at seq" in receipt and "noted 1" in receipt, receipt
+    assert "saved mid-export" in json.dumps(srv.model_requests[-1].body)
+    app.close()

@@ -351,3 +351,31 @@ def test_a_stop_while_waiting_to_retry_a_dropped_attempt_keeps_none_of_its_text(
     result = Agent(app, sid).ask("question", seen, cancel)
     assert result.status == "stopped" and seen.text and seen.retries
     assert "assistant" not in kinds(app, sid) and kinds(app, sid)[-1] == "stopped"
+
+
+ENDLESS = [
+    # Issue "Trust, third round" 12: pings (or a drip of one character a second)
+    # kept the read timeout from firing, forever: only Ctrl-C ended the turn.
+    ({"kind": "ping", "every": 0.1}, {"idle_timeout": 1}, "idle_timeout (1 s)"),
+    ({"kind": "drip", "every": 0.1}, {"request_timeout": 2}, "request_timeout (2 s)"),
+]
+
+
+@pytest.mark.parametrize("ptype", ["anthropic", "openai"])
+@pytest.mark.parametrize(("fault", "limit", "named"), ENDLESS, ids=["ping", "drip"])
+def test_a_stream_that_never_ends_fails_at_its_time_limit_with_one_line(
+    loopback, home, workspace, ptype, fault, limit, named
+):
+    srv = loopback([{"text": REPLY}], faults=[{"at": i, **fault} for i in range(1, 6)])
+    write_config(home, srv, ptype, **{**QUICK, "max_retries": 1, "timeout": 5, **limit})
+    sid = run_cli("new", home=home).stdout.strip()
+    # Generous: "ends on its own", not a timing (it never ended before).
+    out = run_cli("ask", "question", home=home, cwd=workspace, timeout=60)
+    assert out.returncode == 3, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("nodecode: loopback: ") and named in last, last
+    assert "Traceback" not in out.stderr
+    app = App.open(home, "default", workspace, environ={})
+    assert kinds(app, sid)[-1] == "error"
+    assert app.store.read("SELECT status FROM turns") == [("failed",)]
+    app.close()

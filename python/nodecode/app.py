@@ -261,6 +261,8 @@ class App:
             config.max_retries,
             config.retry_backoff,
             config.timeout,
+            config.request_timeout,
+            config.idle_timeout,
         )
         if getattr(self, "_provider_key", None) != key:
             self._provider = make_provider(
@@ -271,6 +273,8 @@ class App:
                 max_retries=key[4],
                 backoff_base=key[5],
                 timeout=key[6],
+                request_timeout=key[7],
+                idle_timeout=key[8],
             )
             self._provider_key = key
         return self._provider

@@ -220,6 +220,17 @@ def _moved(moved: Any, command: str) -> dict[str, Any]:
     return out
 
 
+def _room(app: Any) -> Any:
+    """What a block a pending context edit writes may hold, for the take a move
+    makes (``take.Room``); None when the config gives no window."""
+    from nodecode.budget import evict as evictions
+
+    try:
+        return evictions.take_room(app.workspace, app.config)
+    except UserError:
+        return None
+
+
 def _open_app(place: Place) -> Any:
     from nodecode.app import App
 
@@ -433,14 +444,18 @@ class Host:
         from nodecode.checkpoints import moves as checkpoints
 
         app, sid = self._idle(ctx)
-        moved = checkpoints.undo(app.workspace, sid, force=bool(force), show_blob=SHOW_BLOB)
+        moved = checkpoints.undo(
+            app.workspace, sid, force=bool(force), show_blob=SHOW_BLOB, room=_room(app)
+        )
         return _moved(moved, ":NodecodeUndo!")
 
     def redo(self, ctx: Any, force: bool = False) -> dict[str, Any]:
         from nodecode.checkpoints import moves as checkpoints
 
         app, sid = self._idle(ctx)
-        moved = checkpoints.redo(app.workspace, sid, force=bool(force), show_blob=SHOW_BLOB)
+        moved = checkpoints.redo(
+            app.workspace, sid, force=bool(force), show_blob=SHOW_BLOB, room=_room(app)
+        )
         return _moved(moved, ":NodecodeRedo!")
 
     def tree(self, ctx: Any) -> list[dict[str, Any]]:
@@ -455,14 +470,14 @@ class Host:
         from nodecode.checkpoints import moves as checkpoints
 
         app, sid = self._idle(ctx)
-        return checkpoints.continue_(app.workspace, sid, int(turn)).as_dict()
+        return checkpoints.continue_(app.workspace, sid, int(turn), _room(app)).as_dict()
 
     def rewind(self, ctx: Any, turn: int, force: bool = False) -> dict[str, Any]:
         from nodecode.checkpoints import moves as checkpoints
 
         app, sid = self._idle(ctx)
         moved = checkpoints.rewind(
-            app.workspace, sid, int(turn), force=bool(force), show_blob=SHOW_BLOB
+            app.workspace, sid, int(turn), force=bool(force), show_blob=SHOW_BLOB, room=_room(app)
         )
         return _moved(moved, "a forced rewind to it in the tree")
 

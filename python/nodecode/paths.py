@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 
 def home_dir(
@@ -38,6 +40,41 @@ def ensure_dir(path: Path) -> Path:
 def write_private(path: Path, data: bytes | str) -> None:
     """Write atomically (temp file + rename) with mode 0600, so a reader never
     sees half a file and a crash leaves the old content."""
+    tmp = _private_temp(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
+def write_private_over(
+    path: Path, data: bytes | str, known: Callable[[Path, os.stat_result], bool]
+) -> bool:
+    """``write_private``, but only over a file ``known`` (given its path and stat)
+    says the caller has: else nothing is written and False returned. Looked at
+    just before the rename; and where the kernel swaps two names at once
+    (``exchange``), the very file displaced is looked at again and put back if it
+    changed in between (a save landing in that instant)."""
+    tmp = _private_temp(path, data)
+    try:
+        before = _lstat(path)
+        if before is not None and not known(path, before):
+            return False
+        if before is None or not exchange(tmp, path):
+            os.replace(tmp, path)
+            return True
+        after = os.lstat(tmp)  # what was at ``path`` when the names swapped
+        if _same_content(before, after) or known(Path(tmp), after):
+            return True
+        exchange(tmp, path)  # a save landed in between: it goes back
+        return False
+    finally:
+        _unlink(tmp)
+
+
+def _private_temp(path: Path, data: bytes | str) -> str:
+    """A temp file beside ``path`` holding ``data``, 0600, synced to disk."""
     ensure_dir(path.parent)
     raw = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=path.parent)
@@ -47,13 +84,64 @@ def write_private(path: Path, data: bytes | str) -> None:
             f.write(raw)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _unlink(tmp)
         raise
+    return tmp
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def _same_content(a: os.stat_result, b: os.stat_result) -> bool:
+    """The same file, not written since (a rename changes only its ctime)."""
+    return (a.st_ino, a.st_size, a.st_mtime_ns) == (b.st_ino, b.st_size, b.st_mtime_ns)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+@functools.cache
+def _renameat2() -> Any:
+    """libc's renameat2, or None (not Linux, or a libc before 2.28)."""
+    try:
+        import ctypes  # imported late: most commands never swap a file
+
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError, ImportError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def exchange(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Swap the files at two paths in one step (Linux ``renameat2`` with
+    RENAME_EXCHANGE). False, with nothing changed, where that cannot be done: no
+    such call, a filesystem without it, or either path absent."""
+    fn = _renameat2()
+    if fn is None:
+        return False
+    import ctypes
+
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOENT, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), os.fspath(b))
 
 
 def replace_file(path: str | os.PathLike, data: bytes) -> None:

@@ -10,6 +10,7 @@ import threading
 import pytest
 from nodecode.cells.env import MAX_OUTPUT, CellEnv, FileChange
 from nodecode.cells.evaluate import evaluate
+from nodecode.errors import CellError
 from nodecode.verbs import ripgrep
 from nodecode.verbs.table import VERBS
 
@@ -400,8 +401,11 @@ def test_without_rg_grep_says_where_it_looked_in_one_line(env, monkeypatch):
 
 def test_a_stop_ends_walks(env, ws):
     env.cancel.set()
-    assert fail(env, '(grep "two")') == "error: grep: stopped by the person"
-    assert fail(env, "(list-files)") == "error: list-files: stopped by the person"
+    # A cell starts no form after the stop; a walk already under way ends too.
+    assert run(env, '(grep "two")') == "[stopped by the person: 1 form not run]"
+    for verb, args in (("grep", ["two"]), ("list-files", [])):
+        with pytest.raises(CellError, match=f"^{verb}: stopped by the person$"):
+            env.verbs[verb](env, args)
 
 
 # read-file reads what is asked, up to the cap

@@ -7,10 +7,12 @@ stderr, the session log, the request the provider received.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -110,3 +112,49 @@ def test_a_huge_read_is_logged_up_to_the_cap_and_the_agent_is_told(
     else:
         result = [m for m in second if m["role"] == "tool"][0]["content"]
     assert result.startswith(header + "\n")
+
+
+def test_a_stop_during_a_cells_first_form_runs_none_of_the_rest(loopback, home, workspace):
+    # Issue "Trust, third round" 1: the stop ended the running shell, then the
+    # evaluator went on to the next form, writing and editing after the stop (and
+    # 3,000 more commands took 40 s to run out).
+    (workspace / "keep.txt").write_text("keep\n")
+    rest = '(shell "echo ran >> ran.txt")' * 3000
+    cell = (
+        '(shell "touch started; sleep 3")(write-file "x.txt" "new")'
+        '(edit-file "keep.txt" "keep" "changed")' + rest
+    )
+    srv = loopback([{"text": "Working.", "calls": [{"code": cell}]}, {"text": "never sent"}])
+    write_config(home, srv)
+    sid = run_cli("new", home=home).stdout.strip()
+    log = workspace.parent / "stderr.txt"
+    with open(log, "w") as err_file:  # the echoed cell is longer than a pipe holds
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "nodecode", "--home", str(home), "--cwd", str(workspace)]
+            + ["ask", "--yes", "go"],
+            stdout=subprocess.DEVNULL,
+            stderr=err_file,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while not (workspace / "started").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (workspace / "started").exists(), "the first form never ran"
+        proc.send_signal(signal.SIGINT)
+        # Generous: "does not run on", not a timing (3,000 commands took 40 s).
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+    finally:
+        running = proc.poll() is None
+        proc.kill()
+        proc.wait()
+    assert not (workspace / "x.txt").exists()
+    assert (workspace / "keep.txt").read_text() == "keep\n"
+    assert not (workspace / "ran.txt").exists()
+    assert not running, "the turn was still running its cell 10 s after the stop"
+    assert proc.returncode == 130, log.read_text()
+    store = open_store(home, "default")
+    tool = [e for e in store.events(sid) if e.kind == "tool"][-1]
+    store.close()
+    assert "[stopped by the person]" in tool.text
+    assert "3002 forms not run" in tool.text

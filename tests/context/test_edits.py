@@ -253,3 +253,62 @@ def test_an_idle_take_belongs_to_the_head_and_lists_each_message_once(harness):
 
     ids = [m.id for m in build(harness.app.store, harness.sid)]
     assert len(ids) == len(set(ids)) and 10 not in ids and 11 in ids
+
+
+def test_many_notes_land_under_their_blocks_in_the_order_written(harness):
+    path, text = export(harness)
+    under_result = "".join(f"[[note]]\nr{k}\n" for k in range(300))
+    under_reply = "".join(f"[[note]]\na{k}\n" for k in range(300))
+    path.write_text(
+        text.replace("alpha\n[seq 5]\n", "alpha\n[seq 5]\n" + under_result).replace(
+            "a.txt says alpha.\n", "a.txt says alpha.\n" + under_reply
+        )
+    )
+    sent = next_request(harness)
+    assert "noted 600 (" in receipt(harness)
+    i = sent.index(("assistant", "a.txt says alpha."))
+    assert sent[i + 1 : i + 301] == [("assistant", f"a{k}") for k in range(300)]
+    notes = [text for role, text in sent if role == "assistant" and text.startswith("r")]
+    assert notes == [f"r{k}" for k in range(300)]
+
+
+def _lines_run_inserting(notes: int) -> int:
+    """Python lines ``edits._insert_notes`` runs (its comprehensions and the calls it
+    makes included) to insert ``notes`` notes under two of 200 blocks: an operation
+    count, the same on every run."""
+    import sys
+
+    from nodecode.context import edits
+    from nodecode.context.message import Message
+    from nodecode.context.model import State
+
+    order = [Message(i, "assistant", f"m{i}") for i in range(1, 201)]
+    st = State(list(order), {m.id: m for m in order}, {m.id: (0, m.id) for m in order}, None)
+    edit = edits.Edit(notes=[(100 + k % 2, f"note {k}") for k in range(notes)])
+    ids = iter(range(10_000, 10**9))
+    target = edits._insert_notes.__code__
+    count = 0
+
+    def local(frame, event, arg):
+        nonlocal count
+        count += event == "line"
+        return local
+
+    def calls(frame, event, arg):
+        inside = frame.f_code is target or (frame.f_back and frame.f_back.f_code is target)
+        return local if inside else None
+
+    before = sys.gettrace()
+    sys.settrace(calls)
+    try:
+        out, done = edits.apply(order, edit, st, lambda text: Message(next(ids), "note", text))
+    finally:
+        sys.settrace(before)
+    assert len(done.noted) == notes and len(out) == 200 + notes
+    return count
+
+
+def test_taking_notes_is_linear_in_their_number():
+    # Issue "Trust, third round" 14: each note looked up its block in a new list
+    # of every message and walked the notes before it (3,000 notes: 53 s).
+    assert _lines_run_inserting(1000) <= 15 * _lines_run_inserting(100)

@@ -7,6 +7,7 @@ implement them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -25,7 +26,14 @@ from nodecode.config import schema
 from nodecode.context import derived
 from nodecode.context import sent as sent_log
 from nodecode.context import take as takes
-from nodecode.errors import ContextOverflow, DoesNotFit, ProviderError, Stopped, UserError
+from nodecode.errors import (
+    ContextOverflow,
+    DoesNotFit,
+    ProviderError,
+    Stopped,
+    StoreError,
+    UserError,
+)
 from nodecode.log import turns as turn_tree
 from nodecode.log.leases import LEASE_SECONDS, Lease
 from nodecode.providers.types import Reply, ThinkingSetting, ToolCall
@@ -181,24 +189,48 @@ class _Turn:
             self.log("user", role="user", text=self.redact(ask))
 
     def run(self) -> TurnResult:
-        """The turn's rounds after ``begin``; it is finished whatever happens."""
-        status = "failed"
+        """The turn's rounds after ``begin``; it is finished whatever happens, unless
+        the store cannot record what its shell commands changed: then it stays
+        running, and the next look at it settles it as a killed turn's."""
+        status, ended, failing = "failed", True, False
         try:
             result = self.rounds()
             status = result.status
             return result
         except (Stopped, KeyboardInterrupt):
-            status = "stopped"
-            self.log("stopped", text="stopped by the person")
+            status, failing = "stopped", True
+            ended = self.end("stopped", "stopped by the person")
             raise
         except Exception as e:
+            failing = True
             first = (str(e).strip().splitlines() or [""])[0]
-            self.log("error", text=self.redact(f"{type(e).__name__}: {first}".rstrip(": ")))
+            ended = self.end("error", self.redact(f"{type(e).__name__}: {first}".rstrip(": ")))
             raise
         finally:  # a live host keeps running: the turn must never stay "running"
-            turn_tree.finish(
-                self.store, self.sid, self.number, self.store.last_seq(self.sid), status
-            )
+            if ended:
+                try:
+                    last = self.store.last_seq(self.sid)
+                    turn_tree.finish(self.store, self.sid, self.number, last, status)
+                except StoreError:
+                    if not failing:
+                        raise  # else the error on its way out is the one to read
+
+    def end(self, kind: str, text: str) -> bool:
+        """Log how the turn ended (``stopped``, ``error``) with what its unlogged shell
+        commands changed (``shadow.settle``: a result the store could not write).
+        False when the store cannot write that either: shell changes would go
+        unrecorded, so the turn is left for ``turn_tree.recover`` to settle."""
+        try:
+            extra = shadow.settle(self.app.home, self.store, self.sid, self.number)
+        except StoreError:
+            return False
+        try:
+            with self.store.atomic():
+                self.log(kind, text=text, own=extra or None)
+                shadow.forget_runs(self.store, self.sid, self.number)
+        except StoreError:
+            return not extra
+        return True
 
     def rounds(self) -> TurnResult:
         final = ""
@@ -253,7 +285,10 @@ class _Turn:
         self.prompt = self.app.prompt()  # the instructions as their files hold them now
         meter = budgets.Meter(self.config, self.wire, views, self.prompt)
         self.meter = meter
-        report = takes.take(ws, self.sid, self.number, budget=plan.tokens, count=meter.fill)
+        room = meter.room(plan.tokens)
+        report = takes.take(
+            ws, self.sid, self.number, budget=plan.tokens, count=meter.fill, room=room
+        )
         for receipt in report.receipts:
             self.cb.on_receipt(receipt)
         # The session as the take left it: read once for the eviction and the request.
@@ -514,24 +549,38 @@ class _Turn:
 
     def log_result(self, call_seq: int, result: CellResult, env: CellEnv) -> None:
         output = self.redact(result.output)
+        try:
+            event = self._log_result(call_seq, output, result.error, env)
+        except StoreError as e:
+            # The files first: a result whose output does not fit on the disk still
+            # records what the call changed, with one line for its output. Then the
+            # turn stops: nothing more runs that the log could not record.
+            line = (str(e).splitlines() or [""])[0]
+            with contextlib.suppress(StoreError):
+                self._log_result(call_seq, f"[the result was not stored: {line}]", True, env)
+            raise
+        self.cb.on_result(event.seq, event.text, result.error)
+
+    def _log_result(self, call_seq: int, output: str, error: bool, env: CellEnv) -> Any:
+        """The call's ``tool`` event with the files it changed, in one transaction."""
         limit = self.config.result_max_chars
-        payload: dict[str, Any] = {"call": call_seq, "error": result.error}
+        payload: dict[str, Any] = {"call": call_seq, "error": error}
         if len(output) > limit:
             payload["output"] = output
-        if env.changes:
-            payload["changes"] = [self._change(c) for c in env.changes]
-            payload["workspace"] = os.path.realpath(env.workspace)
-        if env.shell_untracked:
-            payload["shell_untracked"] = env.shell_untracked
         with self.store.atomic():  # logged: its shell commands need no settling after a kill
+            if env.changes:
+                payload["changes"] = [self._change(c) for c in env.changes]
+                payload["workspace"] = os.path.realpath(env.workspace)
+            if env.shell_untracked:
+                payload["shell_untracked"] = env.shell_untracked
             event = self.log(
                 "tool",
                 role="tool",
                 payload=payload,
                 text=lambda seq: format_result(output, seq, limit),
             )
-            shadow.forget_runs(self.store, self.sid)
-        self.cb.on_result(event.seq, event.text, result.error)
+            shadow.forget_runs(self.store, self.sid, self.number)
+        return event
 
     def _change(self, change: Any) -> dict[str, Any]:
         """A file change, its contents kept exactly in the blob table."""

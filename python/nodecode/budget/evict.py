@@ -33,6 +33,7 @@ from nodecode.budget.stubs import (
     stub_text,
 )
 from nodecode.context import derived
+from nodecode.context import take as takes
 from nodecode.context.arrange import Arranged
 from nodecode.context.derived import WARNING_MARK, Read, RequestLog
 from nodecode.context.message import Message, message_of
@@ -520,10 +521,13 @@ def manual(
     through: int | None = None,
 ) -> str:
     """``/evict [PERCENT | through TURN]``: at once, with a receipt. The newest
-    turn always stays. Returns the receipt, or why nothing went."""
+    turn always stays. Returns the receipt, or why nothing went, after a line for
+    each saved edit of the context pending: those are taken (or refused) first,
+    as a request would, so an eviction never leaves one stale."""
     store = ws.store
     with Lease(store, sid):
         plan = budgets.of(ws, config)
+        edits = takes.said(takes.take(ws, sid, None, room=meters.Meter(config).room(plan.tokens)))
         r = derived.read(store, sid)
         meter = meters.Meter(config, views=r.views)
         st = r.state
@@ -561,7 +565,14 @@ def manual(
             only=only,
             explain=explain,
         )
-        return done.receipt if done is not None else _nothing(meter, plan, st, ratio, explain)
+        said = done.receipt if done is not None else _nothing(meter, plan, st, ratio, explain)
+        return "\n".join([*edits, said])
+
+
+def take_room(ws: Workspace, config: Config) -> takes.Room | None:
+    """What one block an edit writes may hold in this config's requests (``take.Room``;
+    None when the window is unknown), for a take outside a request (a move's)."""
+    return meters.Meter(config).room(budgets.of(ws, config).tokens)
 
 
 def _nothing(

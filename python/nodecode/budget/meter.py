@@ -30,6 +30,7 @@ from nodecode.context.arrange import (
     sendable,
 )
 from nodecode.context.message import Message
+from nodecode.context.take import Room
 from nodecode.errors import ConfigError
 from nodecode.log.store import Store
 from nodecode.providers import registry
@@ -49,6 +50,9 @@ def plausible(reported: int, counted: int) -> bool:
     """Whether ``reported``, the provider's count of a request we counted at
     ``counted``, can be its size: within ``PLAUSIBLE``× of ours either way."""
     return reported > 0 and counted > 0 and 1 / PLAUSIBLE <= reported / counted <= PLAUSIBLE
+
+
+OVER_PIECE = 262_144  # characters counted at a time by ``Meter.over``
 
 
 @functools.cache
@@ -163,6 +167,33 @@ class Meter:
 
     def text(self, text: str) -> int:
         return len(self.encoding.encode_ordinary(text)) if text else 0
+
+    def room(self, budget: int | None) -> Room | None:
+        """What one block an edit writes may hold in a request of ``budget`` tokens:
+        all of it but the system prompt and tools (None when the budget is unknown)."""
+        if budget is None:
+            return None
+        return Room(budget - self.system - self.tools, budget, self.over)
+
+    def over(self, text: str, limit: int) -> bool:
+        """Whether ``text`` holds more than ``limit`` tokens, counting no more of it
+        than it takes to tell: a token is at least a byte, so a text of at most
+        ``limit`` bytes fits uncounted, and a longer one is counted a piece at a
+        time (cut after a space or newline) until the count passes ``limit``. A
+        50 MB note against a 200,000-token budget is counted for about 1 MB."""
+        if len(text) <= limit // 4 or len(text.encode("utf-8", "surrogatepass")) <= limit:
+            return False
+        counted, at = 0, 0
+        while at < len(text):
+            end = min(len(text), at + max(OVER_PIECE, limit))
+            if end < len(text):
+                cut = max(text.rfind(" ", at, end), text.rfind("\n", at, end))
+                end = cut + 1 if cut > at else end
+            counted += self.text(text[at:end])
+            if counted > limit:
+                return True
+            at = end
+        return False
 
     def message(self, m: Message, cached: bool = True) -> int:
         return self._entry(m, cached)[1]

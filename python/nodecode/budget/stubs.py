@@ -13,6 +13,7 @@ from nodecode.words import plural
 
 CONTENT = ("user", "assistant", "call", "tool")
 CELL_LINE_MAX = 100
+NOTE_MAX = 2000  # characters of one note a stub keeps; the whole note is one recall away
 
 
 @dataclass
@@ -33,6 +34,15 @@ def cell_line(code: str) -> str:
         return ";; " + comment
     first = next((line.strip() for line in code.splitlines() if line.strip()), "")
     return ";; " + first[:CELL_LINE_MAX]
+
+
+def kept_note(m: Message) -> str:
+    """A note as a stub keeps it: whole up to NOTE_MAX characters, else cut, saying
+    how to read it whole. Every eviction that merges a stub writes its notes again:
+    kept whole, a long one would be stored once more at every request that evicts."""
+    if len(m.text) <= NOTE_MAX:
+        return m.text
+    return m.text[:NOTE_MAX] + f"\n[cut: {len(m.text):,} characters · whole: (recall-entry {m.id})]"
 
 
 def note_lines(text: str) -> str:
@@ -87,7 +97,7 @@ def stub_payload(run: Run, unit_of: dict[int, Unit]) -> dict[str, Any]:
         if m.role == "call":
             cells.append(cell_line(m.text))
         elif m.role == "note":
-            notes.append(m.text)
+            notes.append(kept_note(m))
     span = [min(lows), max(highs)]
     return {
         "span": span,

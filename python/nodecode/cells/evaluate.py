@@ -1,8 +1,9 @@
 """Evaluate a cell form by form into the text the agent reads; never crash the turn.
 
 This is a boundary: every failure becomes an error result (``error: …``),
-except KeyboardInterrupt, SystemExit and Stopped (the person stopping the
-turn, e.g. from an approval prompt), which the agent loop must see.
+except KeyboardInterrupt, SystemExit, Stopped (the person stopping the turn,
+e.g. from an approval prompt) and StoreError (the log cannot be written, so
+nothing more may run), which the agent loop must see.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from nodecode.cells.env import CellEnv
 from nodecode.cells.forms import Keyword, Sym, kind_of, show_form
 from nodecode.cells.reader import read_cell
 from nodecode.cells.registry import unknown_verb
-from nodecode.errors import CellError, Stopped, UserError
+from nodecode.errors import CellError, Stopped, StoreError, UserError
+from nodecode.words import plural
 
 TOOL_NAME = "eval"
 _EXAMPLE = '(read-file "README.md")'
@@ -30,10 +32,11 @@ class CellResult:
 
 
 def evaluate(code: str, env: CellEnv) -> CellResult:
-    """Read and run every form of a cell in order, stopping at the first failure."""
+    """Read and run every form of a cell in order, stopping at the first failure
+    or at the turn's stop (``env.cancel``): a form after the stop never starts."""
     try:
         output, error = _evaluate(code, env)
-    except Stopped:
+    except (Stopped, StoreError):
         raise
     except Exception as e:  # noqa: BLE001 — a bug in the reader must not end the turn either
         output, error = f"error: internal error reading the cell: {_exc(e)}", True
@@ -49,7 +52,10 @@ def _evaluate(code: str, env: CellEnv) -> tuple[str, bool]:
         return f"error: {e}", True
     echo = len(forms) > 1
     parts: list[str] = []
-    for form in forms:
+    for k, form in enumerate(forms):
+        if env.cancel.is_set():  # the person stopped the turn: no later form runs
+            parts.append(f"[stopped by the person: {plural(len(forms) - k, 'form')} not run]")
+            return "\n\n".join(parts), False
         output, failed = _run_form(form, env)
         # With several forms each result is echoed by its form so the agent can tell them apart.
         parts.append(f";; {show_form(form)}\n" + output.rstrip("\n") if echo else output)
@@ -114,7 +120,7 @@ def _run_form(form: object, env: CellEnv) -> tuple[str, bool]:
         if entry is None:
             raise unknown_verb(str(head), env.verbs)
         return entry(env, form[1:]), False
-    except Stopped:
+    except (Stopped, StoreError):
         raise
     except (CellError, UserError) as e:  # a verb's domain code may refuse the person's input
         return f"error: {e}", True

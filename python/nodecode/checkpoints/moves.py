@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodecode.checkpoints import shadow
 from nodecode.context import derived, model
 from nodecode.context import take as takes
 from nodecode.context.message import Message
@@ -40,6 +42,7 @@ from nodecode.views import tree as trees
 from nodecode.workspace import Workspace
 
 BLOB_COMMAND = "nodecode blob"  # how the command line shows a kept version
+ENDINGS = ("stopped", "error")  # a turn's end, which may carry what no result recorded
 
 
 @dataclass
@@ -53,6 +56,8 @@ class Moved:
     ask: str | None = None  # undo: the undone ask, offered back for editing
     pending: list[str] = field(default_factory=list)  # files left for a --force to finish
     finished: bool = False  # this --force finished the previous move's restores
+    left: list[str] = field(default_factory=list)  # every file left as it is, pending or not
+    untracked: bool = False  # a turn's shell changes were not tracked: not undone either
 
     @property
     def turn(self) -> int | None:
@@ -82,6 +87,8 @@ class Moved:
             "ask": self.ask,
             "pending": self.pending,
             "finished": self.finished,
+            "left": self.left,
+            "untracked": self.untracked,
         }
 
 
@@ -128,13 +135,14 @@ def turn_changes(
 ) -> tuple[list[tuple[dict[str, Any], str | None]], list[str]]:
     """The turn's file changes in order (each with the workspace it ran in) and the
     reasons its shell changes were not tracked, if any. A turn killed during a
-    shell command has that command's changes on its ``stopped`` event."""
+    shell command has that command's changes on its ``stopped`` event; one whose
+    result the store could not write, on its ``error`` event."""
     events = store.context_events(
-        turn.session, [turn.number], upto=None, kinds=("stopped",), turnless=False
+        turn.session, [turn.number], upto=None, kinds=ENDINGS, turnless=False
     )
     changes, untracked = [], []
     for e in events:
-        if e.role != "tool" and e.kind != "stopped":
+        if e.role != "tool" and e.kind not in ENDINGS:
             continue
         changes += [(c, e.payload.get("workspace")) for c in e.payload.get("changes", [])]
         if e.payload.get("shell_untracked"):
@@ -144,10 +152,11 @@ def turn_changes(
 
 def _steps(
     store: Store, sid: str, leave: list[turn_tree.Turn], enter: list[turn_tree.Turn], cwd: str
-) -> tuple[list[_Step], list[str]]:
+) -> tuple[list[_Step], list[tuple[str, bool]]]:
     """Each file's net change (reverting ``leave`` newest first, then applying ``enter``
-    oldest first), by path; and the report's notes (untracked shell, inherited turns)."""
-    notes: list[str] = []
+    oldest first), by path; and the report's notes (untracked shell, inherited turns),
+    each with whether it says that shell changes were not tracked."""
+    notes: list[tuple[str, bool]] = []
     flat: list[tuple[dict[str, Any], str, bool, str]] = []
     for turns, back in ((leave, True), (enter, False)):
         for t in turns:
@@ -155,12 +164,15 @@ def _steps(
             if t.session != sid:  # a fork's inherited turn: its files are the parent's
                 if changes:
                     notes.append(
-                        f"files of turn {t.number} were left as they are: it ran in "
-                        f"session {t.session}, which this one forked from"
+                        (
+                            f"files of turn {t.number} were left as they are: it ran in "
+                            f"session {t.session}, which this one forked from",
+                            False,
+                        )
                     )
                 continue
             notes += [
-                f"shell changes of turn {t.number} were not tracked: {reason}"
+                (f"shell changes of turn {t.number} were not tracked: {reason}", True)
                 for reason in dict.fromkeys(untracked)
             ]
             why = (
@@ -206,12 +218,47 @@ def _refusal(ws: Workspace, step: _Step) -> str | None:
     return None
 
 
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
+
+
+class _NotRegular(Exception):
+    """The path holds something other than a regular file: never opened, never replaced."""
+
+
+def _kind(mode: int) -> str | None:
+    """What a file of this mode is, when it is not a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
 def _read(path: str) -> bytes | None:
+    """The file's bytes, None when there is none. Anything but a regular file is
+    refused by name: looked at first (opening a device may do something), then
+    opened without blocking (a FIFO would wait for a writer forever) and checked
+    again on the open descriptor."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        kind = _kind(os.lstat(path).st_mode)
     except FileNotFoundError:
         return None
+    if kind is not None:
+        raise _NotRegular(kind)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW)
+    try:
+        kind = _kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise _NotRegular(kind)
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
 
 
 def _write(path: str, data: bytes | None) -> None:
@@ -234,6 +281,13 @@ def restore(
         return {"path": step.path, "action": "skipped", "line": f"skipped {shown}: {refusal}"}
     try:
         current = _read(step.path)
+    except _NotRegular as e:  # no --force can restore it: said once, not left pending
+        line = f"skipped {shown}: {e}, not a regular file (undo restores regular files only)"
+        return {"path": step.path, "action": "skipped", "line": line}
+    except OSError as e:
+        line = f"failed {shown}: {e.strerror or e}"
+        return {"path": step.path, "action": "failed", "line": line, "retry": True}
+    try:
         now = _digest(current)
         if now == step.target:
             return None
@@ -269,8 +323,11 @@ def _move(
     files: bool,
     force: bool = False,
     show_blob: str = BLOB_COMMAND,
+    room: takes.Room | None = None,
 ) -> Moved:
-    """Move the head (the caller holds the lease): files, then one event and the head."""
+    """Move the head (the caller holds the lease): files, then one event and the head;
+    then the saved context edits still pending, carried over the move or refused
+    (``take.judge``), so the person reads what became of them here."""
     store = ws.store
     source = sessions.get(store, sid).head
     report: list[dict[str, Any]] = []
@@ -279,8 +336,12 @@ def _move(
         leave, enter = plan(store, sid, target)
         steps, notes = _steps(store, sid, leave, enter, os.path.realpath(ws.cwd))
         report, pending = _restore_all(ws, steps, force, show_blob)
-        report += [{"path": None, "action": "note", "line": n} for n in notes]
+        report += [
+            {"path": None, "action": "untracked" if untracked else "note", "line": n}
+            for n, untracked in notes
+        ]
     lines = [r["line"] for r in report]
+    untracked = any(r["action"] == "untracked" for r in report)
     with store.atomic():
         store.append(
             sid,
@@ -296,7 +357,30 @@ def _move(
             },
         )
         sessions.set_head(store, sid, target)
-    return Moved(op, source, target, lines, pending=[_shown(p) for p in pending])
+    lines += _pending_edits(ws, sid, room)
+    return Moved(
+        op,
+        source,
+        target,
+        lines,
+        pending=[_shown(p) for p in pending],
+        left=_left(report),
+        untracked=untracked,
+    )
+
+
+def _pending_edits(ws: Workspace, sid: str, room: takes.Room | None) -> list[str]:
+    """Take the edits of the context saved before the move (context.txt recorded
+    first): each taken or refused at once, with its receipt, and said in a line."""
+    try:
+        return takes.said(takes.take(ws, sid, None, room=room))
+    except UserError as e:  # context.txt is not a file: the move itself stands
+        return [f"context edit not read: {e}"]
+
+
+def _left(report: list[dict[str, Any]]) -> list[str]:
+    """The files a move's report leaves as they are (skipped or failed), by path."""
+    return [r["path"] for r in report if r["action"] in ("skipped", "failed") and r["path"]]
 
 
 def _restore_all(
@@ -359,7 +443,15 @@ def _finish(
             "pending": [asdict(p) for p in left],
         },
     )
-    return Moved(op, source, target, lines, pending=[_shown(p) for p in left], finished=True)
+    return Moved(
+        op,
+        source,
+        target,
+        lines,
+        pending=[_shown(p) for p in left],
+        finished=True,
+        left=_left(report),
+    )
 
 
 def _turn(store: Store, sid: str, number: int, verb: str) -> turn_tree.Turn:
@@ -370,9 +462,26 @@ def _turn(store: Store, sid: str, number: int, verb: str) -> turn_tree.Turn:
     return known[number]
 
 
-def undo(ws: Workspace, sid: str, *, force: bool = False, show_blob: str = BLOB_COMMAND) -> Moved:
+def settle_ended(ws: Workspace) -> None:
+    """Close every turn left running by a process that is gone, or whose end the
+    store could not write (a full disk), with what its shell commands changed, as
+    opening the store does: a long-lived host opens it once, and a move must not
+    read such a turn as one that changed nothing. Before the move takes the
+    session's lease, which would keep its turn from being settled."""
+    turn_tree.recover(ws.store, settle=lambda sid, n: shadow.settle(ws.home, ws.store, sid, n))
+
+
+def undo(
+    ws: Workspace,
+    sid: str,
+    *,
+    force: bool = False,
+    show_blob: str = BLOB_COMMAND,
+    room: takes.Room | None = None,
+) -> Moved:
     """Rewind the head turn and its file changes; the undone ask comes back."""
     store = ws.store
+    settle_ended(ws)
     with Lease(store, sid):
         head = sessions.get(store, sid).head
         finished = _finish(ws, sid, "undo", head, show_blob) if force else None
@@ -381,7 +490,9 @@ def undo(ws: Workspace, sid: str, *, force: bool = False, show_blob: str = BLOB_
         if head is None:
             raise UserError(f"undo: nothing to undo in session {sid} (no turn is the head)")
         turn = _turn(store, sid, head, "undo")
-        moved = _move(ws, sid, turn.parent, "undo", files=True, force=force, show_blob=show_blob)
+        moved = _move(
+            ws, sid, turn.parent, "undo", files=True, force=force, show_blob=show_blob, room=room
+        )
         moved.ask = trees.ask_text(store, turn)
     return moved
 
@@ -402,9 +513,17 @@ def redo_stack(store: Store, sid: str) -> list[int]:
     return stack
 
 
-def redo(ws: Workspace, sid: str, *, force: bool = False, show_blob: str = BLOB_COMMAND) -> Moved:
+def redo(
+    ws: Workspace,
+    sid: str,
+    *,
+    force: bool = False,
+    show_blob: str = BLOB_COMMAND,
+    room: takes.Room | None = None,
+) -> Moved:
     """Step forward along the branch the undos left, re-applying one turn's changes."""
     store = ws.store
+    settle_ended(ws)
     with Lease(store, sid):
         stack = redo_stack(store, sid)
         head = sessions.get(store, sid).head
@@ -417,26 +536,37 @@ def redo(ws: Workspace, sid: str, *, force: bool = False, show_blob: str = BLOB_
                 f"redo: nothing to redo in session {sid} (no undo since the last "
                 "ask, continue or rewind)"
             )
-        return _move(ws, sid, stack[-1], "redo", files=True, force=force, show_blob=show_blob)
+        return _move(
+            ws, sid, stack[-1], "redo", files=True, force=force, show_blob=show_blob, room=room
+        )
 
 
-def continue_(ws: Workspace, sid: str, number: int) -> Moved:
+def continue_(ws: Workspace, sid: str, number: int, room: takes.Room | None = None) -> Moved:
     """Move the head to turn ``number``; files stay as they are."""
     with Lease(ws.store, sid):
         _turn(ws.store, sid, number, "continue")
-        return _move(ws, sid, number, "continue", files=False)
+        return _move(ws, sid, number, "continue", files=False, room=room)
 
 
 def rewind(
-    ws: Workspace, sid: str, number: int, *, force: bool = False, show_blob: str = BLOB_COMMAND
+    ws: Workspace,
+    sid: str,
+    number: int,
+    *,
+    force: bool = False,
+    show_blob: str = BLOB_COMMAND,
+    room: takes.Room | None = None,
 ) -> Moved:
     """Move the head to turn ``number`` and return files to their state after it."""
+    settle_ended(ws)
     with Lease(ws.store, sid):
         _turn(ws.store, sid, number, "rewind")
         finished = _finish(ws, sid, "rewind", number, show_blob) if force else None
         if finished is not None:
             return finished
-        return _move(ws, sid, number, "rewind", files=True, force=force, show_blob=show_blob)
+        return _move(
+            ws, sid, number, "rewind", files=True, force=force, show_blob=show_blob, room=room
+        )
 
 
 # -- fork -------------------------------------------------------------------------------

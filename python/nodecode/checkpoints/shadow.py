@@ -271,10 +271,12 @@ class ShellWatch:
             )
 
 
-def forget_runs(store: Store, sid: str) -> None:
-    """A call's result is logged with its changes: no command of it needs settling."""
+def forget_runs(store: Store, sid: str, turn: int) -> None:
+    """A call's result is logged with its changes: no command of it needs settling.
+    Only this turn's: an earlier turn's rows are what its end could not record,
+    kept for ``turns.recover`` to settle."""
     with store.atomic() as db:
-        db.execute("DELETE FROM shell_runs WHERE session = ?", (sid,))
+        db.execute("DELETE FROM shell_runs WHERE session = ? AND turn = ?", (sid, turn))
 
 
 # A file changed later than this after its command was killed was changed by someone else.
@@ -299,7 +301,7 @@ def settle(home: Path, store: Store, sid: str, turn: int) -> dict[str, Any]:
     try:
         changes = shadow.diff(before, shadow.snapshot())
     except ShadowError as e:
-        return {"shell_untracked": f"the command killed with the turn: {e}"}
+        return {"shell_untracked": f"read after its turn ended without its result: {e}"}
     late = _changed_after_kill(shadow, changes)
     payload: dict[str, Any] = {
         "workspace": workspace,

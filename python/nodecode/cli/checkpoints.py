@@ -8,9 +8,13 @@ import json
 import sys
 
 from nodecode.app import App
+from nodecode.budget import evict as evictions
 from nodecode.checkpoints import moves as checkpoints
 from nodecode.cli.common import EXIT_OK, Command, session_of
+from nodecode.context import take as takes
+from nodecode.errors import UserError
 from nodecode.views import tree as trees
+from nodecode.words import plural
 
 _FORCE = {"undo": "nodecode undo --force", "redo": "nodecode redo --force"}
 
@@ -28,8 +32,20 @@ def _summary(moved: checkpoints.Moved, done: str) -> str:
     """``undid turn 2 except 1 file`` / ``finished undoing turn 2``: what the move did."""
     if moved.finished:
         return f"finished {moved.doing()}"
-    left = len(moved.pending)
-    return done + (f" except {left} file{'s' if left != 1 else ''}" if left else "")
+    left = len(moved.left)  # pending or not: a file left as it is was not undone
+    untracked = "shell changes that were not tracked" if moved.untracked else ""
+    files = plural(left, "file") if left else ""
+    excepted = " and ".join(part for part in (files, untracked) if part)
+    return done + (f" except {excepted}" if excepted else "")
+
+
+def _room(app: App) -> takes.Room | None:
+    """What a block a pending edit writes may hold (see ``take.Room``), for the take
+    a move makes; None when the config gives no window."""
+    try:
+        return evictions.take_room(app.workspace, app.config)
+    except UserError:
+        return None
 
 
 def _force_arg(p: argparse.ArgumentParser) -> None:
@@ -42,7 +58,9 @@ def _force_arg(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_undo(app: App, args: argparse.Namespace) -> int:
-    moved = checkpoints.undo(app.workspace, session_of(app, args), force=args.force)
+    moved = checkpoints.undo(
+        app.workspace, session_of(app, args), force=args.force, room=_room(app)
+    )
     _report(moved)
     done = _summary(moved, f"undid {checkpoints.name(moved.source)}")
     print(f"{done}; the head is {checkpoints.name(moved.target)}")
@@ -52,7 +70,9 @@ def cmd_undo(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_redo(app: App, args: argparse.Namespace) -> int:
-    moved = checkpoints.redo(app.workspace, session_of(app, args), force=args.force)
+    moved = checkpoints.redo(
+        app.workspace, session_of(app, args), force=args.force, room=_room(app)
+    )
     _report(moved)
     print(_summary(moved, f"redid {checkpoints.name(moved.target)}"))
     return EXIT_OK
@@ -70,7 +90,8 @@ def cmd_tree(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_continue(app: App, args: argparse.Namespace) -> int:
-    moved = checkpoints.continue_(app.workspace, session_of(app, args), args.turn)
+    moved = checkpoints.continue_(app.workspace, session_of(app, args), args.turn, _room(app))
+    _report(moved)
     print(f"the head is {checkpoints.name(moved.target)} (files unchanged)")
     return EXIT_OK
 
@@ -81,7 +102,9 @@ def _rewind_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_rewind(app: App, args: argparse.Namespace) -> int:
-    moved = checkpoints.rewind(app.workspace, session_of(app, args), args.turn, force=args.force)
+    moved = checkpoints.rewind(
+        app.workspace, session_of(app, args), args.turn, force=args.force, room=_room(app)
+    )
     _report(moved)
     print(_summary(moved, f"rewound to {checkpoints.name(moved.target)}"))
     return EXIT_OK

@@ -87,6 +87,8 @@ class Config:
     max_retries: int
     retry_backoff: float
     timeout: float  # seconds the provider may stay silent (HTTP read timeout)
+    request_timeout: float  # seconds a whole model request may take, retries included
+    idle_timeout: float  # seconds a reply may bring no content (keep-alives are none)
     cache: str  # Anthropic cache entries: auto | 1h | 5m (cache.plan)
     shadow_max_mb: float
     instructions: tuple[str, ...]  # more instruction files, relative to the cwd

@@ -304,6 +304,18 @@ SETTINGS = Table(
             "how long a provider may stay silent before the request fails",
         ),
         Setting(
+            "request_timeout",
+            Number(0, above=True, unit="seconds"),
+            600.0,
+            "how long a whole model request may take, retries included",
+        ),
+        Setting(
+            "idle_timeout",
+            Number(0, above=True, unit="seconds"),
+            120.0,
+            "how long a reply may bring no content (keep-alive pings are none)",
+        ),
+        Setting(
             "cache",
             OneOf(CACHE_MODES),
             "auto",

@@ -29,10 +29,36 @@ from nodecode.errors import UserError
 from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
 from nodecode.log.store import Event, Store
-from nodecode.paths import write_private
+from nodecode.paths import write_private, write_private_over
 from nodecode.workspace import Workspace
 
 STALE = "made before another edit was taken: run (context) again"
+
+
+@dataclass(frozen=True)
+class Room:
+    """What one written block (a note, a rewrite) may hold: ``tokens``, all the
+    budget leaves beside the system prompt and tools; ``over(text, tokens)`` tells
+    whether a text holds more, counting no more of it than it takes to tell."""
+
+    tokens: int
+    budget: int
+    over: Callable[[str, int], bool]
+
+    def refusal(self, edit: Edit) -> str | None:
+        """Why ``edit`` could never be sent (a block it writes cannot fit), or None."""
+        written = [
+            (f"the note under message {after}" if after is not None else "the note", text)
+            for after, text in edit.notes
+        ] + [(f"the rewrite of message {i}", text) for i, text in edit.rewrites.items()]
+        for what, text in written:
+            if self.over(text, self.tokens):
+                return (
+                    f"{what} holds more than {self.tokens:,} tokens, all the budget of "
+                    f"{self.budget:,} leaves beside the system prompt and tools: it could "
+                    "never be sent; write less"
+                )
+        return None
 
 
 @dataclass
@@ -86,9 +112,31 @@ def context_stat(path: Path) -> os.stat_result | None:
 # -- export -------------------------------------------------------------------
 
 
+EXPORT_TRIES = 3
+
+
 def export(ws: Workspace, sid: str) -> Path:
     """Write the context to context.txt (a new export) and return its path. A
-    changed, untaken file is first recorded as a pending edit."""
+    changed, untaken file is first recorded as a pending edit. The file is
+    replaced only while it holds bytes the log has (an export's, a recorded
+    edit's): a save that lands while the export runs is recorded by the next
+    try, never overwritten unrecorded."""
+    path = context_file(ws, sid)
+    for _ in range(EXPORT_TRIES):
+        r, raw = _log_export(ws, sid)
+        # Written once the export is committed: a crash in between must not leave
+        # a file naming an export the log does not have.
+        if write_private_over(path, raw, lambda p, st, r=r: _known_file(r, p, st)):
+            return path
+    raise UserError(
+        f"{path}: saved again while each of {EXPORT_TRIES} exports was being written "
+        "(each save is recorded as a pending edit): export again"
+    )
+
+
+def _log_export(ws: Workspace, sid: str) -> tuple[Read, bytes]:
+    """Log a new export (a changed file recorded first): the session as read before
+    it, and the bytes to write."""
     store = ws.store
     with store.atomic():
         r = derived.read(store, sid)
@@ -115,11 +163,18 @@ def export(ws: Workspace, sid: str) -> Path:
             },
         )
         _keep_export(store, digest, raw, first, st.messages)
-    # Written once the export is committed: a crash in between must not leave a
-    # file naming an export the log does not have.
-    path = context_file(ws, sid)
-    write_private(path, raw)
-    return path
+    return r, raw
+
+
+def _known_file(r: Read, path: Path, st: os.stat_result) -> bool:
+    """Whether the file at ``path`` holds bytes the log has: an export's or a
+    recorded edit's (anything else is a save no event recorded yet)."""
+    if stat.S_ISLNK(st.st_mode):
+        st = os.stat(path)  # a link the person made: judged by what it points to
+    if not stat.S_ISREG(st.st_mode):
+        context_stat(path)  # the person's to fix: one line naming what is there
+        return False
+    return _file_digest(r, path, st) in r.takes.recorded
 
 
 # -- pending edits ------------------------------------------------------------
@@ -377,9 +432,13 @@ def take(
     *,
     budget: int | None = None,
     count: Callable[[list[Message]], int] | None = None,
+    room: Room | None = None,
 ) -> TakeReport:
     """Process every pending edit (SPEC §2 "Taking an edit"). With no running
-    turn, the take belongs to the head (changes made while it is the head)."""
+    turn, the take belongs to the head (changes made while it is the head).
+    With ``room``, an edit writing a block larger than the budget can hold is
+    refused: taken, it could never be sent, and each later request would
+    evict it again."""
     store = ws.store
     report = TakeReport()
     r = derived.read(store, sid)
@@ -394,30 +453,98 @@ def take(
         pending = list(r.takes.pending)
         if not pending:
             return report
-        current = r.takes.takes
         st = r.state
         order = list(st.messages)
         sections: list[str] = []
         taken: list[int] = []
         notices: list[Message] = []
         for e in pending:
-            edit = (
-                Edit(errors=[(None, STALE)])
-                if e.payload.get("base", -1) < current
-                else read_edit(r, e, order, st)
-            )
-            reason = edit.error()
+            edit, reason, carried = judge(r, e, order, st)
+            if reason is None and room is not None:
+                reason = room.refusal(edit)
             if reason is not None:
                 notices.append(_refuse(ws, sid, turn, e, reason, report))
                 continue
             before = order
             order, done = apply(order, edit, st, lambda text: _note(store, sid, turn, text))
-            sections.append(_section(ws, sid, e, done, before, order, budget, count))
+            sections.append(_section(ws, sid, e, done, before, order, budget, count, carried))
             taken.append(e.seq)
         if taken:  # refusal notices logged before the snapshot stay in it, at the end
             _log_take(ws, sid, turn, taken, sections, order + notices, report, st)
     _write_receipts(ws, sid, report)
     return report
+
+
+def judge(
+    r: Read, e: Event, order: list[Message], st: State
+) -> tuple[Edit, str | None, str | None]:
+    """The pending edit ``e`` read against ``order``: (the edit, why it is refused or
+    None, the line saying what it was carried over or None). An edit made before
+    another edit was taken is refused as stale. One made before moves in the tree
+    or evictions only (no edit taken since) is carried over them when every block
+    it changes is still in the context, else refused naming them."""
+    since = r.takes.history[max(e.payload.get("base", -1), 0) :]
+    if any(kind == "receipt" for kind, _ in since):
+        return Edit(), STALE, None
+    edit = read_edit(r, e, order, st)
+    if not since:
+        return edit, edit.error(), None
+    return (edit, *carry(r, since, edit, order, form=e.payload.get("source") == "form"))
+
+
+def carry(
+    r: Read, since: list[tuple[str, int]], edit: Edit, order: list[Message], form: bool = False
+) -> tuple[str | None, str | None]:
+    """An edit made before the moves and evictions ``since`` (no edit taken since),
+    against ``order``: (why it is refused or None, the receipt's line saying what it
+    was carried over). A form's spans reach what the context held when it ran, so a
+    form is never carried."""
+    what = _made_before(r, since)
+    if form:
+        return f"made before {what}: run (context) again", None
+    if edit.error() is not None:
+        return f"made before {what}, and against the context since: {edit.error()}", None
+    present = {m.id for m in order}
+    touched = [
+        *edit.deleted,
+        *(i for i in edit.rewrites if i not in edit.restores),
+        *(after for after, text in edit.notes if after is not None and text.strip()),
+    ]
+    missing = sorted({i for i in touched if i not in present})
+    if not missing:
+        return None, f"carried over {what}: every block it changes is still in the context"
+    which = (
+        f"message {missing[0]} it changes is"
+        if len(missing) == 1
+        else f"messages {', '.join(map(str, missing))} it changes are"
+    )
+    reason = f"made before {what}, after which {which} no longer in the context"
+    return reason + ": run (context) again", None
+
+
+def _made_before(r: Read, since: list[tuple[str, int]]) -> str:
+    """What a stale edit came before: ``the undo at seq 41``, ``the eviction at seq 50``…"""
+    names = []
+    for kind, seq in since:
+        e = r.store.event(r.sid, seq) if kind == "move" else None
+        what = {"evict": "eviction"}.get(kind, kind)
+        if e is not None:
+            what = str(e.payload.get("op") or "move")
+        names.append(f"the {what} at seq {seq}")
+    return " and ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def said(report: TakeReport) -> list[str]:
+    """One line per edit a take processed, for the command it ran on the way (an
+    undo, an eviction): ``context edit (export 3): taken at seq 45: kept 9 · …``."""
+    lines, where = [], ""
+    for receipt in report.receipts:
+        for line in receipt.split("\n"):
+            if line.startswith("[[receipt "):
+                where = line.removesuffix("]]").split(" ", 2)[2]
+            elif line.startswith(("taken at seq ", "refused at seq ", "carried over ")):
+                lines.append(f"context edit ({where}): {line}")
+    return lines
 
 
 def _note(store: Store, sid: str, turn: int | None, text: str) -> Message:
@@ -465,8 +592,11 @@ def _section(
     after: list[Message],
     budget: int | None,
     count: Callable[[list[Message]], int] | None,
+    carried: str | None = None,
 ) -> str:
     lines = [_receipt_head(ws, sid, e), "taken at seq {seq}: " + _counts(done)]
+    if carried:
+        lines.append(carried)
     if done.pairs:
         lines.append("pairs: " + "; ".join(p.said() for p in done.pairs))
     if count is not None:
@@ -545,15 +675,19 @@ def check_file(ws: Workspace, sid: str, text: str) -> tuple[dict[str, Any], list
     if exp is None:
         return {"ok": False, "errors": [[1, "no export yet: run (context) first"]]}, None
     st = r.state
-    stale = exp.payload["base"] < r.takes.takes
     export_raw = export_bytes(store, exp, st.path_messages)
     if export_raw is None:
         return {"ok": False, "errors": [[1, _UNRENDERED.format(exp.payload["number"])]]}, None
     export_text, exported = export_split(store, exp, export_raw)
     edit = read_file_edit(text, export_text, exp.payload["nonce"], st, exported)
     errors = [[line or 1, reason] for line, reason in edit.errors]
-    if stale:
+    since = r.takes.history[exp.payload["base"] :]
+    if any(kind == "receipt" for kind, _ in since):
         errors.insert(0, [1, STALE])
+    elif since and not errors:  # a move or an eviction since the export: carried over?
+        reason, _ = carry(r, since, edit, st.messages)
+        if reason is not None:
+            errors.insert(0, [1, reason])
     if errors:
         return {"ok": False, "errors": errors, "summary": {}}, None
     order, done = dry_run(st.messages, edit, st)
@@ -577,12 +711,9 @@ def next_order(r: Read) -> list[Message]:
     records it."""
     st = r.state
     order = list(st.messages)
-    current = r.takes.takes
     for e in list(r.takes.pending):
-        if e.payload.get("base", -1) < current:
-            continue
-        edit = read_edit(r, e, order, st)
-        if edit.error() is None:
+        edit, reason, _ = judge(r, e, order, st)
+        if reason is None:
             order, _ = dry_run(order, edit, st)
     return order
 

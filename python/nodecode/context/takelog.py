@@ -28,6 +28,7 @@ class TakeLog:
     pending: list[Event] = field(default_factory=list)  # edits after the last receipt
     recorded: set[str] = field(default_factory=set)  # file edits' and exports' digests
     takes: int = 0  # edits taken, evictions, tree moves, forks
+    history: list[tuple[str, int]] = field(default_factory=list)  # each take: (kind, seq)
 
     def add(self, e: Event) -> None:
         if e.kind == "export":
@@ -40,7 +41,10 @@ class TakeLog:
                 self.recorded.add(e.payload.get("blob"))
         elif e.kind == "receipt":
             self.pending.clear()  # a take processes every pending edit at once
-            self.takes += TAKEN in e.text
+            if TAKEN in e.text:
+                self.takes += 1
+                self.history.append((e.kind, e.seq))
         else:
             self.takes += 1
+            self.history.append((e.kind, e.seq))
         self.seen = max(self.seen, e.seq)

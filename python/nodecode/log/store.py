@@ -174,19 +174,31 @@ class Store:
                 finally:
                     self._depth -= 1
                 return
-            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as e:
+                raise self._cannot_write(e) from None
             self._depth = 1
             try:
                 yield self.db
-            except BaseException:
                 self._depth = 0
-                if self.db.in_transaction:  # SQLite may have rolled it back itself
-                    self.db.execute("ROLLBACK")
+                self.db.execute("COMMIT")
+            except BaseException as e:
+                self._depth = 0
+                # SQLite has rolled back already after some errors (a full disk, I/O).
+                if self.db.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):  # the error says what went wrong
+                        self.db.execute("ROLLBACK")
                 # Views filled inside the transaction may hold rows it no longer has.
                 self.forget()
+                if isinstance(e, sqlite3.OperationalError):
+                    raise self._cannot_write(e) from None
                 raise
-            self._depth = 0
-            self.db.execute("COMMIT")
+
+    def _cannot_write(self, e: sqlite3.OperationalError) -> StoreError:
+        """A failed write as one line: the store, and SQLite's reason (a full disk,
+        an I/O error, a lock held past the busy timeout)."""
+        return StoreError(f"store {self.path}: cannot write: {e}")
 
     def forget(self) -> None:
         """Drop every fact and view read so far (a rolled-back write may be in them)."""

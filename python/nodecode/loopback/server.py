@@ -32,9 +32,14 @@ added without ``at`` hits the next model request. Kinds: an HTTP status
 error's text), "drop" (part of the stream, then the connection closes
 without the terminal chunk), "stall" (part of the stream, ``seconds`` of
 silence, then the same close),
-"sse_error" (part of the stream, then the provider's in-stream error) and
+"sse_error" (part of the stream, then the provider's in-stream error),
 "garbage" (part of the stream, then lines that are not SSE and data that is
-not JSON, then a clean end of body; without streaming, a body that is not JSON).
+not JSON, then a clean end of body; without streaming, a body that is not JSON),
+"ping" (part of the stream, then a keep-alive every ``every`` seconds, 0.2 by
+default, until the client goes: Anthropic's ``ping`` event, a ``: ping``
+comment in the other formats) and "drip" (part of the stream, then one
+character of reply text every ``every`` seconds, forever; Anthropic and chat
+completions, after a text block began).
 
 Run it alone with ``python -m nodecode.loopback --script FILE``: it prints
 its URL on one line and serves until SIGTERM or SIGINT.
@@ -99,7 +104,8 @@ __all__ = [
 
 ANTHROPIC, OPENAI, RESPONSES, GOOGLE = "anthropic", "openai", "openai-responses", "google"
 MODEL_ROUTES = (ANTHROPIC, OPENAI, RESPONSES, GOOGLE)
-STREAM_KINDS = ("drop", "stall", "sse_error", "garbage")
+STREAM_KINDS = ("drop", "stall", "sse_error", "garbage", "ping", "drip")
+ENDLESS_KINDS = ("ping", "drip")
 GARBAGE_FRAMES = [
     b"this line is not server-sent events\n",
     b"\x00\xff\xfe\r\n",
@@ -164,6 +170,7 @@ class Reply:
     cut: int | None = None
     abort: bool = False
     stall: float = 0.0
+    endless: tuple[bytes, float] | None = None  # a frame sent every so many seconds, forever
 
 
 _ANTHROPIC_ERRORS = {
@@ -564,11 +571,33 @@ class LoopbackServer:
         cut = int(fault.get("after", max(1, min(len(frames) // 2, len(frames) - 2))))
         if kind == "sse_error":
             reply.frames = [*frames[:cut], stream_error_frame(flavor)]
+        elif kind in ENDLESS_KINDS:
+            every = float(fault.get("every", 0.2))
+            reply.frames, reply.endless = frames[:cut], (endless_frame(flavor, kind), every)
         elif kind == "garbage":
             reply.frames = [*frames[:cut], *GARBAGE_FRAMES]
         else:
             reply.frames, reply.abort, reply.stall = frames[:cut], True, stall
         return reply
+
+
+def endless_frame(flavor: str, kind: str) -> bytes:
+    """What a "ping" or "drip" fault sends again and again: a keep-alive, or one
+    character of reply text (a keep-alive where the format has no simple delta)."""
+    if kind == "drip" and flavor == ANTHROPIC:
+        return anthropic_frame(
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "."},
+            }
+        )
+    if kind == "drip" and flavor == OPENAI:
+        delta = {"index": 0, "delta": {"content": "."}, "finish_reason": None}
+        return openai_frame({"id": "drip", "object": "chat.completion.chunk", "choices": [delta]})
+    if flavor == ANTHROPIC:
+        return anthropic_frame({"type": "ping"})
+    return b": ping\n\n"
 
 
 def _tokens(flavor: str, body: dict) -> int:
@@ -638,6 +667,13 @@ class _Handler(BaseHTTPRequestHandler):
             if i and delay:
                 stopping.wait(delay)
             self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+        if reply.endless is not None:  # until the client goes or the server stops
+            frame, every = reply.endless
+            while not stopping.wait(every):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+                self.wfile.flush()
+            self.close_connection = True
+            return
         if not reply.abort:
             self.wfile.write(b"0\r\n\r\n")
 

@@ -8,6 +8,12 @@ policy (providers.md §1.8): 408/409/429/5xx and dropped streams, honouring
 ``min(base * 2**n, 8 s)`` less up to 25 % jitter. Each attempt's I/O runs in
 a daemon thread (see _Pump) so that a cancel returns at once even while a
 read is blocked.
+
+Besides the read timeout (silence), a request has two limits (``_Limits``):
+``request_timeout``, the seconds the whole request may take, retries included,
+and ``idle_timeout``, the seconds an attempt may go without content. Keep-alives
+(Anthropic's ``ping`` events, ``:`` comment lines) are not content, so a server
+that sends them forever, or drips a character at a time, still ends.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from nodecode.providers.wire import StreamParser, TextSink, WireFormat
 MAX_RETRY_AFTER = 60.0
 MAX_BACKOFF = 8.0
 CONNECT_TIMEOUT = 10.0
+REQUEST_TIMEOUT = 600.0  # seconds a whole request may take, retries included
+IDLE_TIMEOUT = 120.0  # seconds an attempt may go without content (keep-alives are none)
 _POLL = 0.05  # how often a waiting caller looks at its cancel event
 _SPEND_LIMIT = "enforced_spend_limit_reached"
 
@@ -78,8 +86,11 @@ class Provider:
         backoff_base: float = 0.5,
         transport: httpx.BaseTransport | None = None,
         name: str | None = None,
+        request_timeout: float = REQUEST_TIMEOUT,
+        idle_timeout: float = IDLE_TIMEOUT,
     ) -> None:
         self.wire = wire
+        self.request_timeout, self.idle_timeout = request_timeout, idle_timeout
         self.name = name or wire.type  # the provider's id in config.jsonc: what errors begin with
         self.base_url = (base_url or wire.default_base_url).rstrip("/")
         self.max_retries = max_retries
@@ -122,15 +133,16 @@ class Provider:
         payload = self.wire.stream_body(body)
         url, headers = self.url(str(body.get("model") or "")), self.wire.headers(self._api_key)
         retries = 0
+        limits = _Limits(self.request_timeout, self.idle_timeout)
         while True:
             parser = self.wire.parser(on_text, on_thinking)
             try:
-                reply = self._attempt(url, headers, payload, parser, cancel, on_open)
+                reply = self._attempt(url, headers, payload, parser, cancel, on_open, limits)
             except ProviderError as exc:
                 delay = self._retry_delay(exc, retries)
                 if on_retry is not None:
                     on_retry(self._redact(f"retrying in {delay:.1f} s: {exc}"))
-                if not cancel.wait(delay):
+                if not cancel.wait(min(delay, limits.remaining())):
                     retries += 1
                     continue
                 # Stopped while waiting to retry: the failed attempt's text went
@@ -155,12 +167,15 @@ class Provider:
         parser: StreamParser,
         cancel: threading.Event,
         on_open: Callable[[], None] | None = None,
+        limits: _Limits | None = None,
     ) -> Reply:
         """One POST read to its end; raises ProviderError (retryable or not)."""
+        limits = limits or _Limits(self.request_timeout, self.idle_timeout)
+        limits.attempt()
         pump = _Pump(self._client, url, headers, wire)
-        frames = _Frames(parser, cancel)
+        frames = _Frames(parser, cancel, limits)
         try:
-            for text in pump.body(cancel, self._http_error):
+            for text in pump.body(cancel, self._http_error, limits.check):
                 if on_open is not None:
                     on_open()
                     on_open = None
@@ -227,12 +242,53 @@ class Provider:
         return min(self.backoff_base * 2**attempt, MAX_BACKOFF) * (1 - 0.25 * random.random())
 
 
+class _Limits:
+    """A request's time limits: the whole request's deadline, and the time since
+    its current attempt last brought content (``check`` raises past either)."""
+
+    def __init__(self, request_timeout: float, idle_timeout: float) -> None:
+        self.request_timeout, self.idle_timeout = request_timeout, idle_timeout
+        self.deadline = time.monotonic() + request_timeout
+        self.content_at = time.monotonic()
+
+    def attempt(self) -> None:
+        """An attempt starts: its idle time counts from now."""
+        self.content_at = time.monotonic()
+
+    def content(self) -> None:
+        self.content_at = time.monotonic()
+
+    def remaining(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def check(self) -> None:
+        now = time.monotonic()
+        if now >= self.deadline:
+            raise ProviderError(
+                f"no whole answer within the request_timeout ({self.request_timeout:g} s)"
+            )
+        if now - self.content_at >= self.idle_timeout:
+            raise ProviderError(
+                f"no content within the idle_timeout ({self.idle_timeout:g} s): "
+                "the stream brought only keep-alives",
+                retryable=True,
+            )
+
+
+def _keepalive(event: ServerSentEvent) -> bool:
+    """Whether an event is a keep-alive (Anthropic's ``ping``), not content."""
+    return event.event == "ping" or event.data.replace(" ", "") == '{"type":"ping"}'
+
+
 class _Frames:
     """Body text → lines → events → parser, stopping at the terminal event or a cancel."""
 
-    def __init__(self, parser: StreamParser, cancel: threading.Event) -> None:
+    def __init__(
+        self, parser: StreamParser, cancel: threading.Event, limits: _Limits | None = None
+    ) -> None:
         self._parser = parser
         self._cancel = cancel
+        self._limits = limits
         self._lines = LineSplitter()
         self._events = EventReader()
 
@@ -246,6 +302,8 @@ class _Frames:
 
     def _send(self, events: list[ServerSentEvent]) -> bool:
         for event in events:
+            if self._limits is not None and not _keepalive(event):
+                self._limits.content()
             self._parser.feed(event)
             if self._parser.finished or self._cancel.is_set():
                 return True
@@ -348,11 +406,13 @@ class _Pump:
         self,
         cancel: threading.Event,
         http_error: Callable[[int, httpx.Headers, str], ProviderError],
+        check: Callable[[], None] | None = None,
     ) -> Iterator[str]:
-        """The body as decoded text; raises ProviderError for a failed status or transport."""
+        """The body as decoded text; raises ProviderError for a failed status or
+        transport, or (``check``) a time limit passed."""
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         while True:
-            kind, value = self._next(cancel)
+            kind, value = self._next(cancel, check)
             if kind == "bytes":
                 text = decoder.decode(value)
                 if text:
@@ -367,10 +427,14 @@ class _Pump:
             else:
                 raise _transport_error(value)
 
-    def _next(self, cancel: threading.Event) -> tuple[str, Any]:
+    def _next(
+        self, cancel: threading.Event, check: Callable[[], None] | None = None
+    ) -> tuple[str, Any]:
         while True:
             if cancel.is_set():
                 raise _Cancelled
+            if check is not None:
+                check()
             try:
                 return self._queue.get(timeout=_POLL)
             except queue.Empty:
