@@ -481,3 +481,68 @@ def test_more_spellings_of_a_key_never_reach_the_screen_the_log_or_the_provider(
     app.close()
     assert len(results) == len(SPELLING_COMMANDS)
     assert all(MARK in text for text in results), results
+
+
+# -- the retry line (Trust, third round, item 7) ------------------------------------
+
+OTHER_KEY = "sk-other-nodecode-SECRET-9a8b7c6d5e4f3a2b"
+B64_KEY = base64.b64encode(KEY.encode()).decode()
+QUOTING_FAULTS = [  # each retried, each quoting a key in its error
+    {"at": 1, "kind": "529", "message": f"Overloaded (the other key was {OTHER_KEY})"},
+    {"at": 2, "kind": "sse_error", "message": f"stream broken for key {B64_KEY}"},
+    {"at": 3, "kind": "400", "should_retry": True, "message": f"bad key {KEY[::-1]}"},
+]
+
+
+def two_providers(home: Path, srv) -> Path:
+    """The active provider (key in ANTHROPIC_API_KEY) and another (key in OTHER_API_KEY)."""
+    config = {
+        "provider": "keyed",
+        "model": "loopback-model",
+        "max_retries": 3,
+        "retry_backoff": 0.01,
+        "providers": {
+            "keyed": {"type": "anthropic", "base_url": srv.url, "api_key_env": "ANTHROPIC_API_KEY"},
+            "other": {
+                "type": "openai",
+                "base_url": srv.url + "/v1",
+                "api_key_env": "OTHER_API_KEY",
+            },
+        },
+    }
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.jsonc").write_text(json.dumps(config))
+    return home
+
+
+def quoted_keys_in(text: str) -> list[str]:
+    return [k for k in (OTHER_KEY, KEY, B64_KEY[4:-4], KEY[::-1]) if k in text]
+
+
+def test_retry_lines_quoting_keys_are_redacted_in_the_cli(loopback, home, workspace):
+    srv = loopback([{"chunks": ["at ", "last"]}], faults=QUOTING_FAULTS)
+    two_providers(home, srv)
+    env = {**key_env(), "OTHER_API_KEY": OTHER_KEY}
+    run_cli("new", home=home, env=env)
+    out = run_cli("ask", "hi", home=home, cwd=workspace, env=env)
+    retries = [line for line in out.stderr.splitlines() if "retrying in" in line]
+    assert quoted_keys_in(out.stdout + out.stderr) == []
+    assert out.returncode == 0, out.stderr
+    assert len(retries) == 3, out.stderr
+    assert "[redacted:OTHER_API_KEY]" in retries[0]
+    assert all(MARK in line for line in retries[1:]), retries
+    assert files_holding_a_key(home, (OTHER_KEY, KEY, B64_KEY[4:-4], KEY[::-1])) == []
+
+
+def test_retry_lines_quoting_keys_reach_the_chat_redacted(loopback, home, workspace):
+    srv = loopback([{"text": "at last"}], faults=QUOTING_FAULTS)
+    env = {**key_env(), "OTHER_API_KEY": OTHER_KEY}
+    app = App.open(two_providers(home, srv), "default", workspace, environ=env)
+    retries: list[str] = []
+    seen = Seen()
+    seen.on_retry = retries.append  # what the host relays to the chat
+    result = Agent(app, app.new_session()).ask("hi", seen)
+    app.close()
+    assert result.status == "done"
+    assert len(retries) == 3
+    assert quoted_keys_in("\n".join(retries)) == []

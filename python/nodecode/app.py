@@ -260,6 +260,7 @@ class App:
                 max_retries=key[4],
                 backoff_base=key[5],
                 timeout=key[6],
+                redact=self.redactor.apply,
             )
             self._provider_key = key
         return self._provider

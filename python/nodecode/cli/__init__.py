@@ -13,8 +13,10 @@ MCP servers (``mcp``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TextIO
 
 from nodecode.app import App
 from nodecode.cli import ask, budget, checkpoints, context, mcp, recall, sessions
@@ -82,7 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     app = None
     try:
         app = App.open(args.home, args.store, args.cwd)
-        return COMMANDS[args.command].run(app, args)
+        with _redacted_output(app.redact_known):
+            return COMMANDS[args.command].run(app, args)
     except Stopped:
         return EXIT_STOPPED
     except ProviderError as e:
@@ -103,3 +106,29 @@ def _err(app: App | None, e: Exception) -> None:
     if app is not None:
         text = app.redact_known(text)
     print(f"nodecode: {text}", file=sys.stderr)
+
+
+class _Redacting:
+    """A text stream whose every write passes through the redactor first: each
+    line the CLI prints (results, retries, approvals, notices), not only the reply."""
+
+    def __init__(self, stream: TextIO, redact: Callable[[str], str]):
+        self._stream = stream
+        self._redact = redact
+
+    def write(self, text: str) -> int:
+        self._stream.write(self._redact(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _redacted_output(redact: Callable[[str], str]) -> Iterator[None]:
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Redacting(out, redact), _Redacting(err, redact)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
