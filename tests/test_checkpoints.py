@@ -438,3 +438,32 @@ def test_undo_names_a_file_that_is_no_longer_regular_and_leaves_it_once(
     assert out.stdout.startswith("undid turn 1 except 1 file; the head is the start")
     again = run_cli("undo", "--force", home=home, cwd=ws, timeout=30)
     assert again.returncode == 1 and "nothing to undo" in again.stderr
+
+
+@needs_git
+def test_a_folder_swapped_for_a_symlink_during_undo_keeps_the_restore_inside(
+    tmp_path, loopback, monkeypatch
+):
+    # The turn rewrote sub/f.txt; by the time undo restores it, sub leads outside,
+    # to a file with the same bytes (so nothing looks changed by the person).
+    sess = make_session(tmp_path, loopback)
+    sub = Path(sess.app.cwd) / "sub"
+    sub.mkdir()
+    (sub / "f.txt").write_bytes(b"before\n")
+    sess.turn("rewrite", ';; write\n(write-file "sub/f.txt" "after\\n")')
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.txt").write_bytes(b"after\n")
+    checked = checkpoints._refusal
+
+    def check_then_swap(ws, step):
+        refusal = checked(ws, step)
+        sub.rename(sub.with_name("sub.moved"))
+        sub.symlink_to(outside, target_is_directory=True)
+        return refusal
+
+    monkeypatch.setattr(checkpoints, "_refusal", check_then_swap)
+    moved = checkpoints.undo(sess.app.workspace, sess.sid)
+    assert (outside / "f.txt").read_bytes() == b"after\n"
+    assert moved.lines == ["skipped sub/f.txt: now reached through a symlink"]
+    sess.app.close()

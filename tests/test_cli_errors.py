@@ -3,6 +3,7 @@ stored (SPEC §10; issue 11, item 9)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 
@@ -188,3 +189,67 @@ def test_every_integer_argument_of_every_verb_is_range_checked(cli):
         assert proc.returncode == 1 and "Traceback" not in proc.stderr, (cell, proc.stderr)
         assert "internal error" not in proc.stderr, (cell, proc.stderr)
         assert "must be a whole number from" in proc.stderr and HUGE in proc.stderr, cell
+
+
+# A pasted key in the wrong place (Trust, third round, item 9)
+
+KEY = "sk-ant-nodecode-SECRET-7f3a9c2e51d04b88"
+FILE_KEY = "sk-file-nodecode-SECRET-3c4d5e6f7a8b9c0d"
+MISPLACED = {
+    "as the command": [KEY],
+    "budget set": ["budget", "set", KEY],
+    "budget": ["budget", KEY],
+    "continue": ["continue", KEY],
+    "rewind": ["rewind", KEY],
+    "fork --at": ["fork", "--at", KEY],
+    "recall-entry": ["recall-entry", KEY],
+    "models": ["models", KEY],
+    "an extra argument": ["tree", KEY],
+    "a key file's key": ["recall-entry", FILE_KEY],
+}
+
+
+def key_home(home, srv):
+    """A home whose provider has its key in a variable and another one's in a file."""
+    keyfile = home.parent / "other.key"
+    keyfile.write_text(FILE_KEY + "\n")
+    keyfile.chmod(0o600)
+    write_config(home, srv)
+    config = json.loads((home / "config.jsonc").read_text().split("\n", 1)[1])
+    config["providers"]["other"] = {"type": "openai", "api_key_file": str(keyfile)}
+    (home / "config.jsonc").write_text(json.dumps(config))
+
+
+@pytest.mark.parametrize("args", MISPLACED.values(), ids=MISPLACED.keys())
+def test_a_usage_error_never_echoes_a_key(loopback, home, workspace, args):
+    srv = loopback([])
+    key_home(home, srv)
+    out = run_cli(*args, home=home, cwd=workspace, env={"ANTHROPIC_API_KEY": KEY})
+    assert KEY not in out.stderr and FILE_KEY not in out.stderr
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith("nodecode: ") and out.stderr.count("\n") == 1
+    assert "[redacted:" in out.stderr
+
+
+def test_a_store_named_after_a_key_is_refused_and_not_created(loopback, home, workspace):
+    srv = loopback([])
+    key_home(home, srv)
+    out = run_cli("--store", KEY, "sessions", home=home, env={"ANTHROPIC_API_KEY": KEY})
+    assert KEY not in out.stderr
+    assert (out.returncode, out.stderr) == (
+        2,
+        "nodecode: --store: expected a store name, not a key (got [redacted:ANTHROPIC_API_KEY])\n",
+    )
+    assert not (home / "store").exists() or list((home / "store").iterdir()) == []
+
+
+def test_blob_never_echoes_a_key_in_any_case(loopback, home, workspace):
+    srv = loopback([])
+    key_home(home, srv)
+    out = run_cli("blob", KEY, home=home, cwd=workspace, env={"ANTHROPIC_API_KEY": KEY})
+    assert KEY.lower() not in out.stderr
+    assert out.returncode == 1
+    assert out.stderr == (
+        "nodecode: blob: expected a hash or a prefix of 6+ hex digits "
+        "(got '[redacted:ANTHROPIC_API_KEY]')\n"
+    )

@@ -361,3 +361,188 @@ def test_a_provider_names_one_key_source(loopback, home, workspace):
         "nodecode: config.jsonc: providers.keyed must name one key source: "
         "api_key_env, api_key_cmd or api_key_file (found api_key_env and api_key_cmd)\n"
     )
+
+
+# -- a key with a stray character around it (Trust, third round, item 6) ------------
+
+STRAYS = {
+    "carriage return": KEY + "\r",
+    "spaces": f"  {KEY} ",
+    "BOM": "\ufeff" + KEY,
+    "zero-width space": KEY + "\u200b",
+    "no-break space and CRLF": "\u00a0" + KEY + "\r\n",
+}
+
+
+@pytest.mark.parametrize("value", STRAYS.values(), ids=STRAYS.keys())
+def test_a_key_with_a_stray_character_around_it_is_sent_and_redacted_bare(
+    loopback, home, workspace, value
+):
+    (workspace / "notes.txt").write_text(f"key={KEY}\n")
+    srv = loopback(
+        [
+            {"text": "Reading.", "calls": [{"code": '(read-file "notes.txt")'}]},
+            {"chunks": ["the key is ", KEY[:20], KEY[20:]]},
+        ]
+    )
+    keyed_home(home, srv, "anthropic")
+    env = {**no_key_env(), "ANTHROPIC_API_KEY": value}
+    run_cli("new", home=home, env=env)
+    out = run_cli("ask", "--yes", "read it", home=home, cwd=workspace, env=env)
+    assert KEY not in out.stdout + out.stderr
+    assert files_holding_a_key(home, (KEY,)) == []
+    assert "Traceback" not in out.stderr
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"Reading.\nthe key is {MARK}\n"
+    assert f"key={MARK}" in out.stderr  # the read's result
+    assert [sent_key(r, "anthropic") for r in srv.model_requests] == [KEY, KEY]
+    assert KEY not in sent_bodies(srv)
+
+
+def test_a_key_holding_a_character_no_header_carries_is_one_line_without_it(
+    loopback, home, workspace
+):
+    srv = loopback([{"text": "never"}])
+    keyed_home(home, srv, "anthropic")
+    env = {**no_key_env(), "ANTHROPIC_API_KEY": KEY + "\u00e9"}
+    run_cli("new", home=home, env=env)
+    out = run_cli("ask", "hi", home=home, cwd=workspace, env=env)
+    assert "Traceback" not in out.stderr
+    assert (out.returncode, out.stderr) == (
+        1,
+        "nodecode: provider 'keyed': the key from ANTHROPIC_API_KEY holds U+00E9 (latin "
+        f"small letter e with acute) at character {len(KEY) + 1} of {len(KEY) + 1}: expected "
+        "printable ASCII, which is all an HTTP header carries\n",
+    )
+    assert srv.model_requests == []
+
+
+# -- more spellings (Trust, third round, item 8) ------------------------------------
+
+
+def _cell(cmd: str) -> str:
+    return '(shell "' + cmd.replace("\\", "\\\\").replace('"', '\\"') + '")'
+
+
+# Each prints the key of key.txt (a file the person keeps in the workspace) spelled anew.
+SPELLING_COMMANDS = {
+    "upper case": "tr a-z A-Z < key.txt",
+    "base32": "{ printf x; cat key.txt; } | base32",
+    "letters separated by spaces": "sed 's/./& /g' key.txt",
+    "od-style hex": "od -An -tx1 key.txt",
+    "\\u escapes": "od -An -v -tx1 key.txt | tr -d ' \\n' | sed 's/../\\\\u00&/g'",
+    "zero-width-joined": "sed \"s/./&$(printf '\\342\\200\\215')/g\" key.txt",
+    "full-width": (
+        f"{sys.executable} -c 'import sys; "
+        'print("".join(chr(ord(c) + 0xFEE0) for c in open("key.txt").read().strip()))\''
+    ),
+}
+
+
+@pytest.mark.parametrize("ptype", WIRES)
+def test_more_spellings_of_a_key_never_reach_the_screen_the_log_or_the_provider(
+    loopback, home, workspace, ptype
+):
+    (workspace / "key.txt").write_text(KEY + "\n")
+    printed = {
+        name: subprocess.run(
+            ["bash", "-c", cmd], cwd=workspace, capture_output=True, text=True, check=True
+        ).stdout
+        for name, cmd in SPELLING_COMMANDS.items()
+    }
+    spaced, wide = printed["letters separated by spaces"], printed["full-width"].strip()
+    srv = loopback(
+        [
+            {
+                "text": "Encoding.",
+                "calls": [{"code": _cell(c)} for c in SPELLING_COMMANDS.values()],
+            },
+            {"chunks": ["see ", wide[:9], wide[9:] + " and ", spaced[:15], spaced[15:]]},
+        ]
+    )
+    keyed_home(home, srv, ptype)
+    sid = run_cli("new", home=home, env=key_env()).stdout.strip()
+    out = run_cli("ask", "--yes", "spell it", home=home, cwd=workspace, env=key_env())
+    assert out.returncode == 0, out.stderr
+    # Every line of every spelling is at least 12 characters of a key's encoding.
+    pieces = {line.strip() for text in printed.values() for line in text.splitlines()}
+    # base32's first two characters also encode the x before the key: they stay.
+    pieces = {p.removeprefix(printed["base32"][:2]) for p in pieces}
+    assert min(len(p) for p in pieces) >= 12
+    shown, sent = out.stdout + out.stderr, sent_bodies(srv)
+    assert [p for p in pieces if p in shown or p in sent] == []
+    for path in home.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            assert [p for p in pieces if p.encode() in data] == [], path
+    assert out.stdout == f"Encoding.\nsee {MARK} and {MARK} \n"
+    app = App.open(home, "default", workspace, environ={})
+    results = [e.text for e in app.store.events(sid) if e.kind == "tool"]
+    app.close()
+    assert len(results) == len(SPELLING_COMMANDS)
+    assert all(MARK in text for text in results), results
+
+
+# -- the retry line (Trust, third round, item 7) ------------------------------------
+
+OTHER_KEY = "sk-other-nodecode-SECRET-9a8b7c6d5e4f3a2b"
+B64_KEY = base64.b64encode(KEY.encode()).decode()
+QUOTING_FAULTS = [  # each retried, each quoting a key in its error
+    {"at": 1, "kind": "529", "message": f"Overloaded (the other key was {OTHER_KEY})"},
+    {"at": 2, "kind": "sse_error", "message": f"stream broken for key {B64_KEY}"},
+    {"at": 3, "kind": "400", "should_retry": True, "message": f"bad key {KEY[::-1]}"},
+]
+
+
+def two_providers(home: Path, srv) -> Path:
+    """The active provider (key in ANTHROPIC_API_KEY) and another (key in OTHER_API_KEY)."""
+    config = {
+        "provider": "keyed",
+        "model": "loopback-model",
+        "max_retries": 3,
+        "retry_backoff": 0.01,
+        "providers": {
+            "keyed": {"type": "anthropic", "base_url": srv.url, "api_key_env": "ANTHROPIC_API_KEY"},
+            "other": {
+                "type": "openai",
+                "base_url": srv.url + "/v1",
+                "api_key_env": "OTHER_API_KEY",
+            },
+        },
+    }
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.jsonc").write_text(json.dumps(config))
+    return home
+
+
+def quoted_keys_in(text: str) -> list[str]:
+    return [k for k in (OTHER_KEY, KEY, B64_KEY[4:-4], KEY[::-1]) if k in text]
+
+
+def test_retry_lines_quoting_keys_are_redacted_in_the_cli(loopback, home, workspace):
+    srv = loopback([{"chunks": ["at ", "last"]}], faults=QUOTING_FAULTS)
+    two_providers(home, srv)
+    env = {**key_env(), "OTHER_API_KEY": OTHER_KEY}
+    run_cli("new", home=home, env=env)
+    out = run_cli("ask", "hi", home=home, cwd=workspace, env=env)
+    retries = [line for line in out.stderr.splitlines() if "retrying in" in line]
+    assert quoted_keys_in(out.stdout + out.stderr) == []
+    assert out.returncode == 0, out.stderr
+    assert len(retries) == 3, out.stderr
+    assert "[redacted:OTHER_API_KEY]" in retries[0]
+    assert all(MARK in line for line in retries[1:]), retries
+    assert files_holding_a_key(home, (OTHER_KEY, KEY, B64_KEY[4:-4], KEY[::-1])) == []
+
+
+def test_retry_lines_quoting_keys_reach_the_chat_redacted(loopback, home, workspace):
+    srv = loopback([{"text": "at last"}], faults=QUOTING_FAULTS)
+    env = {**key_env(), "OTHER_API_KEY": OTHER_KEY}
+    app = App.open(two_providers(home, srv), "default", workspace, environ=env)
+    retries: list[str] = []
+    seen = Seen()
+    seen.on_retry = retries.append  # what the host relays to the chat
+    result = Agent(app, app.new_session()).ask("hi", seen)
+    app.close()
+    assert result.status == "done"
+    assert len(retries) == 3
+    assert quoted_keys_in("\n".join(retries)) == []

@@ -173,23 +173,11 @@ class App:
     @cached_property
     def _known_keys(self) -> Redactor:
         """A redactor of the keys in variables and files, and the command's once it ran."""
-        redactor = Redactor.from_env(DEFAULT_KEY_ENVS, self.environ)
-        config = self.config_or_none()  # a broken config must not stop redaction of the defaults
-        if config is not None:
-            self._add_config_keys(redactor, config)
-        return redactor
+        # A broken config must not stop redaction of the defaults.
+        return known_keys(self.home, self.environ, self.config_or_none())
 
     def _add_config_keys(self, redactor: Redactor, config: Config) -> None:
-        """Blank the keys ``config`` names: its variables' values, its files' keys,
-        and what its MCP servers are given in their environment and headers."""
-        for name in (*config.key_envs, *config.secret_envs):
-            redactor.add(name, self.environ.get(name))
-        for name, value in keys.file_keys(config, self.home).items():
-            redactor.add(name, value)
-        for server, spec in config.mcp_servers.items():
-            for part in ("env", "headers"):
-                for key, value in (spec.get(part) or {}).items():
-                    redactor.add(f"mcp_servers.{server}.{part}.{key}", value)
+        add_config_keys(redactor, config, self.home, self.environ)
 
     @property
     def redactor(self) -> Redactor:
@@ -275,6 +263,7 @@ class App:
                 timeout=key[6],
                 request_timeout=key[7],
                 idle_timeout=key[8],
+                redact=self.redactor.apply,
             )
             self._provider_key = key
         return self._provider
@@ -396,6 +385,31 @@ class App:
             on_shell=on_shell,
             cancel=cancel if cancel is not None else threading.Event(),
         )
+
+
+def known_keys(home: Path, environ: Mapping[str, str], config: Config | None) -> Redactor:
+    """A redactor of the keys in the default variables and those ``config`` names
+    (what an App knows before its key command runs; also what a usage error,
+    which opens no App, is redacted with)."""
+    redactor = Redactor.from_env(DEFAULT_KEY_ENVS, environ)
+    if config is not None:
+        add_config_keys(redactor, config, home, environ)
+    return redactor
+
+
+def add_config_keys(
+    redactor: Redactor, config: Config, home: Path, environ: Mapping[str, str]
+) -> None:
+    """Blank the keys ``config`` names: its variables' values, its files' keys,
+    and what its MCP servers are given in their environment and headers."""
+    for name in (*config.key_envs, *config.secret_envs):
+        redactor.add(name, environ.get(name))
+    for name, value in keys.file_keys(config, home).items():
+        redactor.add(name, value)
+    for server, spec in config.mcp_servers.items():
+        for part in ("env", "headers"):
+            for key, value in (spec.get(part) or {}).items():
+                redactor.add(f"mcp_servers.{server}.{part}.{key}", value)
 
 
 @functools.lru_cache(maxsize=8)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import secrets
+import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -144,8 +146,85 @@ def exchange(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     raise OSError(err, os.strerror(err), os.fspath(b))
 
 
-def replace_file(path: str | os.PathLike, data: bytes) -> None:
-    """Write a workspace file as a new inode (a temp file beside it, then os.replace).
+class Swapped(OSError):
+    """A folder or file on a path that was checked to lie inside its root is now a
+    symlink: it was swapped in after the check, and nothing was read or written."""
+
+    def __init__(self, path: str | os.PathLike):
+        super().__init__(errno.ELOOP, "now reached through a symlink", os.fspath(path))
+
+
+# Every workspace file is opened beneath its root, one component at a time,
+# never following a symlink: a path is checked (``cells.paths``) with its
+# symlinks resolved, so a symlink met here was swapped in after the check,
+# and the open fails instead of leaving the root.
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_dir(root: str | os.PathLike, parts: tuple[str, ...], *, make: bool = False) -> int:
+    """A descriptor of the folder ``root/parts…``, reached without following a
+    symlink below ``root`` (the caller closes it); ``make`` creates missing folders."""
+    fd = os.open(root, _DIR & ~os.O_NOFOLLOW)  # the root itself may be a symlink
+    for at, part in enumerate(parts):
+        try:
+            child = _enter(fd, part, make, Path(root, *parts[: at + 1]))
+        finally:
+            os.close(fd)
+        fd = child
+    return fd
+
+
+def _enter(fd: int, part: str, make: bool, where: Path) -> int:
+    """The descriptor of folder ``part`` in folder ``fd``."""
+    try:
+        return os.open(part, _DIR, dir_fd=fd)
+    except FileNotFoundError:
+        if not make:
+            raise
+    except OSError as e:
+        raise _swapped_or(e, fd, part, where) from None
+    try:
+        os.mkdir(part, 0o777, dir_fd=fd)
+    except FileExistsError:
+        pass  # made meanwhile: opened, and checked, below
+    try:
+        return os.open(part, _DIR, dir_fd=fd)
+    except OSError as e:
+        raise _swapped_or(e, fd, part, where) from None
+
+
+def _swapped_or(error: OSError, fd: int, name: str, where: Path) -> OSError:
+    """``Swapped`` when ``name`` in ``fd`` is a symlink, else ``error`` (a file where
+    a folder was expected stays an ordinary error)."""
+    if error.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+        return error
+    try:
+        if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+            return Swapped(where)
+    except OSError:
+        pass
+    return error
+
+
+def open_beneath(root: str | os.PathLike, rel: str | os.PathLike, flags: int) -> int:
+    """``root/rel`` opened with ``flags``, no component below ``root`` followed if a
+    symlink (``Swapped``); the caller closes the descriptor."""
+    *parents, name = Path(rel).parts
+    folder = open_dir(root, tuple(parents))
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+    except OSError as e:
+        raise _swapped_or(e, folder, name, Path(root, rel)) from None
+    finally:
+        os.close(folder)
+
+
+def replace_file(
+    root: str | os.PathLike, rel: str | os.PathLike, data: bytes, *, make_dirs: bool = False
+) -> None:
+    """Write the workspace file ``root/rel`` as a new inode (a temp file beside it,
+    then a rename), beneath ``root`` as ``open_beneath`` opens (``make_dirs``:
+    missing folders are created).
 
     A hard link to the old file, perhaps outside the workspace, keeps its
     content: a write never reaches through it. An existing file keeps its
@@ -153,27 +232,58 @@ def replace_file(path: str | os.PathLike, data: bytes) -> None:
     where allowed, its owner; a new one is 0644 whatever the umask. A file
     this process may not write stays refused, as writing it in place would be.
     """
-    target = Path(path)
+    *parents, name = Path(rel).parts
+    folder = open_dir(root, tuple(parents), make=make_dirs)
     try:
-        old = os.stat(target)
+        _replace_in(folder, name, data, Path(root, rel))
+    finally:
+        os.close(folder)
+
+
+def unlink_beneath(root: str | os.PathLike, rel: str | os.PathLike) -> None:
+    """Delete ``root/rel`` (a symlink there is deleted, never followed)."""
+    *parents, name = Path(rel).parts
+    folder = open_dir(root, tuple(parents))
+    try:
+        os.unlink(name, dir_fd=folder)
+    finally:
+        os.close(folder)
+
+
+def _replace_in(folder: int, name: str, data: bytes, where: Path) -> None:
+    try:
+        old = os.stat(name, dir_fd=folder, follow_symlinks=False)
     except FileNotFoundError:
         old = None
-    if old is not None and not os.access(target, os.W_OK):
-        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(target))
-    fd, tmp = tempfile.mkstemp(prefix="." + target.name + ".", suffix=".tmp", dir=target.parent)
+    if old is not None and stat.S_ISLNK(old.st_mode):
+        raise Swapped(where)
+    if old is not None and not os.access(name, os.W_OK, dir_fd=folder):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(where))
+    fd, tmp = _temp_in(folder, name)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             os.fchmod(f.fileno(), 0o644 if old is None else old.st_mode & 0o777)
             if old is not None and (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
                 _keep_owner(f.fileno(), old)
-        os.replace(tmp, target)
+        os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
         try:
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=folder)
         except FileNotFoundError:
             pass
         raise
+
+
+def _temp_in(folder: int, name: str) -> tuple[int, str]:
+    """A new private file ``.NAME.XXXXXXXX.tmp`` in ``folder``: (its descriptor, its name)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    while True:
+        tmp = f".{name}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, flags, 0o600, dir_fd=folder), tmp
+        except FileExistsError:
+            continue
 
 
 def _keep_owner(fd: int, old: os.stat_result) -> None:

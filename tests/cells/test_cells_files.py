@@ -481,3 +481,65 @@ def test_edit_file_never_writes_through_a_hard_link_to_outside(env, ws, tmp_path
     assert outside.read_bytes() == b"keep me\n"
     assert (ws / "linked.txt").read_bytes() == b"changed me\n"
     assert (ws / "linked.txt").stat().st_nlink == 1
+
+
+# a folder swapped for a symlink after the path check (Trust, third round, item 5)
+
+
+def swap_for_a_symlink(folder, target) -> None:
+    """What a command running beside the agent can do: a folder becomes a symlink out."""
+    folder.rename(folder.with_name(folder.name + ".moved"))
+    folder.symlink_to(target, target_is_directory=True)
+
+
+@pytest.fixture
+def outside(tmp_path):
+    out = tmp_path / "outside"
+    out.mkdir()
+    (out / "app.py").write_text("secret outside\n")
+    return out
+
+
+SWAPPED_WRITES = {
+    "write-file": '(write-file "src/app.py" "changed")',
+    "edit-file": '(edit-file "src/app.py" "secret" "changed")',
+    "a new file": '(write-file "src/new.py" "new")',
+    "a new folder": '(write-file "src/deep/new.py" "new")',
+}
+
+
+@pytest.mark.parametrize("cell", SWAPPED_WRITES.values(), ids=SWAPPED_WRITES.keys())
+def test_a_folder_swapped_for_a_symlink_during_approval_keeps_the_write_inside(ws, outside, cell):
+    (ws / "src" / "app.py").write_text("secret inside\n")
+
+    def approve_after_the_swap(kind: str, detail: str) -> bool:
+        swap_for_a_symlink(ws / "src", outside)  # while the person reads the diff
+        return True
+
+    env = CellEnv(workspace=ws, verbs=VERBS, approve=approve_after_the_swap)
+    result = evaluate(cell, env)
+    assert sorted(p.name for p in outside.iterdir()) == ["app.py"]
+    assert (outside / "app.py").read_text() == "secret outside\n"
+    assert result.error and "now reached through a symlink" in result.output
+    assert "nothing was written" in result.output
+    assert env.changes == []
+
+
+@pytest.mark.parametrize("cell", ['(read-file "src/app.py")', '(grep "secret" :path "src/app.py")'])
+def test_a_folder_swapped_for_a_symlink_after_the_check_is_not_read_through(
+    env, ws, outside, monkeypatch, cell
+):
+    from nodecode.verbs import files
+
+    checked = files.resolve_path
+
+    def check_then_swap(*args, **kw):
+        real = checked(*args, **kw)
+        swap_for_a_symlink(ws / "src", outside)
+        return real
+
+    monkeypatch.setattr(files, "resolve_path", check_then_swap)
+    result = evaluate(cell, env)
+    assert "secret outside" not in result.output
+    assert result.error and "now reached through a symlink" in result.output
+    assert "nothing was read" in result.output

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -140,3 +142,91 @@ def _alive(pid: int) -> bool:
 @pytest.fixture(autouse=True)
 def _no_stray_keys(monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+
+
+# A process that left the command's session (Trust, third round, item 10)
+
+ESCAPING = "setsid sleep 600 & echo $! > escaped.pid; echo started; sleep 600"
+
+
+def escaped(ws) -> int:
+    """The pid of the command's setsid child, once it is in a session of its own."""
+    for _ in range(200):
+        if (ws / "escaped.pid").exists() and (ws / "escaped.pid").read_text().endswith("\n"):
+            pid = int((ws / "escaped.pid").read_text())
+            if _alive(pid) and os.getsid(pid) == pid:
+                return pid
+        time.sleep(0.05)
+    raise AssertionError("the setsid child never started")
+
+
+def wait_dead(pid: int, limit: float = 10.0) -> bool:
+    end = time.monotonic() + limit
+    while _alive(pid):
+        if time.monotonic() > end:
+            os.kill(pid, 9)  # the test's own cleanup: never leave it running
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_timeout_ends_a_child_that_moved_to_a_session_of_its_own(env, ws):
+    result = evaluate(f'(shell "{ESCAPING}" :timeout 1)', env)
+    pid = int((ws / "escaped.pid").read_text())
+    assert wait_dead(pid, 2), "the setsid child outlived the timeout"
+    assert result.output == "started\n[timed out after 1 s]"
+
+
+def test_a_stop_ends_a_child_that_moved_to_a_session_of_its_own(ws):
+    env = CellEnv(workspace=ws, verbs=VERBS, approve=lambda kind, detail: True, shell_timeout=600)
+    box: list = []
+    runner = threading.Thread(target=lambda: box.append(evaluate(f'(shell "{ESCAPING}")', env)))
+    runner.daemon = True
+    runner.start()
+    pid = escaped(ws)
+    env.cancel.set()  # what Ctrl-C does
+    runner.join(10)
+    assert wait_dead(pid, 2), "the setsid child outlived the stop"
+    assert box[0].output == "started\n[stopped by the person]"
+
+
+def test_the_watchdog_ends_a_child_that_moved_to_a_session_of_its_own(ws):
+    # nodecode killed with SIGKILL mid-command: only the watchdog is left to act.
+    runner = (
+        "import sys\n"
+        "from nodecode.cells.env import CellEnv\n"
+        "from nodecode.cells.evaluate import evaluate\n"
+        "from nodecode.verbs.table import VERBS\n"
+        "env = CellEnv(workspace=sys.argv[1], verbs=VERBS, approve=lambda k, d: True)\n"
+        "evaluate(sys.argv[2], env)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", runner, str(ws), f'(shell "{ESCAPING}")'])
+    try:
+        pid = escaped(ws)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert wait_dead(pid), "the setsid child outlived nodecode and its watchdog"
+
+
+def test_a_child_that_cannot_be_killed_is_named_in_the_result(env, ws, monkeypatch):
+    from nodecode.verbs import shell
+
+    real_kill = os.kill
+
+    def kill_all_but_the_escaped(pid: int, sig: int) -> None:
+        escaped_pid = (ws / "escaped.pid").read_text().strip()
+        if str(pid) == escaped_pid:
+            raise PermissionError(1, "Operation not permitted")  # as another user's would
+        real_kill(pid, sig)
+
+    monkeypatch.setattr(shell.os, "kill", kill_all_but_the_escaped)
+    result = evaluate(f'(shell "{ESCAPING}" :timeout 1)', env)
+    monkeypatch.undo()
+    pid = int((ws / "escaped.pid").read_text())
+    try:
+        assert result.output == (
+            f"started\n[timed out after 1 s] [still running, could not be killed: {pid} (sleep)]"
+        )
+    finally:
+        wait_dead(pid, 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 from collections import namedtuple
 
+import pytest
 from nodecode.secrets.redact import Redactor
 
 
@@ -111,3 +112,76 @@ def test_a_stream_holds_back_only_what_could_begin_a_key():
         for form in (KEY, KEY[::-1], KEY.encode().hex()):
             text = "".join(stream_pieces(r, [f"a {form[:cut]}", f"{form[cut:]} b"]))
             assert text == "a [redacted:K] b", (cut, form)
+
+
+# Trust, third round: a key's core, whatever surrounds it (item 6), and more
+# spellings (item 8).
+
+STRAYS = {
+    "carriage return": KEY + "\r",
+    "CRLF": KEY + "\r\n",
+    "spaces": f"  {KEY} ",
+    "BOM": "\ufeff" + KEY,
+    "zero-width space": KEY + "\u200b",
+    "no-break space": "\u00a0" + KEY,
+}
+
+
+@pytest.mark.parametrize("value", STRAYS.values(), ids=STRAYS.keys())
+def test_a_key_is_redacted_bare_whatever_stray_characters_surround_its_value(value):
+    r = Redactor({"K": value})
+    assert r.apply(f"the key is {KEY}.") == "the key is [redacted:K]."
+    assert r.apply(f"reversed {KEY[::-1]}") == "reversed [redacted:K]"
+    assert r.apply(f"as set: {value}|") == f"as set: {value.replace(KEY, '[redacted:K]')}|"
+
+
+def _od(raw: bytes) -> str:
+    """What `od -An -tx1` prints: 16 bytes a line, each byte after a space."""
+    rows = [raw[at : at + 16] for at in range(0, len(raw), 16)]
+    return "".join("".join(f" {b:02x}" for b in row) + "\n" for row in rows)
+
+
+def new_spellings(key: str) -> dict[str, str]:
+    """The spellings of issue item 8, each as a command would print it."""
+    raw = key.encode()
+    return {
+        "upper case": key.upper(),
+        "base32": base64.b32encode(b"x" + raw + b"\n").decode(),  # the key at an offset
+        "base32, lower case": base64.b32encode(raw).decode().lower(),
+        "letters separated by spaces": " ".join(key),
+        "od-style hex": _od(raw + b"\n"),
+        "xxd-style hex": " ".join(raw.hex()[at : at + 4] for at in range(0, 2 * len(raw), 4)),
+        "\\u escapes": "".join(f"\\u{ord(ch):04x}" for ch in key),
+        "zero-width-joined": "\u200d".join(key),
+        "full-width": "".join(chr(ord(ch) + 0xFEE0) for ch in key),
+        "full-width upper case": "".join(chr(ord(ch) + 0xFEE0) for ch in key.upper()),
+    }
+
+
+@pytest.mark.parametrize("name", new_spellings(KEY))
+def test_more_spellings_of_a_key_are_redacted(name):
+    r = Redactor({"K": KEY})
+    text = new_spellings(KEY)[name]
+    redacted = r.apply(f"before {text} after")
+    assert "[redacted:K]" in redacted, redacted
+    # What may remain: characters that also carry the neighbours' bits, padding, gaps.
+    assert len(redacted) <= len("before  after") + len("[redacted:K]") + 12, redacted
+    assert r.apply_obj(f"<{text}>".encode()) == r.apply(f"<{text}>").encode()
+
+
+@pytest.mark.parametrize("name", new_spellings(KEY))
+def test_a_stream_holds_back_a_new_spelling_split_anywhere(name):
+    r = Redactor({"K": KEY})
+    text = new_spellings(KEY)[name]
+    whole = r.apply(f"a {text} b")
+    for cut in range(1, len(text), 7):
+        shown = stream_pieces(r, [f"a {text[:cut]}", f"{text[cut:]} b"])
+        assert "".join(shown) == whole, (cut, shown)
+        assert all(text[2:14] not in piece for piece in shown), (cut, shown)
+
+
+def test_ordinary_text_is_left_alone():
+    r = Redactor({"K": KEY, "O": "sk-proj-nodecode-SECRET-0c1d2e3f4a5b6c7d"})
+    text = "def main():\n    return 42  # SK-ANT is a prefix, not a key\n\uff53\uff4b and \u200d\n"
+    assert r.apply(text) is text
+    assert "".join(stream_pieces(r, [text[:20], text[20:]])) == text

@@ -2,6 +2,10 @@
 
 Paths are compared after ``os.path.realpath``, so ``..`` and symlinks that
 lead out are refused, while a workspace that is itself a symlink still works.
+A checked path holds no symlink below its root, so the verbs then open it
+beneath that root without following any (``nodecode.paths.open_beneath``): a
+folder swapped for a symlink after the check (while the person reads the
+approval, say) makes the open fail rather than leave the workspace.
 """
 
 from __future__ import annotations
@@ -24,6 +28,14 @@ def roots(env: CellEnv) -> list[Path]:
 def inside(env: CellEnv, real: Path) -> bool:
     """True when an already-real path lies in one of the roots."""
     return any(real == root or real.is_relative_to(root) for root in roots(env))
+
+
+def beneath(env: CellEnv, real: Path) -> tuple[Path, Path]:
+    """The root a real path lies in (the innermost, when the context folder is in
+    the workspace) and the path relative to it: what ``open_beneath`` takes."""
+    inner = [root for root in roots(env) if real == root or real.is_relative_to(root)]
+    root = max(inner, key=lambda path: len(path.parts))
+    return root, real.relative_to(root)
 
 
 def in_context_dir(env: CellEnv, real: Path) -> bool:

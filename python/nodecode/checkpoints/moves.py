@@ -37,7 +37,7 @@ from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
 from nodecode.log.leases import Lease
 from nodecode.log.store import Event, Store
-from nodecode.paths import replace_file
+from nodecode.paths import Swapped, open_beneath, replace_file, unlink_beneath
 from nodecode.views import tree as trees
 from nodecode.workspace import Workspace
 
@@ -239,36 +239,46 @@ def _kind(mode: int) -> str | None:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
-def _read(path: str) -> bytes | None:
+# A step's file is read and written beneath the real workspace, never following a
+# symlink: one swapped in after ``_refusal`` looked makes the restore a skip.
+
+
+def _read(step: _Step) -> bytes | None:
     """The file's bytes, None when there is none. Anything but a regular file is
     refused by name: looked at first (opening a device may do something), then
     opened without blocking (a FIFO would wait for a writer forever) and checked
     again on the open descriptor."""
     try:
-        kind = _kind(os.lstat(path).st_mode)
+        kind = _kind(os.lstat(step.path).st_mode)
     except FileNotFoundError:
         return None
     if kind is not None:
         raise _NotRegular(kind)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW)
+    root, rel = _beneath(step)
     try:
+        fd = open_beneath(root, rel, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except FileNotFoundError:
+        return None
+    with open(fd, "rb") as f:
         kind = _kind(os.fstat(fd).st_mode)
         if kind is not None:
             raise _NotRegular(kind)
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read()
-    finally:
-        os.close(fd)
+        return f.read()
 
 
-def _write(path: str, data: bytes | None) -> None:
+def _write(step: _Step, data: bytes | None) -> None:
+    root, rel = _beneath(step)
     if data is None:
-        os.unlink(path)
+        unlink_beneath(root, rel)
         return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
     # A new inode, mode kept: a hard link the turn made to a file outside the
     # workspace must not carry the restore out to it.
-    replace_file(path, data)
+    replace_file(root, rel, data, make_dirs=True)
+
+
+def _beneath(step: _Step) -> tuple[str, Path]:
+    root = os.path.realpath(step.workspace)
+    return root, Path(step.path).relative_to(root)
 
 
 def restore(
@@ -280,9 +290,12 @@ def restore(
     if refusal is not None:
         return {"path": step.path, "action": "skipped", "line": f"skipped {shown}: {refusal}"}
     try:
-        current = _read(step.path)
+        current = _read(step)
     except _NotRegular as e:  # no --force can restore it: said once, not left pending
         line = f"skipped {shown}: {e}, not a regular file (undo restores regular files only)"
+        return {"path": step.path, "action": "skipped", "line": line}
+    except Swapped:
+        line = f"skipped {shown}: now reached through a symlink"
         return {"path": step.path, "action": "skipped", "line": line}
     except OSError as e:
         line = f"failed {shown}: {e.strerror or e}"
@@ -298,7 +311,10 @@ def restore(
         data = ws.store.blob(step.target) if step.target is not None else None
         if step.target is not None and data is None:
             raise OSError(f"blob {step.target[:12]} is missing from the store")
-        _write(step.path, data)
+        _write(step, data)
+    except Swapped:
+        line = f"skipped {shown}: now reached through a symlink"
+        return {"path": step.path, "action": "skipped", "line": line}
     except OSError as e:
         line = f"failed {shown}: {e.strerror or e}"
         return {"path": step.path, "action": "failed", "line": line, "retry": True}

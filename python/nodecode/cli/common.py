@@ -72,7 +72,12 @@ def text(value: str) -> str:
 
 class Parser(argparse.ArgumentParser):
     """argparse, with every text argument checked as UTF-8, every integer
-    argument range-checked, and a usage error as one line on stderr."""
+    argument range-checked, and a usage error as one line on stderr, without
+    the keys ``redact`` blanks (the line echoes arguments: a pasted key too)."""
+
+    def __init__(self, *args: Any, redact: Callable[[str], str] | None = None, **kw: Any):
+        super().__init__(*args, **kw)
+        self._redact = redact
 
     def add_argument(self, *names: Any, **kw: Any) -> argparse.Action:
         if kw.get("type") is int:
@@ -84,4 +89,5 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         command = self.prog.removeprefix("nodecode").strip()
         where = f"{command}: " if command else ""
-        self.exit(EXIT_USAGE, f"nodecode: {where}{message} (see {self.prog} --help)\n")
+        line = f"nodecode: {where}{message} (see {self.prog} --help)\n"
+        self.exit(EXIT_USAGE, self._redact(line) if self._redact is not None else line)

@@ -28,10 +28,10 @@ are silent and ``cache_min_tokens`` overrides every model's minimum.
 Faults (``{"at": N, "kind": ...}``) hit the N-th model request (1-based,
 counting only the model endpoints, faulted requests included); a fault
 added without ``at`` hits the next model request. Kinds: an HTTP status
-("429", "529", "500", ...; ``retry_after`` sets the header, ``message`` the
-error's text), "drop" (part of the stream, then the connection closes
-without the terminal chunk), "stall" (part of the stream, ``seconds`` of
-silence, then the same close),
+("429", "529", "500", ...; ``retry_after`` sets the header, ``should_retry``
+the x-should-retry one), "drop" (part of the stream, then the connection
+closes without the terminal chunk), "stall" (part of the stream, ``seconds``
+of silence, then the same close),
 "sse_error" (part of the stream, then the provider's in-stream error),
 "garbage" (part of the stream, then lines that are not SSE and data that is
 not JSON, then a clean end of body; without streaming, a body that is not JSON),
@@ -40,6 +40,7 @@ default, until the client goes: Anthropic's ``ping`` event, a ``: ping``
 comment in the other formats) and "drip" (part of the stream, then one
 character of reply text every ``every`` seconds, forever; Anthropic and chat
 completions, after a text block began).
+``message`` replaces the text of an HTTP status's or an ``sse_error``'s error.
 
 Run it alone with ``python -m nodecode.loopback --script FILE``: it prints
 its URL on one line and serves until SIGTERM or SIGINT.
@@ -258,15 +259,15 @@ def overflow_reply(flavor: str, tokens: int, window: int) -> Reply:
     return _json_reply(400, openai_error(400, message, "messages", "context_length_exceeded"))
 
 
-def stream_error_frame(flavor: str) -> bytes:
-    """An overloaded error inside a 200 stream."""
+def stream_error_frame(flavor: str, message: str | None = None) -> bytes:
+    """An overloaded error inside a 200 stream (``message``: its text, else the provider's)."""
     if flavor == ANTHROPIC:
-        return anthropic_frame(anthropic_error(529))
+        return anthropic_frame(anthropic_error(529, message))
     if flavor == GOOGLE:
-        return gemini.frame(gemini.google_error(503))
+        return gemini.frame(gemini.google_error(503, message))
     if flavor == RESPONSES:
-        return responses.frame(responses.error_event("server_error", "Overloaded"))
-    return openai_frame(openai_error(529))
+        return responses.frame(responses.error_event("server_error", message or "Overloaded"))
+    return openai_frame(openai_error(529, message))
 
 
 def _flavor_of(path: str) -> str:
@@ -549,11 +550,14 @@ class LoopbackServer:
     def _fault_reply(self, flavor: str, fault: dict, body: dict, index: int) -> Reply:
         kind = fault["kind"]
         headers = {"retry-after": str(fault["retry_after"])} if "retry_after" in fault else {}
+        message = fault.get("message")
+        if "should_retry" in fault:
+            headers["x-should-retry"] = "true" if fault["should_retry"] else "false"
         if kind.isdigit():
-            return error_reply(flavor, int(kind), fault.get("message"), headers=headers)
+            return error_reply(flavor, int(kind), message, headers=headers)
         streams = flavor == GOOGLE or bool(body.get("stream"))  # Gemini's is by its URL
         if kind == "sse_error" and not streams:
-            return error_reply(flavor, 529, headers=headers)
+            return error_reply(flavor, 529, message, headers=headers)
         if kind == "garbage" and not streams:
             return Reply(200, b"{not json at all", headers=headers)
         # The partial reply shows the round that would come next, without taking it.
@@ -570,7 +574,7 @@ class LoopbackServer:
         frames = reply.frames
         cut = int(fault.get("after", max(1, min(len(frames) // 2, len(frames) - 2))))
         if kind == "sse_error":
-            reply.frames = [*frames[:cut], stream_error_frame(flavor)]
+            reply.frames = [*frames[:cut], stream_error_frame(flavor, message)]
         elif kind in ENDLESS_KINDS:
             every = float(fault.get("every", 0.2))
             reply.frames, reply.endless = frames[:cut], (endless_frame(flavor, kind), every)

@@ -88,6 +88,7 @@ class Provider:
         name: str | None = None,
         request_timeout: float = REQUEST_TIMEOUT,
         idle_timeout: float = IDLE_TIMEOUT,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.wire = wire
         self.request_timeout, self.idle_timeout = request_timeout, idle_timeout
@@ -96,6 +97,9 @@ class Provider:
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self._api_key = api_key or None
+        # Every key nodecode knows (the App's redactor), not only this provider's:
+        # an error may quote another provider's key, or this one's encoded.
+        self._redactor = redact
         _WORKERS.prestart()
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
@@ -230,7 +234,11 @@ class Provider:
         return ProviderFailed(message, status=exc.status)
 
     def _redact(self, message: str) -> str:
-        """One line, bounded, never holding the API key."""
+        """One line, bounded, never holding the API key nor, given a redactor, any
+        key it knows in any form it blanks. Every line this class makes (the retry
+        line, the final error) passes here."""
+        if self._redactor is not None:
+            message = self._redactor(message)
         if self._api_key:
             message = message.replace(self._api_key, "***")
         message = " ".join(message.split())

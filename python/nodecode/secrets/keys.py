@@ -5,6 +5,11 @@ file only its owner can read (``api_key_file``).
 A command or a file keeps the key out of every process's environment, where
 any command running as the same user can read it (``/proc/PID/environ``).
 Each key is also a secret the redactor blanks, named after its source.
+
+Whatever the source, the key is its core: a stray carriage return, space, BOM
+or zero-width character around it (a file saved on Windows, a paste) is
+dropped, as the redactor drops it; a key still holding a character no HTTP
+header can carry is refused in one line that never shows the key.
 """
 
 from __future__ import annotations
@@ -12,11 +17,13 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 
 from nodecode.config import Config, ProviderConfig
 from nodecode.errors import ConfigError
+from nodecode.secrets.redact import core
 
 KEY_CMD_TIMEOUT = 60.0  # seconds a key command may take (a password prompt included)
 
@@ -33,12 +40,30 @@ def source_name(provider: ProviderConfig) -> str | None:
 def resolve(provider: ProviderConfig, home: Path, environ: Mapping[str, str]) -> str | None:
     """The provider's key (None when it needs none); a ConfigError says why it cannot be had."""
     if provider.api_key_cmd:
-        return from_command(provider, provider.api_key_cmd, home, environ)
-    if provider.api_key_file:
-        return from_file(provider, key_path(provider.api_key_file, home))
-    if provider.api_key_env:
-        return environ.get(provider.api_key_env) or None
-    return None
+        key = from_command(provider, provider.api_key_cmd, home, environ)
+    elif provider.api_key_file:
+        key = from_file(provider, key_path(provider.api_key_file, home))
+    elif provider.api_key_env:
+        key = core(environ.get(provider.api_key_env) or "")
+    else:
+        return None
+    return sendable(provider, key) if key else None
+
+
+def sendable(provider: ProviderConfig, key: str) -> str:
+    """The key, when an HTTP header can carry it (printable ASCII and spaces)."""
+    bad = next((i for i, ch in enumerate(key) if not " " <= ch <= "~"), None)
+    if bad is None:
+        return key
+    raise ConfigError(
+        f"provider {provider.id!r}: the key from {source_name(provider)} holds "
+        f"U+{ord(key[bad]):04X} ({_char_name(key[bad])}) at character {bad + 1} of "
+        f"{len(key)}: expected printable ASCII, which is all an HTTP header carries"
+    )
+
+
+def _char_name(ch: str) -> str:
+    return unicodedata.name(ch, "a control character").lower()
 
 
 def from_command(provider: ProviderConfig, cmd: str, home: Path, environ: Mapping[str, str]) -> str:
@@ -110,5 +135,5 @@ def file_keys(config: Config, home: Path) -> dict[str, str]:
 
 
 def _first_line(text: str) -> str:
-    stripped = text.strip()
-    return stripped.split("\n", 1)[0].strip() if stripped else ""
+    stripped = core(text)
+    return core(stripped.split("\n", 1)[0]) if stripped else ""

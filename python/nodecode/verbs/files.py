@@ -1,7 +1,9 @@
 """The file verbs: read-file, write-file, edit-file, list-files, grep.
 
 Every path goes through ``resolve_path``; writes ask for approval first and
-record a FileChange with the exact bytes so checkpoints can undo them.
+record a FileChange with the exact bytes so checkpoints can undo them. A file
+is then opened (read, written, created) beneath its root without following a
+symlink (``nodecode.paths``): one swapped in after the check is refused.
 Results name paths relative to the workspace (absolute in the context folder).
 Only regular files are opened, never waiting on a FIFO or a device; a write
 replaces the file, so it never reaches through a hard link; a read keeps to
@@ -22,10 +24,10 @@ from typing import BinaryIO
 
 from nodecode.cells import approval
 from nodecode.cells.env import MAX_OUTPUT, CellEnv, FileChange
-from nodecode.cells.paths import display, in_context_dir, resolve_path
+from nodecode.cells.paths import beneath, display, in_context_dir, resolve_path
 from nodecode.cells.registry import Family, verb
-from nodecode.errors import CellError
-from nodecode.paths import replace_file
+from nodecode.errors import CellError, WorkspaceEscape
+from nodecode.paths import Swapped, open_beneath, replace_file
 from nodecode.verbs import ripgrep
 
 MAX_ENTRIES = 1000
@@ -51,7 +53,7 @@ def read_file(env: CellEnv, path: str, *, from_: int | None = None, to: int | No
         raise CellError(f"read-file: :to must be at least :from {first} (got {to})")
     real = resolve_path(env, path, must_exist=True, verb="read-file")
     clock = _Clock(env, "read-file", "read fewer lines with :from and :to")
-    with _open_regular(real, "read-file", path) as f:
+    with _open_regular(env, real, "read-file", path) as f:
         size = os.fstat(f.fileno()).st_size
         if _is_binary(os.pread(f.fileno(), _SNIFF, 0)):
             raise CellError(f"read-file: {_q(path)} is a binary file ({size} bytes)")
@@ -77,10 +79,9 @@ def write_file(env: CellEnv, path: str, text: str) -> str:
         raise CellError(f"write-file: {_q(path)} is a directory")
     _refuse_special(real, "write-file", path, "a regular file")
     data = _encode(text, "write-file", "TEXT")
-    before = _bytes_if_any(real, "write-file", path)
+    before = _bytes_if_any(env, real, "write-file", path)
     _approve_write(env, real, before, data)
-    real.parent.mkdir(parents=True, exist_ok=True)
-    replace_file(real, data)
+    _replace(env, real, data, "write-file", path)
     _record(env, real, before, data)
     return f"wrote {display(env, real)} ({len(data)} bytes)"
 
@@ -89,7 +90,7 @@ def write_file(env: CellEnv, path: str, text: str) -> str:
 def edit_file(env: CellEnv, path: str, old: str, new: str) -> str:
     """Replace OLD, which must occur exactly once, by NEW."""
     real = resolve_path(env, path, must_exist=True, verb="edit-file")
-    data = _file_bytes(real, "edit-file", path)
+    data = _file_bytes(env, real, "edit-file", path)
     if _is_binary(data):
         raise CellError(f"edit-file: {_q(path)} is a binary file ({len(data)} bytes)")
     if not old:
@@ -99,7 +100,7 @@ def edit_file(env: CellEnv, path: str, old: str, new: str) -> str:
     at = _only_occurrence(text, old, display(env, real))
     after = _encode(text[:at] + new + text[at + len(old) :], "edit-file", "NEW")
     _approve_write(env, real, data, after)
-    replace_file(real, after)
+    _replace(env, real, after, "edit-file", path)
     _record(env, real, data, after)
     first = text.count("\n", 0, at) + 1
     last = max(first, first + new.count("\n") - new.endswith("\n"))
@@ -160,7 +161,7 @@ def _search(env: CellEnv, real: Path, path: str, pattern: str, clock: _Clock) ->
     its own way); CellError at the time limit or a stop."""
     one_file = not real.is_dir()
     if one_file:
-        with _open_regular(real, "grep", path) as f:
+        with _open_regular(env, real, "grep", path) as f:
             if os.fstat(f.fileno()).st_size > MAX_GREP_FILE:
                 return ripgrep.Search(skipped=1)
             if _is_binary(os.pread(f.fileno(), _SNIFF, 0)):
@@ -229,17 +230,34 @@ def _join(base: str, rel: str) -> str:
     return rel if base == "." else f"{base}/{rel}"
 
 
-def _file_bytes(real: Path, verb_name: str, path: str) -> bytes:
-    with _open_regular(real, verb_name, path) as f:
+def _file_bytes(env: CellEnv, real: Path, verb_name: str, path: str) -> bytes:
+    with _open_regular(env, real, verb_name, path) as f:
         return f.read()
 
 
-def _bytes_if_any(real: Path, verb_name: str, path: str) -> bytes | None:
+def _bytes_if_any(env: CellEnv, real: Path, verb_name: str, path: str) -> bytes | None:
     """The file's bytes, or None when there is no file yet."""
     try:
-        return _file_bytes(real, verb_name, path)
+        return _file_bytes(env, real, verb_name, path)
     except FileNotFoundError:
         return None
+
+
+def _replace(env: CellEnv, real: Path, data: bytes, verb_name: str, path: str) -> None:
+    """Write the file beneath its root (its folders made), or WorkspaceEscape when a
+    folder on its path became a symlink since the check."""
+    root, rel = beneath(env, real)
+    try:
+        replace_file(root, rel, data, make_dirs=True)
+    except Swapped:
+        raise _swapped(verb_name, path, "nothing was written") from None
+
+
+def _swapped(verb_name: str, path: str, what: str) -> WorkspaceEscape:
+    return WorkspaceEscape(
+        f"{verb_name}: {_q(path)} is now reached through a symlink, which may lead outside "
+        f"the workspace (it changed after the path was checked); {what}"
+    )
 
 
 def _is_binary(data: bytes) -> bool:
@@ -393,16 +411,21 @@ def _refuse_special(real: Path, verb_name: str, path: str, wanted: str) -> None:
         raise CellError(f"{verb_name}: {_q(path)} is {what}, not {wanted}")
 
 
-def _open_regular(real: Path, verb_name: str, path: str) -> BinaryIO:
+def _open_regular(env: CellEnv, real: Path, verb_name: str, path: str) -> BinaryIO:
     """A regular file opened to read; a folder, FIFO, device or socket is refused.
 
-    Opened without blocking (a FIFO with no writer would wait forever) and checked
-    on the open descriptor, so a file swapped after the first look is caught too.
+    Opened beneath its root without following a symlink, without blocking (a
+    FIFO with no writer would wait forever) and checked on the open descriptor,
+    so a file swapped after the first look is caught too.
     """
     if real.is_dir():
         raise CellError(f"{verb_name}: {_q(path)} is a directory; use (list-files {_q(path)})")
     _refuse_special(real, verb_name, path, "a regular file")
-    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    root, rel = beneath(env, real)
+    try:
+        fd = open_beneath(root, rel, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except Swapped:
+        raise _swapped(verb_name, path, "nothing was read") from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):

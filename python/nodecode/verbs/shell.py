@@ -4,17 +4,27 @@ The command runs in its own session and process group so a timeout, or the
 turn being stopped, can kill everything it started; the provider keys are
 taken out of its environment so it cannot print them.
 
+A process may leave that group (``setsid``, a daemon's double fork), so each
+command's environment also carries a mark of its own (``NODECODE_SHELL_MARK``),
+which every process it starts inherits whatever session it moves to. Ending
+a command kills its group, then every process whose environment holds the
+mark (found through Linux's ``/proc``), until none is left; the result names
+any that survived, and says so where there is no ``/proc`` to look in. A
+process that empties its environment (``env -i``) before starting another
+drops the mark: that one is beyond reach.
+
 A command never outlives the nodecode process that started it, even one
 killed with SIGKILL: a watchdog (``/bin/sh``, in a session of its own) reads a
-pipe from us and kills the command's process group when the pipe closes
-without the all-clear. The command waits on a gate until the watchdog knows
-its group, so it never runs unwatched. This is plain POSIX (pipes and
-process groups): where no watchdog can start, commands run unwatched.
+pipe from us and kills the command's process group, and the marked
+processes, when the pipe closes without the all-clear. The command waits on
+a gate until the watchdog knows its group, so it never runs unwatched. Where
+no watchdog can start, commands run unwatched.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import selectors
 import shutil
 import signal
@@ -27,11 +37,19 @@ from nodecode.cells.env import MAX_OUTPUT, CellEnv
 from nodecode.cells.registry import Family, verb
 from nodecode.errors import CellError
 
-# The watchdog: the command's group on the first line, then "done" (the
-# all-clear) or end of file (we died): kill the group, touch the mark file.
+MARK_VARIABLE = "NODECODE_SHELL_MARK"
+# The watchdog: the command's group and mark on the first line, then "done"
+# (the all-clear) or end of file (we died): kill the group and each process
+# holding the mark, touch the file (the time of the kill), then look again a
+# few times for marked processes forked meanwhile.
 _WATCHDOG = (
-    'read -r group || exit 0; read -r _ && exit 0; kill -s KILL -- "-$group" 2>/dev/null; '
-    '[ -z "$1" ] || : > "$1"'
+    'read -r group mark || exit 0; read -r _ && exit 0; kill -s KILL -- "-$group" 2>/dev/null; '
+    f'marked() {{ grep -lsxzF "{MARK_VARIABLE}=$mark" /proc/[0-9]*/environ 2>/dev/null '
+    "| sed 's|^/proc/||; s|/environ$||'; }; "
+    'pids=$(marked); [ -z "$pids" ] || kill -s KILL $pids 2>/dev/null; '
+    '[ -z "$1" ] || : > "$1"; '
+    'for _ in 1 2 3 4; do sleep 1; pids=$(marked); [ -n "$pids" ] || break; '
+    "kill -s KILL $pids 2>/dev/null; done"
 )
 # The command's gate: wait for one line, then become the command itself (same pid).
 _GATE = 'read -r _ || exit 125; exec "$0" -c "$1" </dev/null'
@@ -40,6 +58,8 @@ _GATE = 'read -r _ || exit 125; exec "$0" -c "$1" </dev/null'
 _GRACE = 0.3
 # How often the wait looks at the turn's stop: a stop ends the command within this.
 _POLL = 0.1
+# How long marked processes are given to die once killed before they count as survivors.
+_MARKED_GRACE = 1.0
 
 
 class _Capped:
@@ -73,12 +93,13 @@ def shell(env: CellEnv, cmd: str, *, timeout: float | None = None) -> str:
     if hook is not None:
         hook(env, "before")
     watchdog = _Watchdog(env.shell_ended)
+    mark = secrets.token_hex(16)
     try:
-        proc = _spawn(env, cmd)
-        watchdog.watch(proc.pid)
+        proc = _spawn(env, cmd, mark)
+        watchdog.watch(proc.pid, mark)
         _open_gate(proc)
         try:
-            out, status = _run(proc, limit, env.cancel)
+            out, status = _run(proc, limit, env.cancel, mark)
         finally:
             proc.stdout.close()  # type: ignore[union-attr]
     finally:
@@ -107,8 +128,8 @@ class _Watchdog:
         except OSError:
             self.proc = None  # degrade: the command runs unwatched
 
-    def watch(self, group: int) -> None:
-        self._send(f"{group}\n")
+    def watch(self, group: int, mark: str) -> None:
+        self._send(f"{group} {mark}\n")
 
     def release(self) -> None:
         """The all-clear: the command is over (or was killed by us)."""
@@ -131,9 +152,10 @@ class _Watchdog:
             pass  # it died: the command is unwatched, not stopped
 
 
-def _spawn(env: CellEnv, cmd: str) -> subprocess.Popen[bytes]:
+def _spawn(env: CellEnv, cmd: str, mark: str) -> subprocess.Popen[bytes]:
     program = shutil.which("bash") or "/bin/sh"
     environ = {k: v for k, v in os.environ.items() if k not in env.env_remove}
+    environ[MARK_VARIABLE] = mark
     return subprocess.Popen(
         [program, "-c", _GATE, program, cmd],
         cwd=env.workspace,
@@ -154,10 +176,13 @@ def _open_gate(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _run(
-    proc: subprocess.Popen[bytes], limit: float, cancel: threading.Event | None = None
+    proc: subprocess.Popen[bytes],
+    limit: float,
+    cancel: threading.Event | None = None,
+    mark: str | None = None,
 ) -> tuple[_Capped, str]:
     """Read until the command ends, the time is up or the turn is stopped; the
-    status line says which."""
+    status line says which (and names what survived the kill)."""
     out = _Capped()
     deadline = time.monotonic() + limit
     ended = _read(proc, out, deadline, cancel)
@@ -165,11 +190,11 @@ def _run(
         ended, code = _wait(proc, deadline, cancel, ended)
     if ended in ("deadline", "stopped"):
         _kill_group(proc)
+        left = _end_marked(mark) if mark is not None else []
         _read(proc, out, time.monotonic() + 1.0, None)  # what it wrote before it died
         _reap(proc)
-        if ended == "stopped":
-            return out, "[stopped by the person]"
-        return out, f"[timed out after {limit:g} s]"
+        why = "[stopped by the person]" if ended == "stopped" else f"[timed out after {limit:g} s]"
+        return out, why + _survivors(left)
     if ended == "exited":
         return out, f"[exit {_exit_code(code)}; background processes still hold its output]"
     return out, f"[exit {_exit_code(code)}]"
@@ -216,6 +241,59 @@ def _read(
                 if not chunk:
                     return "eof"
                 out.add(chunk)
+
+
+def _end_marked(mark: str) -> list[int] | None:
+    """Kill every process whose environment holds ``mark``, in rounds (one may fork
+    while we look); the pids still there after _MARKED_GRACE, or None when there
+    is no /proc to look in."""
+    if not os.path.isdir("/proc/self"):
+        return None
+    deadline = time.monotonic() + _MARKED_GRACE
+    while True:
+        pids = _marked(mark)
+        if not pids or time.monotonic() >= deadline:
+            return pids
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass  # gone, or not ours to kill: a survivor if still there at the end
+        time.sleep(0.02)
+
+
+def _marked(mark: str) -> list[int]:
+    """The live processes whose environment holds ``MARK_VARIABLE=mark`` (a zombie's
+    environment reads empty: it is dead for our purpose)."""
+    entry = f"{MARK_VARIABLE}={mark}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/environ", "rb") as f:
+                    if entry in f.read().split(b"\0"):
+                        found.append(int(name))
+            except OSError:
+                continue  # gone meanwhile, or another user's
+    return found
+
+
+def _survivors(pids: list[int] | None) -> str:
+    """What the result says of processes the command started that are still running."""
+    if pids is None:
+        return " [processes it moved out of its group could not be looked for: no /proc]"
+    if not pids:
+        return ""
+    named = ", ".join(f"{pid} ({_command_name(pid)})" for pid in sorted(pids))
+    return f" [still running, could not be killed: {named}]"
+
+
+def _command_name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return "gone"
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
