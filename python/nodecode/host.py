@@ -571,6 +571,12 @@ class Host:
         found = slash.read(text)
         return {"send": found} if isinstance(found, str) else slash.in_neovim(found)
 
+    def slash_commands(self) -> list[dict[str, str]]:
+        """What the chat's input completes after ``/``: [{name, args, help}]."""
+        from nodecode import slash
+
+        return slash.completions()
+
     # --- internals ----------------------------------------------------------
 
     def _app(self, place: Place) -> Any:
@@ -724,6 +730,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "use_model": Endpoint(Host.use_model),
     # slash commands typed in the chat
     "slash": Endpoint(Host.slash),
+    "slash_commands": Endpoint(Host.slash_commands),
 }
 
 

@@ -1,6 +1,7 @@
 """Slash commands typed in the chat's input area: each runs as its :Nodecode…
 command does (the same window, report or message) and sends nothing; `//`
-escapes; an unknown `/word` is one error and the input keeps it."""
+escapes; an unknown `/word` is one error and the input keeps it; `/` at the
+start of the input offers the names."""
 
 from __future__ import annotations
 
@@ -226,3 +227,34 @@ def test_nodecode_with_a_slash_command_runs_it(nvim, asked):
 
     wait_for(lambda: nvim.current.buffer.name == "nodecode://tree")
     assert len(srv.requests) == 2
+
+
+def test_a_slash_at_the_start_of_the_input_offers_the_names(nvim, asked):
+    nvim.command("Nodecode")
+
+    nvim.input("/")
+    wait_for(lambda: nvim.funcs.pumvisible() == 1)
+    offered = [i["word"] for i in nvim.funcs.complete_info(["items"])["items"]]
+    assert offered == [f"/{n}" for n in slash.BY_NAME]
+    assert nvim.current.line == "/"  # shown, not typed in
+
+    nvim.input("tr<C-y>")
+    wait_for(lambda: nvim.current.line == "/tree")
+    nvim.input("<C-s>")
+    wait_for(lambda: nvim.current.buffer.name == "nodecode://tree")
+
+
+def test_omni_completion_completes_a_name_and_the_popup_leaves_completeopt_as_it_was(nvim, asked):
+    before = nvim.eval("&completeopt")
+    nvim.command("Nodecode")
+    nvim.input("/con")
+    wait_for(lambda: nvim.funcs.pumvisible() == 1)
+
+    nvim.input("<C-e>")
+
+    assert nvim.funcs.pumvisible() == 0 and nvim.current.line == "/con"
+    assert nvim.eval("&completeopt") == before
+    nvim.input("<C-x><C-o>")  # the one name left: typed in, as omni completion does
+    wait_for(lambda: nvim.current.line == "/context")
+    nvim.input(" a/b /")
+    assert nvim.funcs.pumvisible() == 0 and nvim.current.line == "/context a/b /"

@@ -44,7 +44,13 @@ local function input_buf()
   end
   buf = require('nodecode.ui.buffers').named(NAME)
   vim.bo[buf].filetype = 'nodecode-input'
-  vim.bo[buf].omnifunc = "v:lua.require'nodecode.ask'.omnifunc" -- #buffer, #file:PATH
+  vim.bo[buf].omnifunc = "v:lua.require'nodecode.ask'.omnifunc" -- #buffer, #file:PATH, /NAME
+  vim.api.nvim_create_autocmd('TextChangedI', {
+    buffer = buf,
+    callback = function()
+      require('nodecode.slash').offer()
+    end,
+  })
   local keys = require('nodecode.config').get().keymaps
   if keys.send then
     vim.keymap.set('n', keys.send, M.send, { buffer = buf, desc = 'nodecode: send the ask' })
