@@ -287,3 +287,15 @@ def test_ask_slash_model_lists_the_models_and_checks_a_name(loopback, home, work
         "here: NODECODE_PROVIDER=loopback NODECODE_MODEL=big nodecode ask …\n"
     )
     assert srv.requests == []
+
+
+def test_the_help_and_the_readme_name_every_slash_command():
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "doc" / "nodecode.txt").read_text()
+    section = doc[doc.index("*nodecode-slash*") : doc.index("4. THE CHAT")]
+    readme = (root / "README.md").read_text()
+    table = readme[readme.index("## Slash commands") : readme.index("## Benchmarks")]
+    for name in slash.BY_NAME:
+        assert f"  /{name} " in section, name
+        assert f"`/{name}" in table, name
+    assert "*nodecode-slash*" in doc[doc.index("*nodecode-commands*") : doc.index("4. THE CHAT")]
