@@ -204,6 +204,30 @@ def test_words_a_command_cannot_take_are_one_error(nvim, asked):
     ]
 
 
+def test_while_a_turn_streams_slash_context_runs_and_slash_undo_is_refused_as_undo_is(
+    nvim, home, loopback
+):
+    words = " ".join(f"word{i}" for i in range(60))
+    srv = loopback([{"text": words}], chunk_delay=0.2)
+    configure(home, srv)
+    nvim.command("Nodecode tell me a long story")
+    wait_for(lambda: "word0" in chat(nvim))
+    notified(nvim)
+
+    typed(nvim, "/undo")
+    wait_for(lambda: notes(nvim))
+    assert buffer_lines(nvim, "nodecode://input") == ["/undo"]
+    nvim.command("stopinsert")
+    nvim.command("%delete")
+    nvim.input("i/context<C-s>")
+
+    wait_for(lambda: nvim.eval("&filetype") == "nodecode-status")
+    assert notes(nvim) == ["nodecode: a turn is running — :NodecodeStop to stop it"]
+    assert "word59" not in chat(nvim) and len(srv.requests) == 1
+    nvim.command("NodecodeStop")
+    wait_for(lambda: "_stopped_" in chat(nvim))
+
+
 def test_a_double_slash_and_a_path_are_sent_as_asks(nvim, home, loopback):
     srv = loopback([{"text": "one"}, {"text": "two"}])
     configure(home, srv)
