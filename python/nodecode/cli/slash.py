@@ -62,11 +62,18 @@ def _model(app: App, words: list[str]) -> int:
     config = app.config
     if not words:
         for r in models.available(app.workspace, config):
-            window = f"{round(r['window'] / 1000)}k window" if r["window"] else "window unknown"
-            print(f"{'*' if r['current'] else ' '} {r['name']}  {window} · {r['source']}")
+            mark = "*" if r["current"] else " "
+            print(f"{mark} {r['name']}  {_window(r['window'])} · {r['source']}")
         return EXIT_OK
     pid, model = models.parse(app.workspace, config, words[0])
     raise UserError(
         f"/model: a switch holds in the Neovim that makes it; for one command here: "
         f"NODECODE_PROVIDER={pid} NODECODE_MODEL={model} nodecode ask …"
     )
+
+
+def _window(n: int | None) -> str:
+    """A model's window as the model picker shows it: ``200k window``, ``1.0M window``."""
+    if n is None:
+        return "window unknown"
+    return f"{n / 1e6:.1f}M window" if n >= 1e6 else f"{int(n / 1e3 + 0.5)}k window"
