@@ -27,12 +27,17 @@ function M.commands()
   return known or {}
 end
 
---- /help: the commands in the chat, as lines of the plugin's own.
+--- /help: the commands in the chat, as lines of the plugin's own; while a
+--- turn streams there, as a message (the reply is not cut in two).
 ---@param lines string[]
 local function show_help(lines)
   local chat = require('nodecode.ui.chat')
+  local head = 'slash commands (nothing is sent to the model):'
+  if chat.job() then
+    return require('nodecode.message').info('%s\n%s', head, table.concat(lines, '\n'))
+  end
   chat.show_for_ask()
-  chat.say('slash commands (nothing is sent to the model):')
+  chat.say(head)
   for _, line in ipairs(lines) do
     chat.say(line)
   end

@@ -47,6 +47,23 @@ def asks_in_chat(nv: pynvim.Nvim) -> int:
     return chat(nv).count("## you")
 
 
+def test_each_command_the_table_names_is_a_nodecode_command_taking_its_words(nvim):
+    commands = nvim.exec_lua("""
+        local out = {}
+        for name, c in pairs(require('nodecode.commands').commands) do
+          out[name] = { nargs = c.nargs or 0, bang = c.bang == true }
+        end
+        return out
+    """)
+    for c in slash.COMMANDS:
+        if c.nvim is None:
+            continue
+        assert c.nvim in commands, c.nvim
+        takes = commands[c.nvim]
+        assert (takes["nargs"] != 0) == (c.nargs != "0"), c.name
+        assert takes["bang"] or not (c.bang or c.force), c.name
+
+
 def test_slash_context_shows_the_status_report_as_nodecode_status_does(nvim, asked, home):
     srv, sid = asked
 
@@ -204,7 +221,7 @@ def test_words_a_command_cannot_take_are_one_error(nvim, asked):
     ]
 
 
-def test_while_a_turn_streams_slash_context_runs_and_slash_undo_is_refused_as_undo_is(
+def test_while_a_turn_streams_slash_commands_run_and_slash_undo_is_refused_as_undo_is(
     nvim, home, loopback
 ):
     words = " ".join(f"word{i}" for i in range(60))
@@ -223,6 +240,10 @@ def test_while_a_turn_streams_slash_context_runs_and_slash_undo_is_refused_as_un
 
     wait_for(lambda: nvim.eval("&filetype") == "nodecode-status")
     assert notes(nvim) == ["nodecode: a turn is running — :NodecodeStop to stop it"]
+    nvim.input("q")
+    nvim.command("Nodecode /help")
+    said = wait_for(lambda: len(notes(nvim)) == 2 and notes(nvim)[1])
+    assert said.startswith("nodecode: slash commands") and "> /context" not in chat(nvim)
     assert "word59" not in chat(nvim) and len(srv.requests) == 1
     nvim.command("NodecodeStop")
     wait_for(lambda: "_stopped_" in chat(nvim))
