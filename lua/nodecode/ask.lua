@@ -323,15 +323,23 @@ function M.candidates(base)
   return items
 end
 
---- 'omnifunc' of the input area: <C-x><C-o> after `#` offers the above.
+--- 'omnifunc' of the input area: <C-x><C-o> after `#` offers the above, and
+--- at the start of the input after `/` the slash commands (nodecode.slash).
 ---@param findstart integer
 ---@param base string
 ---@return integer|table
 function M.omnifunc(findstart, base)
+  local slash = require('nodecode.slash')
   if findstart == 1 then
+    if slash.typed() then
+      return 0
+    end
     local col = api.nvim_win_get_cursor(0)[2]
     local s = api.nvim_get_current_line():sub(1, col):find('#[^%s]*$')
     return s and s - 1 or -3
+  end
+  if vim.startswith(base, '/') then
+    return slash.candidates(base)
   end
   return M.candidates(base)
 end

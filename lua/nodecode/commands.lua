@@ -66,10 +66,12 @@ M.commands = {
     end,
   },
   NodecodeRecall = {
-    desc = 'nodecode: recall from the log in a picker (a key toggles every-session search)',
+    desc = 'nodecode: recall from the log in a picker (a key toggles every-session search; '
+      .. '! starts there)',
     nargs = '*',
+    bang = true,
     impl = function(o)
-      require('nodecode.ui.picker').recall(o.args)
+      require('nodecode.ui.picker').recall(o.args, nil, { everywhere = o.bang == true })
     end,
   },
   NodecodeTree = {

@@ -576,6 +576,24 @@ class Host:
         lines = [f"model: {pid}/{model} from the next request · {window}"]  # one line: no prompt
         return {"provider": pid, "model": model, "previous": previous, "lines": lines}
 
+    # --- slash commands typed in the chat (nodecode.slash) -------------------
+
+    def slash(self, text: str) -> dict[str, Any]:
+        """A message typed in the chat that starts with ``/``: {send} (the text to
+        ask: no command, or the ``//`` escape), {name, lines} (/help), or {name,
+        command, args, bang}: the :Nodecode… command Lua runs for it. An unknown
+        command, or words its command cannot take, is one UserError."""
+        from nodecode import slash
+
+        found = slash.read(text)
+        return {"send": found} if isinstance(found, str) else slash.in_neovim(found)
+
+    def slash_commands(self) -> list[dict[str, str]]:
+        """What the chat's input completes after ``/``: [{name, args, help}]."""
+        from nodecode import slash
+
+        return slash.completions()
+
     # --- internals ----------------------------------------------------------
 
     def _app(self, place: Place) -> Any:
@@ -733,6 +751,9 @@ ENDPOINTS: dict[str, Endpoint] = {
     # the model
     "models": Endpoint(Host.models),
     "use_model": Endpoint(Host.use_model),
+    # slash commands typed in the chat
+    "slash": Endpoint(Host.slash),
+    "slash_commands": Endpoint(Host.slash_commands),
 }
 
 

@@ -12,7 +12,7 @@ import pynvim
 import pytest
 from nodecode.demo.__main__ import HERE, prepare
 
-from .conftest import NVIM, chat, shutdown, wait_for
+from .conftest import NVIM, buffer_lines, chat, shutdown, wait_for
 from .ui_helpers import notes, notified
 
 
@@ -68,6 +68,45 @@ def test_the_demo_warns_then_evicts_and_its_session_comes_back(demo_dir, monkeyp
         shutdown(nv)
     finally:
         again.stop()
+
+
+def typed(nv: pynvim.Nvim, text: str) -> None:
+    """Type ``text`` into the chat's input area and send it, as a person would."""
+    nv.command("Nodecode")
+    nv.input(text + "<C-s>")
+
+
+def test_slash_commands_typed_in_the_demos_chat_work(demo_dir, monkeypatch):
+    prepared = prepare(demo_dir, {})
+    try:
+        nv = start(prepared, monkeypatch)
+        assert "/help lists the slash commands" in chat(nv)
+        nv.command("Nodecode fix the bug in calc.py")
+        wait_for(lambda: idle(nv) and "The tests pass now." in chat(nv), timeout=30)
+        fixed = (prepared.workspace / "calc.py").read_text()
+
+        typed(nv, "/help")
+        wait_for(lambda: "> /context " in chat(nv) and "> /undo " in chat(nv))
+
+        typed(nv, "/tree")
+        wait_for(lambda: nv.current.buffer.name == "nodecode://tree")
+        assert "fix the bug in calc.py" in nv.current.buffer[0]
+        nv.input("q")
+
+        typed(nv, "/context")
+        wait_for(lambda: nv.eval("&filetype") == "nodecode-status")
+        assert nv.current.buffer[0].startswith("session s-")
+        assert any(line.startswith("window: 1570 tokens") for line in nv.current.buffer[:])
+        nv.input("q")
+
+        typed(nv, "/undo")
+        wait_for(lambda: buffer_lines(nv, "nodecode://input") == ["fix the bug in calc.py"])
+        assert (prepared.workspace / "calc.py").read_text() != fixed
+        assert "_undone_" in chat(nv)
+        assert chat(nv).count("## you") == 1  # none of them was sent as an ask
+        shutdown(nv)
+    finally:
+        prepared.stop()
 
 
 def test_demo_clean_starts_afresh(demo_dir):

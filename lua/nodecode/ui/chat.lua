@@ -190,9 +190,14 @@ function M.open(opts)
   return win
 end
 
---- Ask `text` in the pinned session; the reply streams into the chat.
+--- Ask `text` in the pinned session; the reply streams into the chat. A
+--- slash command (`/tree`) runs instead, sending nothing (nodecode.slash).
 ---@param text string
 function M.ask(text)
+  text = require('nodecode.slash').run(text)
+  if not text then
+    return
+  end
   if state.job then
     error('nodecode: a turn is running — :NodecodeStop to stop it', 0)
   end

@@ -10,19 +10,31 @@ local buf
 ---@type string? the undone ask the input holds, as undo put it there
 local undone
 
---- Send the whole input as an ask, then clear it.
+--- The input's whole text.
+---@return string
+local function text_of(b)
+  return table.concat(vim.api.nvim_buf_get_lines(b, 0, -1, false), '\n')
+end
+
+--- Send the whole input as an ask (or run it: a slash command), clearing it
+--- first: `/undo` puts the undone ask back here.
 function M.send()
   local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
   local text = vim.trim(table.concat(lines, '\n'))
   if text == '' then
     return require('nodecode.message').warn('nothing to send')
   end
+  local b, was = buf, undone
+  vim.api.nvim_buf_set_lines(b, 0, -1, false, {})
+  undone = nil
   local ok, err = pcall(require('nodecode.ui.chat').ask, text)
-  if not ok then -- (a bad #file:, a running turn) the input keeps the text
+  if not ok then -- (a bad #file:, a running turn, an unknown /command) the input keeps the text
+    if vim.api.nvim_buf_is_valid(b) and vim.trim(text_of(b)) == '' then
+      vim.api.nvim_buf_set_lines(b, 0, -1, false, lines)
+      undone = was
+    end
     return require('nodecode.message').caught(err)
   end
-  vim.api.nvim_buf_set_lines(buf, 0, -1, false, {})
-  undone = nil
 end
 
 ---@return integer
@@ -32,7 +44,13 @@ local function input_buf()
   end
   buf = require('nodecode.ui.buffers').named(NAME)
   vim.bo[buf].filetype = 'nodecode-input'
-  vim.bo[buf].omnifunc = "v:lua.require'nodecode.ask'.omnifunc" -- #buffer, #file:PATH
+  vim.bo[buf].omnifunc = "v:lua.require'nodecode.ask'.omnifunc" -- #buffer, #file:PATH, /NAME
+  vim.api.nvim_create_autocmd('TextChangedI', {
+    buffer = buf,
+    callback = function()
+      require('nodecode.slash').offer()
+    end,
+  })
   local keys = require('nodecode.config').get().keymaps
   if keys.send then
     vim.keymap.set('n', keys.send, M.send, { buffer = buf, desc = 'nodecode: send the ask' })
@@ -53,12 +71,6 @@ local function input_buf()
   end
   require('nodecode.keymaps').attach(buf, 'chat')
   return buf
-end
-
---- The input's whole text.
----@return string
-local function text_of(b)
-  return table.concat(vim.api.nvim_buf_get_lines(b, 0, -1, false), '\n')
 end
 
 --- The input area's window under window `chat`, opened (not entered) if missing.

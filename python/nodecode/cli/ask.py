@@ -8,10 +8,12 @@ import signal
 import sys
 import threading
 
+from nodecode import slash
 from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.cells.approval import Approval, Refused
 from nodecode.cells.evaluate import evaluate
+from nodecode.cli import slash as slash_commands
 from nodecode.cli.common import EXIT_OK, EXIT_PROVIDER, EXIT_STOPPED, EXIT_USER, Command
 
 DIM, RESET = "\x1b[2m", "\x1b[0m"
@@ -137,16 +139,21 @@ def _ask_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--show-thinking", action="store_true", help="print the model's thinking to stderr, dimmed"
     )
-    p.add_argument("text", nargs="+", metavar="TEXT")
+    p.add_argument(
+        "text", nargs="+", metavar="TEXT", help="the ask; /help lists the slash commands"
+    )
 
 
 def cmd_ask(app: App, args: argparse.Namespace) -> int:
+    text = slash.read(" ".join(args.text))  # a slash command runs here, and sends nothing
+    if isinstance(text, slash.Call):
+        return slash_commands.run(app, args, text)
     sid = app.resolve_session(args.session)
     cancel = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
     try:
         callbacks = CliCallbacks(args.yes, args.show_thinking)
-        result = Agent(app, sid).ask(" ".join(args.text), callbacks, cancel)
+        result = Agent(app, sid).ask(text, callbacks, cancel)
     finally:
         signal.signal(signal.SIGINT, previous)
     callbacks.end_line()
@@ -175,7 +182,7 @@ def cmd_eval(app: App, args: argparse.Namespace) -> int:
 
 
 COMMANDS = (
-    Command("ask", "run one turn", cmd_ask, _ask_args),
+    Command("ask", "run one turn, or a slash command (/help)", cmd_ask, _ask_args),
     Command(
         "eval",
         "evaluate a cell as the agent's tool would",

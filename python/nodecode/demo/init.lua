@@ -24,6 +24,8 @@ vim.api.nvim_create_autocmd('VimEnter', {
     chat.open()
     chat.say('Welcome to the nodecode demo (' .. (vim.env.NODECODE_DEMO_MODEL or '?') .. ').')
     chat.say('Type  :Nodecode fix the bug in calc.py  and watch the reply stream in here.')
+    chat.say('In the input area (:Nodecode alone), /help lists the slash commands: /context,')
+    chat.say('/tree, /undo… run there without asking the model.')
     chat.say(
       'Quit with :qa. The session is kept for the next `make demo`; '
         .. '`make demo-clean` starts afresh.'
