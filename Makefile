@@ -59,6 +59,6 @@ demo: install $(VENV)/.installed-demo
 demo-clean:
 	@if [ -x $(PY) ]; then $(PY) -m nodecode.demo --clean; else rm -rf .demo; fi
 
-# Every benchmark of SPEC section 11, reduced sizes, one table (BENCH_FULL=1: defaults).
+# Every benchmark of bench/README.md, reduced sizes, one table (BENCH_FULL=1: defaults).
 bench: install $(VENV)/.installed-test
 	@$(PY) bench/run_all.py

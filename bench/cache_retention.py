@@ -1,4 +1,4 @@
-"""SPEC §11: the prompt cache kept on Anthropic's rules, after an edit and on appends, and
+"""bench/README.md: the prompt cache kept on Anthropic's rules, after an edit and on appends, and
 what the session costs.
 
 Goals: ≥ 95% of the tokens before the first change read from cache after an
@@ -104,7 +104,7 @@ def total(usage: dict) -> int:
 
 
 class LowerBound:
-    """The clairvoyant bound of SPEC §11, fed one request at a time."""
+    """The clairvoyant bound of bench/README.md, fed one request at a time."""
 
     def __init__(self) -> None:
         self.seen: set[bytes] = set()

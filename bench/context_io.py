@@ -1,4 +1,4 @@
-"""SPEC §11: the whole take and the whole export of a 2,000-message, ~200k-token
+"""bench/README.md: the whole take and the whole export of a 2,000-message, ~200k-token
 context, each against a ``json`` round-trip of the same messages.
 
 Goal: each ≤ 3× ``json.loads(json.dumps(rows))`` of the context's messages as

@@ -1,4 +1,4 @@
-"""SPEC §11: the fill after appending one message to a 2,000-message context,
+"""bench/README.md: the fill after appending one message to a 2,000-message context,
 as a ratio to a full recount. Goal: ≤ 5%.
 
 The session is built once through the store APIs (bench/_template.py: asks,

@@ -1,4 +1,4 @@
-"""SPEC §11: time to first streamed token added by nodecode over raw httpx,
+"""bench/README.md: time to first streamed token added by nodecode over raw httpx,
 with a cold App and with a warm one.
 
 Goal: ≤ 5 ms with 200 messages; ≤ 25 ms with 2,000 — for each.

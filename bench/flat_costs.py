@@ -1,4 +1,4 @@
-"""SPEC §11: costs that stay flat as a session grows.
+"""bench/README.md: costs that stay flat as a session grows.
 
 One session is grown through the real agent loop (bench/_grow.py: asks, 2–4
 tool rounds of real cells, replies) to 200, 1,000 and 2,000 messages, against

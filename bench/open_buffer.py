@@ -1,4 +1,4 @@
-"""SPEC §11: the whole ``:NodecodeContext`` of a 20,000-line context (export +
+"""bench/README.md: the whole ``:NodecodeContext`` of a 20,000-line context (export +
 open with folds and marks), against a ``json`` dump of the messages to a file
 + a plain ``:edit`` of it, in the same Neovim. Goal: ≤ 3×.
 

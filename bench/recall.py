@@ -1,4 +1,4 @@
-"""Benchmark recall (SPEC §11): recall-search over 1,000,000 events vs grep -F, and recall-log.
+"""Benchmark recall (bench/README.md): recall-search over 1,000,000 events vs grep -F, and recall-log.
 
 The store (1,000 sessions; one holds 100,000 events) and a plain dump of the
 same texts are generated from a fixed seed and cached under bench/.cache/.

@@ -1,4 +1,4 @@
-"""Run every benchmark of SPEC §11 and print one table: bar, measured, goal, result.
+"""Run every benchmark of bench/README.md and print one table: bar, measured, goal, result.
 
 Each ``bench/*.py`` (not ``_*.py``, not this file) runs in its own process
 with ``--json`` when it takes it (one JSON row per bar on stdout, see
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # noqa: BLE001 - one broken benchmark must not hide the rest
             rows.append(Row(script.stem, script.stem, "-", "-", f"ERROR {exc}"))
     print(
-        f"\nSPEC §11 bars ({'full' if full else 'reduced'} run, "
+        f"\nThe bars of bench/README.md ({'full' if full else 'reduced'} run, "
         f"{time.perf_counter() - started:.0f} s)\n",
         flush=True,
     )

@@ -422,3 +422,35 @@ def test_an_import_from_cells_upwards_is_found_wherever_it_sits(tmp_path, source
     )
     (found,) = below(imports(root), "nodecode.cells", CELLS_MAY_IMPORT)
     assert found.startswith("nodecode.cells.evaluate imports nodecode.")
+
+
+def cited_outside(root: Path) -> list[str]:
+    """Lines of the repository's text that send a reader to a document it lacks
+    (the original specification, cited by its section)."""
+    found = []
+    paths = [p for top in TOPS for p in sorted((root / top).rglob("*")) if p.suffix in TEXT]
+    for path in [*paths, *(root / name for name in ("README.md", "Makefile"))]:
+        if not path.is_file():
+            continue
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if CITE in line:
+                found.append(f"{path.relative_to(root)}:{n}")
+    return found
+
+
+TEXT = {".py", ".lua", ".md", ".txt", ".vim"}
+TOPS = ("python", "tests", "bench", "lua", "plugin", "doc", "scripts")
+REPO = CORE.parents[1]
+CITE = "".join(("SP", "EC"))  # its name, spelt apart: this file is scanned too
+
+
+def test_the_repository_explains_itself():
+    # doc/design.md and bench/README.md are the reference: no file cites a
+    # specification that is not in the repository.
+    assert cited_outside(REPO) == []
+
+
+def test_a_citation_of_the_spec_is_found(tmp_path):
+    (tmp_path / "python").mkdir()
+    (tmp_path / "python" / "m.py").write_text(f'"""Recall ({CITE} §5)."""\n')
+    assert cited_outside(tmp_path) == ["python/m.py:1"]

@@ -1,4 +1,4 @@
-"""The budget (SPEC §3) against the loopback server: window sources in order,
+"""The budget (doc/design.md "Budget and eviction") against the loopback server: window sources in order,
 ceilings learned from every overflow body, the reply reserve the request
 sends, calibration, the unknown window, and the /context report."""
 

@@ -56,7 +56,8 @@ def test_the_build_writes_the_help_tags(tmp_path):
 
     tags = (doc / "tags").read_text().splitlines()
     assert "nodecode.txt\tnodecode.txt\t/*nodecode.txt*" in tags
-    assert "nodecode-decisions\tnodecode.txt\t/*nodecode-decisions*" in tags
+    assert "nodecode\tnodecode.txt\t/*nodecode*" in tags
+    assert "nodecode-mcp\tnodecode.txt\t/*nodecode-mcp*" in tags
 
 
 def test_the_generated_tags_are_ignored_by_git():

@@ -1,4 +1,4 @@
-"""Undo and redo over a real workspace on disk, with real turns (SPEC §6).
+"""Undo and redo over a real workspace on disk, with real turns (doc/design.md "Checkpoints").
 
 Turn 2 of the standard session writes a file, edits one and runs a shell
 command that deletes one, creates one and appends to the edited one; every

@@ -1,5 +1,5 @@
 """Bad input to the real CLI: one line on stderr, never a traceback, nothing
-stored (SPEC §10; issue 11, item 9)."""
+stored (doc/design.md "Rules the tests enforce"; issue 11, item 9)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Sessions driven over 85% of a small budget against the loopback server
-(SPEC §4): one warning, eviction to 50% in order, the stub, merging, restores,
+(doc/design.md "Budget and eviction"): one warning, eviction to 50% in order, the stub, merging, restores,
 and eviction by hand."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Forks (SPEC §6): the child starts with the parent's context, seqs continue, the parent
+"""Forks (doc/design.md "Checkpoints"): the child starts with the parent's context, seqs continue, the parent
 is untouched, and the child's next request reads exactly what the parent would."""
 
 from __future__ import annotations

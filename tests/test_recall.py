@@ -1,4 +1,4 @@
-"""Recall (SPEC §5): the log, one entry, full-text search — over real stores."""
+"""Recall (doc/design.md "Recall"): the log, one entry, full-text search — over real stores."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The turn tree (SPEC §6): rendering, continue, rewind — and the request after each."""
+"""The turn tree (doc/design.md "Checkpoints"): rendering, continue, rewind — and the request after each."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ local M = {}
 -- the @pynvim decorators of rplugin/python3/nodecode_nvim (test_registration.py
 -- compares them). `opts` must be a dict, not `{}` (a list in Vimscript).
 ---@type { type: 'function', name: string, sync: boolean, opts: table }[]
-local SPECS = {
+local ENTRIES = {
   { type = 'function', name = 'NodecodeCall', sync = true, opts = vim.empty_dict() },
   { type = 'function', name = 'NodecodeNotify', sync = false, opts = vim.empty_dict() },
 }
@@ -98,10 +98,10 @@ end
 --- defined again, so the first call starts a new host.
 ---@param path string
 function M.register(path)
-  if pcall(vim.fn['remote#host#RegisterPlugin'], HOST, path, SPECS) then
+  if pcall(vim.fn['remote#host#RegisterPlugin'], HOST, path, ENTRIES) then
     return
   end
-  for _, spec in ipairs(SPECS) do
+  for _, spec in ipairs(ENTRIES) do
     local name = spec.name
     if vim.fn.exists('*' .. name) == 0 and vim.fn.exists('#FuncUndefined#' .. name) == 0 then
       vim.fn['remote#define#FunctionOnHost'](
@@ -133,7 +133,7 @@ function M.shutdown()
     -- Forget the channel: the host is registered anew, not running.
     vim.cmd([[call remote#host#Register('nodecode', '*', function('NodecodeHostFactory'))]])
   end
-  for _, spec in ipairs(SPECS) do
+  for _, spec in ipairs(ENTRIES) do
     if vim.fn.exists('*' .. spec.name) == 1 then
       vim.cmd('delfunction ' .. spec.name)
     end

@@ -437,7 +437,7 @@ class Host:
             self._pins[(place.home, place.store)] = str(sid)
         return self.session(ctx)
 
-    # --- checkpoints: undo, redo, the tree, fork (SPEC §6) -----------------
+    # --- checkpoints: undo, redo, the tree, fork (doc/design.md "Checkpoints") ---
 
     def undo(self, ctx: Any, force: bool = False) -> dict[str, Any]:
         """Undo the head turn: {op, from, to, lines, ask} (ask: for the input area)."""
@@ -500,7 +500,7 @@ class Host:
             self._pins[(place.home, place.store)] = child
         return {"id": child, "parent": sid}
 
-    # --- the budget: /context, /evict, /budget (SPEC §3-4) -----------------
+    # --- the budget: /context, /evict, /budget (doc/design.md "Budget and eviction")
 
     def status(self, ctx: Any) -> dict[str, Any]:
         """The /context report (:NodecodeStatus): {window, source, reply, budget,

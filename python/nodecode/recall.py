@@ -1,4 +1,4 @@
-"""Recall: the session log read back (log, one entry, full-text search) — SPEC §5.
+"""Recall: the session log read back (log, one entry, full-text search) — doc/design.md "Recall".
 
 Recall reads the sessions this one forked from (each up to its child's fork
 point) and the turns an undo hid, which it marks ``undone``. Every query is

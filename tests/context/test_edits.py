@@ -1,4 +1,4 @@
-"""Each edit kind and each refusal: the next request body and the receipt (SPEC §2)."""
+"""Each edit kind and each refusal: the next request body and the receipt (doc/design.md "The context")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Property: whatever the agent or the person does to the context, every request
-is valid and every edit is taken or refused with a receipt (SPEC §2).
+is valid and every edit is taken or refused with a receipt (doc/design.md "The context").
 
 Random sessions are built by real turns against a loopback server (tool
 rounds reading real files, replies with empty, whitespace, ``[[note]]`` and

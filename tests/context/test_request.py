@@ -1,4 +1,4 @@
-"""Valid requests from any context (SPEC §2), for both wire formats."""
+"""Valid requests from any context (doc/design.md "The context"), for both wire formats."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The agent edits its own context mid-turn, as the reference intends: one round
 exports it with (context), the next edits the file with a cell, and the round
-after that reads the edit (SPEC §2)."""
+after that reads the edit (doc/design.md "The context")."""
 
 from __future__ import annotations
 

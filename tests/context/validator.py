@@ -1,4 +1,4 @@
-"""A structural validator of request bodies, for both wire formats (SPEC §2
+"""A structural validator of request bodies, for both wire formats (doc/design.md "The context"
 "Valid requests from any edit"): what a provider would reject, or read wrong.
 It knows thinking blocks (doc/nodecode.txt, ``nodecode-thinking``): only in
 assistant messages, first in them, whole (a signature, or a redacted block's

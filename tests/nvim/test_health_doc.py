@@ -46,7 +46,7 @@ def test_helptags_build_without_warnings(nvim, tmp_path):
     assert nvim.vvars["errmsg"] == ""
     assert nvim.exec_lua("return vim.api.nvim_exec2('messages', { output = true }).output") == ""
     tags = (doc / "tags").read_text()
-    assert "nodecode-decisions\tnodecode.txt" in tags
+    assert "nodecode\tnodecode.txt" in tags
 
 
 def test_the_help_covers_every_command_option_and_key(nvim):
@@ -69,7 +69,7 @@ def test_the_help_covers_every_command_option_and_key(nvim):
             assert value.replace("<localleader>", "\\") in text, name
     for plug in nvim.exec_lua("return vim.tbl_keys(require('nodecode.keymaps').actions)"):
         assert f"<Plug>(nodecode-{plug})" in text, plug
-    for section in ("nodecode-file-format", "nodecode-edits", "nodecode-decisions"):
+    for section in ("nodecode", "nodecode-file-format", "nodecode-edits", "nodecode-mcp"):
         assert section in tags
 
 

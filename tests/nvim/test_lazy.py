@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(
     reason="set NODECODE_TEST_DEPS to a directory holding a checkout named lazy.nvim",
 )
 
-README_SPEC = lua_block((ROOT / "README.md").read_text(), "## Install with lazy.nvim")
+README_PLUGIN = lua_block((ROOT / "README.md").read_text(), "## Install with lazy.nvim")
 
 
 def git_repo_of_the_work_tree(dest: Path) -> Path:
@@ -59,7 +59,7 @@ vim.opt.shadafile = 'NONE'
 vim.opt.swapfile = false
 vim.g.mapleader = ' '
 local spec = assert(loadstring('return ' .. {spec_lua!r}))()
-{{SPEC_EDIT}}
+{{PLUGIN_EDIT}}
 require('lazy').setup({{ spec }}, {{
   root = {str(tmp / "lazy")!r},
   lockfile = {str(tmp / "lazy-lock.json")!r},
@@ -105,8 +105,8 @@ def test_the_readme_spec_installs_builds_and_reloads(
     repo = tmp_path / "src" / "nodecode" / "nodecode"  # the README's 'nodecode/nodecode'
     repo.mkdir(parents=True)
     git_repo_of_the_work_tree(repo)
-    init = lazy_init(tmp_path, README_SPEC, url_root=tmp_path / "src")
-    init.write_text(init.read_text().replace("{SPEC_EDIT}", ""))
+    init = lazy_init(tmp_path, README_PLUGIN, url_root=tmp_path / "src")
+    init.write_text(init.read_text().replace("{PLUGIN_EDIT}", ""))
 
     install = subprocess.run(
         [NVIM, "--headless", "-u", str(init), "+qa"], capture_output=True, text=True, timeout=600
@@ -156,9 +156,9 @@ def test_the_readme_spec_installs_builds_and_reloads(
 def test_a_dir_spec_without_the_build_says_once_what_to_run(nvim_env, tmp_path, home, monkeypatch):
     monkeypatch.setenv("NODECODE_HOME", str(home))
     checkout = unbuilt_checkout(tmp_path / "checkout")
-    init = lazy_init(tmp_path, README_SPEC)
+    init = lazy_init(tmp_path, README_PLUGIN)
     init.write_text(
-        init.read_text().replace("{SPEC_EDIT}", f"spec[1] = nil; spec.dir = {str(checkout)!r}")
+        init.read_text().replace("{PLUGIN_EDIT}", f"spec[1] = nil; spec.dir = {str(checkout)!r}")
     )
     nv = attach(init)
     try:

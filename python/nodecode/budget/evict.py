@@ -1,5 +1,5 @@
-"""Warn and evict (SPEC §4): what each request does about the budget, and
-eviction by hand (the stub that stands where evicted history was: ``stubs``).
+"""Warn and evict (doc/design.md "Budget and eviction"): what each request does
+about the budget, and eviction by hand (the stub that stands where evicted history was: ``stubs``).
 
 At each request, after the take: over 85% of the budget and already warned
 (or over the whole budget) → evict down to 50%; over 85% and not warned →

@@ -1,5 +1,5 @@
-"""The stub that stands where evicted history was (SPEC §4): what one evicted
-run of messages becomes, and the units that are evicted together."""
+"""The stub that stands where evicted history was (doc/design.md "Budget and
+eviction"): what one evicted run of messages becomes, and the units that are evicted together."""
 
 from __future__ import annotations
 

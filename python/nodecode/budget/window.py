@@ -1,4 +1,5 @@
-"""The window and where it comes from, the reply reserve and the budget (SPEC §3).
+"""The window and where it comes from, the reply reserve and the budget
+(doc/design.md "Budget and eviction").
 
 Window sources, the first with a number wins: ``NODECODE_CONTEXT_TOKENS``;
 ``providers.<id>.models[].context_window`` in config.jsonc; an override in the

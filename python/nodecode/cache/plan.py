@@ -5,7 +5,7 @@ Anthropic writes cache entries only at ``cache_control`` breakpoints (at most
 from its last use, a lookup walks back 20 blocks from each breakpoint and
 stops at the first live entry, and 1-hour breakpoints must come before
 5-minute ones (``research/anthropic-cache-rules.md`` in the project's shared
-notes; ``:help nodecode-cache``). The goal (SPEC §2 "Caching") is that after
+notes; ``:help nodecode-cache``). The goal (doc/design.md "The cache") is that after
 an edit at any depth, made minutes after the last reply, the tokens before
 the first change are still read from cache, at a cost close to the best
 possible. The plan, per request:

@@ -20,7 +20,7 @@ MAX_DEPTH = 200
 
 _CLOSERS = {"(": ")", "[": "]"}
 _OPENERS = {v: k for k, v in _CLOSERS.items()}
-_SPECIAL = re.compile(r"[\"();\[\]\\']")
+_SYNTAX = re.compile(r"[\"();\[\]\\']")
 _STRING_END = re.compile(r'["\\]')
 _QUOTE_AFTER = frozenset(" \t\n\r\x0b\x0c()[]'\"")
 _INT = re.compile(r"[+-]?[0-9]+")
@@ -101,7 +101,7 @@ def _check_structure(code: str) -> None:
     stack: list[tuple[str, int]] = []
     quotes = [0]  # sexpdata recurses once per quote until the enclosing list closes
     i = 0
-    while (match := _SPECIAL.search(code, i)) is not None:
+    while (match := _SYNTAX.search(code, i)) is not None:
         i = match.start()
         c = code[i]
         if c == '"':

@@ -1,4 +1,5 @@
-"""Checkpoints (SPEC §6): undo, redo, continue, rewind and fork, with file changes.
+"""Checkpoints (doc/design.md "Checkpoints"): undo, redo, continue, rewind and
+fork, with file changes.
 
 Every head move appends one ``move`` event (turn = the new head; payload
 ``{op, from, to, files}``) and sets the session's head, in one transaction,

@@ -1,5 +1,5 @@
 """What every command module shares: exit statuses, the shape of one command,
-and the parser that turns bad arguments into one line (SPEC §10)."""
+and the parser that turns bad arguments into one line (doc/design.md "Rules the tests enforce")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The context in an order every provider accepts (SPEC §2 "Valid requests"), and
+"""The context in an order every provider accepts (doc/design.md "The request"), and
 a request's arranged messages with what is derived of them, made incrementally.
 
 ``arrange``: call batches whole, results after their calls, a note never last,

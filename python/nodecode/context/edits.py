@@ -1,5 +1,5 @@
 """An edit of the context as changes: read from a saved file or a (context …) form,
-checked against the rules of SPEC §2, and applied to an order of messages.
+checked against the rules of doc/design.md "The context", and applied to an order of messages.
 
 Reading never changes anything; ``apply`` returns a new order and a summary.
 """

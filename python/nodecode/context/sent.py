@@ -1,6 +1,6 @@
 """What a request event records about the messages it sent: a delta from the one before.
 
-SPEC §8: a request event records the ids and hashes of the messages sent. Each
+doc/design.md "The log": a request event records the ids and hashes of the messages sent. Each
 request shares most of them with the previous request, so an event stores only
 ``{"after": SEQ, "keep": K, "add": [[id, digest], …], "n": N, "hash": H}``: the
 first K of the request at seq SEQ, then the added pairs; N and H are the whole

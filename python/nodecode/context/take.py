@@ -1,4 +1,4 @@
-"""Exports, pending edits, and the take at the start of every request (SPEC §2).
+"""Exports, pending edits, and the take at the start of every request (doc/design.md "The context").
 
 An export writes context.txt and logs an ``export`` event: the digest of its
 bytes and the order it rendered (a snapshot payload; the bytes are rendered
@@ -434,7 +434,7 @@ def take(
     count: Callable[[list[Message]], int] | None = None,
     room: Room | None = None,
 ) -> TakeReport:
-    """Process every pending edit (SPEC §2 "Taking an edit"). With no running
+    """Process every pending edit (doc/design.md "Takes"). With no running
     turn, the take belongs to the head (changes made while it is the head).
     With ``room``, an edit writing a block larger than the budget can hold is
     refused: taken, it could never be sent, and each later request would

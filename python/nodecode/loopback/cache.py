@@ -1,5 +1,5 @@
 """The loopback server's simulation of Anthropic's prompt cache, on the rules
-documented in research/anthropic-cache-rules.md (SPEC §2 "Caching").
+documented in research/anthropic-cache-rules.md (doc/design.md "The cache").
 
 The prompt is the block sequence tools → system → message content parts
 (``tokens.anthropic_blocks``). A breakpoint is a block carrying

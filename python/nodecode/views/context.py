@@ -1,4 +1,4 @@
-"""What the person's editor shows of a session (SPEC §9): the context buffer's
+"""What the person's editor shows of a session (doc/design.md "Neovim"): the context buffer's
 blocks with their token counts and what the cache holds (``cache_view``, which
 /context shows too), the removed messages a restore can bring back, a turn's
 messages, and the session list.
