@@ -63,7 +63,8 @@ def _candidates() -> Iterator[Path]:
     else:
         for file in dist.files or ():
             if file.name in _NAMES:
-                yield Path(dist.locate_file(file)).resolve()
+                # locate_file is typed to return a SimplePath; it is a Path at run time.
+                yield Path(str(dist.locate_file(file))).resolve()
     for folder in (sysconfig.get_path("scripts"), os.path.dirname(sys.executable)):
         for name in _NAMES:
             yield Path(folder) / name
