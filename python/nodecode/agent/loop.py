@@ -159,7 +159,6 @@ class _Turn:
         # The thinking setting, read at the turn's first request and kept to its end.
         self.thinking: ThinkingSetting | None = None
         self.noted: list[list[str]] | None = None  # the instructions this turn logged a change to
-        self.prompt: Prompt | None = None  # what the current request starts with
 
     def log(
         self,
@@ -282,8 +281,8 @@ class _Turn:
         ws = self.app.workspace
         plan = budgets.of(ws, self.config)
         views = derived.views(self.store, self.sid)
-        self.prompt = self.app.prompt()  # the instructions as their files hold them now
-        meter = budgets.Meter(self.config, self.wire, views, self.prompt)
+        prompt = self.app.prompt()  # the instructions as their files hold them now
+        meter = budgets.Meter(self.config, self.wire, views, prompt)
         self.meter = meter
         room = meter.room(plan.tokens)
         report = takes.take(
@@ -295,23 +294,23 @@ class _Turn:
         at = evictions.Evicting(ws, derived.read(self.store, self.sid), self.number, meter, plan)
         ready = evictions.before_request(at, report.receipts)
         try:
-            return self.send(ready)
+            return self.send(ready, prompt, views)
         except ContextOverflow as e:  # a ceiling learned: evict and retry once
             ready = evictions.after_overflow(
                 at, self.config, e, ready, report.receipts, redact=self.redact
             )
-            return self.send(ready)
+            return self.send(ready, prompt, views)
 
-    def send(self, ready: evictions.Prepared) -> Reply:
-        """Build the request from the prepared context, stream it, log it."""
+    def send(self, ready: evictions.Prepared, prompt: Prompt, views: derived.Derived) -> Reply:
+        """Build the request from the prepared context (``prompt``: what it starts
+        with; ``views``: the session's, the meter's too), stream it, log it."""
         for notice in ready.notices:
             self.cb.on_notice(notice)
         now = self.app.clock()
-        prompt = self.prompt
         scope = self.app.cache_scope(prompt) or ledger.scope_of(
             self.wire.type, self.provider_id, self.config.model, prompt.system, prompt.tools
         )
-        self._note_instructions(prompt)
+        self._note_instructions(prompt, views)
         placed: list[ledger.Placed] = []
         arranged = ready.arranged or self.meter.arranged(ready.messages)
 
@@ -386,23 +385,23 @@ class _Turn:
                     **ready.log_fields(),
                     **({"usage_ignored": True} if ignored else {}),
                 },
-                own={"sent": sent_log.delta(self.store, self.meter.views, built.sent)},
+                own={"sent": sent_log.delta(self.store, views, built.sent)},
             )
             if placed:
                 ledger.record(self.store, placed[0], now, u.cache_read)
             else:
                 ledger.record_end(self.store, scope, arranged, now)
-        sent_log.remember(self.meter.views, event.seq, built.sent)
+        sent_log.remember(views, event.seq, built.sent)
         if ignored:
             self.cb.on_notice(ignored)
         self._request_finished(info, reply, event.seq)
         return reply
 
-    def _note_instructions(self, prompt: Prompt) -> None:
+    def _note_instructions(self, prompt: Prompt, views: derived.Derived) -> None:
         """When the instruction files differ from those the session's last request
         carried, an ``instructions`` event says which (recall shows it)."""
         now = _instruction_list(prompt)
-        last = self.meter.views.requests.last if self.meter.views is not None else None
+        last = views.requests.last if views.requests is not None else None
         before = last[1].get("instructions") if last is not None else None
         if (before is None and not now) or before == now or self.noted == now:
             return
