@@ -281,10 +281,10 @@ class App:
         """This App's MCP servers (None when none is configured). Made when first
         asked for; made anew when config.jsonc names other servers. A server starts
         at its first use and ends with the App."""
-        from nodecode.servers import mcp
-
         config = self.config_or_none()
-        specs = self._mcp_specs(config) if config is not None else {}
+        named = config is not None and (config.mcp_servers or config.mcp_project_servers)
+        # The SDK (about 60 ms of imports) is imported only where a server may be.
+        specs = self._mcp_specs(config) if named and config is not None else {}
         timeout = config.mcp_timeout if config is not None else schema.default("mcp_timeout")
         with self._config_lock:
             hub = self.__dict__.get("_mcp")
@@ -292,7 +292,11 @@ class App:
                 return hub
             if hub is not None:
                 hub.close()
-            hub = mcp.Hub(specs, timeout=timeout, logs=self.home / "mcp") if specs else None
+            hub = None
+            if specs:
+                from nodecode.servers import mcp
+
+                hub = mcp.Hub(specs, timeout=timeout, logs=self.home / "mcp")
             self.__dict__["_mcp"] = hub
             return hub
 
