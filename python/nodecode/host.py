@@ -16,7 +16,7 @@ Events emitted (each a dict with ``job`` and ``kind``):
   · approve {id, approval, detail, diff, cwd} · done {status, turn, text, error}
   · phase {phase} (sending, thinking, streaming, retrying, running, approval)
   · request {state: started | finished, round, provider, model; when finished:
-    status, seq, usage {input, output, cache_read, cache_write}, error}
+    status, seq, usage {input, output, cache_read, cache_write}, cost (dollars), error}
 And one event of no job (``job`` is None): warning {text} (config.jsonc names a
 key that is not a setting; told once per key while the host runs).
 """
@@ -361,18 +361,24 @@ class Host:
 
     def validate(self, ctx: Any, text: str) -> dict[str, Any]:
         """A dry run of taking ``text`` as the saved context.txt: {ok, errors,
-        summary} (summary.cache: what the next request can then read from cache)."""
+        summary} (summary.cache: what the next request can then read from cache;
+        summary.cost: what the edit does to its cost, ``views.cost.edit_cost``)."""
         from nodecode.context import derived, take
         from nodecode.views import context as view
+        from nodecode.views import cost as cost_view
         from nodecode.views.notices import for_person
 
         app, sid = self._pinned(ctx)
         result, order = take.check_file(app.workspace, sid, str(text))
         if order is not None:
             r = derived.read(app.store, sid)
-            cache = view.cache_view(r, app.basis(), order)
+            basis = app.basis()
+            cache = view.cache_view(r, basis, order)
             del cache["prefix"], cache["cached"]
             result["summary"]["cache"] = cache
+            rates = cost_view.config_rates(app.home, basis.config)
+            found = cost_view.edit_cost(r, basis, r.state.messages, order, rates)
+            result["summary"]["cost"] = found
         result["errors"] = [[line, for_person(str(why))] for line, why in result["errors"]]
         return result
 
@@ -460,7 +466,7 @@ class Host:
 
     def tree(self, ctx: Any) -> list[dict[str, Any]]:
         """The turn tree: [{number, parent, session, ask, first_seq, last_seq, span,
-        status, on_path, head}] by number."""
+        status, on_path, head, cost, spent}] by number (spent: its cost as shown)."""
         from nodecode.views import tree
 
         app, sid = self._pinned(ctx)
