@@ -16,7 +16,7 @@ Events emitted (each a dict with ``job`` and ``kind``):
   · approve {id, approval, detail, diff, cwd} · done {status, turn, text, error}
   · phase {phase} (sending, thinking, streaming, retrying, running, approval)
   · request {state: started | finished, round, provider, model; when finished:
-    status, seq, usage {input, output, cache_read, cache_write}, cost (dollars), error}
+    status, seq, usage {input, output, cache_read, cache_write, prompt}, cost (dollars), error}
 And one event of no job (``job`` is None): warning {text} (config.jsonc names a
 key that is not a setting; told once per key while the host runs).
 """

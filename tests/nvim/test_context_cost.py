@@ -10,7 +10,7 @@ from pathlib import Path
 
 from helpers import run_cli
 
-from .conftest import configure, wait_for
+from .conftest import ROOT, configure, wait_for
 from .ui_helpers import make_session
 
 LINE = re.compile(
@@ -67,3 +67,62 @@ def test_write_of_an_edit_shows_its_cost_line_without_a_prompt(nvim, home, works
     status = run_cli("status", "--json", home=home, cwd=workspace)
     ahead = json.loads(status.stdout)["next"]  # the saved edit is pending: the same reckoning
     assert int(kept.replace(",", "")) == ahead["cache_read"]
+
+
+def header_notes(nv) -> list[str]:
+    """The virtual text beside the chat's `## nodecode` headers."""
+    return nv.exec_lua("""
+        local buf = vim.fn.bufnr('nodecode://chat')
+        local ns = vim.api.nvim_create_namespace('nodecode_cost')
+        local out = {}
+        for _, m in ipairs(vim.api.nvim_buf_get_extmarks(buf, ns, 0, -1, { details = true })) do
+          local line = vim.api.nvim_buf_get_lines(buf, m[2], m[2] + 1, false)[1]
+          if m[4].virt_text then
+            table.insert(out, line .. m[4].virt_text[1][1])
+          end
+        end
+        return out
+    """)
+
+
+def by_hand(usage: dict) -> float:
+    """claude-sonnet-4-5 at models.dev's prices (input 3, output 15, read 0.3, write
+    3.75 per million) and Anthropic's 1-hour write, 2× input."""
+    p = json.loads((ROOT / "python/nodecode/data/models_dev/anthropic.json").read_text())
+    p = p["claude-sonnet-4-5"]["cost"]
+    return (
+        usage["input"] * p["input"]
+        + usage["cache_read"] * p["cache_read"]
+        + usage["cache_write_5m"] * p["cache_write"]
+        + usage["cache_write_1h"] * 2 * p["input"]
+        + usage["output"] * p["output"]
+    ) / 1e6
+
+
+def test_the_chat_header_and_the_statusline_show_what_was_spent(nvim, home, loopback):
+    srv = loopback([{"calls": [{"code": '(context :note "plan")'}]}, {"text": "Noted."}])
+    priced(home, srv)
+    assert nvim.exec_lua("return require('nodecode').status()") == ""  # a statusline asks
+
+    nvim.command("Nodecode " + " ".join(f"w{j}" for j in range(600)))
+
+    notes = wait_for(lambda: (n := header_notes(nvim)) and "2 requests" in n[0] and n)
+    turn = sum(by_hand(r.usage) for r in srv.model_requests)
+    assert notes == [f"## nodecode  ${turn:.4f} · 2 requests"]
+    status = "return require('nodecode').status()"
+    assert wait_for(lambda: nvim.exec_lua(status).endswith(f" · ${turn:.4f}"))
+
+
+def test_a_model_without_a_price_shows_tokens_in_the_chat_header(nvim, home, loopback):
+    srv = loopback([{"text": "hello back"}])
+    configure(home, srv)  # loopback-model: no price
+
+    nvim.command("Nodecode hello")
+
+    notes = wait_for(lambda: header_notes(nvim))
+    usage = srv.model_requests[0].usage
+    prompt = usage["input"] + usage["cache_read"] + usage["cache_write"]
+    assert notes == [f"## nodecode  {prompt:,} in · {usage['output']} out · 1 request"]
+    status = "return require('nodecode').status()"
+    assert wait_for(lambda: nvim.exec_lua(status).startswith("ctx "))
+    assert "$" not in nvim.exec_lua(status)

@@ -73,7 +73,8 @@ class TurnCallbacks:
 
     def on_request_done(self, info: dict[str, Any]) -> None:
         """It ended: {round, provider, model, status (done | stopped | failed), seq,
-        usage {input, output, cache_read, cache_write}, cost (dollars, when priced), error}."""
+        usage {input, output, cache_read, cache_write, prompt}, cost (dollars, when priced),
+        error}."""
 
     def approve(self, kind: str, detail: str) -> bool:
         return False
@@ -470,6 +471,7 @@ class _Turn:
             "output": u.output,
             "cache_read": u.cache_read,
             "cache_write": u.cache_write,
+            "prompt": self.wire.prompt_tokens(u),
         }
         status = "stopped" if reply.stopped else "done"
         priced = {"cost": spent} if spent is not None else {}

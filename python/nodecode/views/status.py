@@ -96,7 +96,15 @@ def report(ws: Workspace, basis: Basis, sid: str) -> dict[str, Any]:
         ],
         **_cache(ws, r, basis),
         "pending": [_pending(e) for e in r.takes.pending],
-        "cost": recall.spent(store, sid).total.as_dict(),
+        **_spent(recall.spent(store, sid).total),
+    }
+
+
+def _spent(total: pricing.Total) -> dict[str, Any]:
+    """The session's cost (``cost``), and as the statusline shows it (``spent``)."""
+    return {
+        "cost": total.as_dict(),
+        "spent": pricing.money(total.dollars) if total.priced else None,
     }
 
 
