@@ -108,6 +108,23 @@ def test_each_request_turn_and_the_session_show_what_they_cost(sonnet):
     ]
 
 
+def test_recall_sums_the_session_per_turn_and_in_all(sonnet):
+    srv, cli = sonnet
+    prices = listed("anthropic", "claude-sonnet-4-5")
+    costs = [anthropic_dollars(r.usage, prices) for r in srv.model_requests]
+
+    summed = cli.json("recall-cost")
+
+    assert summed["dollars"] == pytest.approx(sum(costs), abs=1e-12)
+    assert (summed["priced"], summed["unpriced"]) == (3, 0)
+    assert [t["dollars"] for t in summed["turns"].values()] == [
+        pytest.approx(c, abs=1e-12) for c in costs
+    ]
+    lines = cli("recall-cost").splitlines()
+    assert lines[:3] == [f"turn {i + 1}: {money(c)} over 1 request" for i, c in enumerate(costs)]
+    assert lines[3] == f"session {summed['session']}: {money(sum(costs))} over 3 requests"
+
+
 def test_a_model_without_a_price_shows_tokens_only(loopback, tmp_path, workspace):
     srv = loopback([{"text": "one"}, {"text": "two"}])
     cli = Cli(write_config(tmp_path / "home", srv), workspace)  # loopback-model: no price
@@ -115,6 +132,7 @@ def test_a_model_without_a_price_shows_tokens_only(loopback, tmp_path, workspace
     cli("ask", "hello")
     cli("ask", "again")
     assert "$" not in cli("recall-log") + cli("tree")
+    assert cli("recall-cost").splitlines()[-1].endswith(": no price known: tokens only")
     status = cli.json("status")
     assert status["cost"] == {"dollars": 0, "priced": 0, "unpriced": 2}
     assert status["last_request"]["cost"] is None and status["next"]["dollars"] is None

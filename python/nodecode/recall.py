@@ -386,3 +386,11 @@ def spent(store: Store, sid: str) -> Spent:
     done = Spent(whole, turns)
     store.derived[key] = (new[-1].seq, done)
     return done
+
+
+def cost_lines(store: Store, sid: str) -> list[str]:
+    """The session's spending as ``recall-cost`` prints it: one line per turn that
+    made a request, then the session's sum (``:help nodecode-cost``)."""
+    spending = spent(store, sid)
+    lines = [f"turn {n}: {pricing.total_words(t)}" for n, t in sorted(spending.turns.items())]
+    return [*lines, f"session {sid}: {pricing.total_words(spending.total)}"]
