@@ -159,6 +159,56 @@ def test_cached_input_of_an_openai_model_is_priced_at_its_cache_read_price(
     assert cli.json("status")["last_request"]["cost"] == pytest.approx(by_hand, abs=1e-12)
 
 
+def own_prices(home: Path, cost: dict) -> None:
+    """A models.dev copy (as `nodecode models refresh` keeps it) listing the loopback's
+    model under provider `priced` with ``cost``, and the config pointing at it."""
+    folder = home / "cache" / "models.dev"
+    folder.mkdir(parents=True)
+    (folder / "_providers.json").write_text(json.dumps({"priced": {"name": "Priced"}}))
+    entry = {"loopback-model": {"cost": cost, "limit": {"context": 200000, "output": 8192}}}
+    (folder / "priced.json").write_text(json.dumps(entry))
+    config = json.loads((home / "config.jsonc").read_text().split("\n", 1)[1])
+    config["providers"]["loopback"]["models_dev"] = "priced"
+    (home / "config.jsonc").write_text(json.dumps(config))
+
+
+def test_anthropic_cache_prices_models_dev_leaves_out_follow_anthropics_rules(
+    loopback, tmp_path, workspace
+):
+    srv = loopback([{"text": "one"}, {"text": "two"}])
+    home = write_config(tmp_path / "home", srv)
+    own_prices(home, {"input": 2.0, "output": 8.0})  # no cache prices listed
+    cli = Cli(home, workspace)
+    cli("new")
+    cli("ask", words(0))
+    cli("ask", words(1))
+    used = [r.usage for r in srv.model_requests]
+    assert used[0]["cache_write_5m"] and used[1]["cache_read"] and used[1]["cache_write_1h"]
+    by_rule = {"input": 2.0, "output": 8.0, "cache_read": 2.0 * READ, "cache_write": 2.0 * WRITE_5M}
+    costs = [anthropic_dollars(u, by_rule) for u in used]
+    assert cli.json("recall-cost")["dollars"] == pytest.approx(sum(costs), abs=1e-12)
+
+
+def test_a_request_using_a_part_without_a_price_shows_tokens_only(loopback, tmp_path, workspace):
+    srv = loopback([{"text": "one"}, {"text": "two"}], cache_min_tokens=256)
+    home = write_config(tmp_path / "home", srv, "openai-responses")
+    own_prices(home, {"input": 1.0, "output": 2.0})  # cached input has no price here
+    cli = Cli(home, workspace)
+    cli("new")
+    cli("ask", words(0))
+    cli("ask", "and then?")
+    first, second = (r.usage for r in srv.model_requests)
+    assert first["cache_read"] == 0 and second["cache_read"] > 0
+    spent = cli.json("recall-cost")
+    assert (spent["priced"], spent["unpriced"]) == (1, 1)
+    assert spent["dollars"] == pytest.approx(
+        (first["input"] * 1.0 + first["output"] * 2.0) / 1e6, abs=1e-12
+    )
+    log = [line for line in cli("recall-log").splitlines() if "· request]" in line]
+    assert "$" in log[0] and "$" not in log[1]
+    assert cli.json("status")["last_request"]["cost"] is None
+
+
 DROP_LINE = re.compile(
     r"^Cost: cache kept through message (\d+) \(([\d,]+) tokens\); the next request "
     r"re-writes ([\d,]+) tokens: about \$([\d.]+) more than without the edit\.$",
