@@ -312,14 +312,20 @@ class Host:
 
     def messages(self, ctx: Any) -> list[dict[str, Any]]:
         """The pinned session's transcript for the chat buffer: what happened, from
-        the log, with markers ({seq, role, text}; see ``nodecode.views.transcript``)."""
+        the log, with markers ({seq, role, text, and a turn's ask its spent}; see
+        ``nodecode.views.transcript``)."""
         from nodecode.views import transcript
 
         place = Place.from_lua(ctx)
         app = self._app(place)
         rows = transcript.rows(app.store, self._session(app, place))
         return [
-            {"seq": int(m["seq"] or 0), "role": str(m["role"]), "text": str(m.get("text") or "")}
+            {
+                "seq": int(m["seq"] or 0),
+                "role": str(m["role"]),
+                "text": str(m.get("text") or ""),
+                **({"spent": m["spent"]} if "spent" in m else {}),
+            }
             for m in rows
         ]
 

@@ -112,6 +112,10 @@ def test_the_chat_header_and_the_statusline_show_what_was_spent(nvim, home, loop
     status = "return require('nodecode').status()"
     assert wait_for(lambda: nvim.exec_lua(status).endswith(f" · ${turn:.4f}"))
 
+    nvim.command("bwipeout! nodecode://chat")
+    nvim.command("Nodecode")  # the chat again, drawn from the log
+    assert wait_for(lambda: header_notes(nvim)) == notes
+
 
 def test_a_model_without_a_price_shows_tokens_in_the_chat_header(nvim, home, loopback):
     srv = loopback([{"text": "hello back"}])

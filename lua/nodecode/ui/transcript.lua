@@ -390,6 +390,9 @@ function T:history(messages)
       self:mark(m.text)
     elseif m.role == 'user' then
       self:ask(m.text)
+      if type(m.spent) == 'table' then -- what the turn's requests cost
+        self.spent = m.spent
+      end
     elseif m.role == 'assistant' then
       self:text(m.text)
       self.after_block = true

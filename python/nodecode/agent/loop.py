@@ -385,6 +385,7 @@ class _Turn:
                         "cache_write": u.cache_write,
                         "thinking": u.thinking,
                         "cache_write_1h": u.cache_write_1h,
+                        "prompt": self.wire.prompt_tokens(u),
                     },
                     **({"cost": spent} if spent is not None else {}),
                     "stop_reason": reply.stop_reason,
