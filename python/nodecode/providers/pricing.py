@@ -14,14 +14,14 @@ A request's cost is reckoned when its usage arrives and logged with it
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nodecode.providers import catalog
 from nodecode.providers.types import Usage
 from nodecode.providers.wire import WireFormat
+from nodecode.words import plural
 
 MILLION = 1_000_000
 
@@ -35,9 +35,6 @@ class Rates:
     cache_read: float | None
     cache_write: float | None  # a 5-minute entry (every write where there is one kind)
     cache_write_1h: float | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def rates_of(prices: catalog.Prices | None, wire: WireFormat) -> Rates | None:
@@ -125,14 +122,6 @@ class Total:
 NONE = Total(0.0, 0, 0)
 
 
-def total(payloads: Iterable[Mapping[str, Any]]) -> Total:
-    """The sum of the ``cost`` the request events ``payloads`` logged."""
-    out = NONE
-    for p in payloads:
-        out = out.plus(p.get("cost"))
-    return out
-
-
 def money(amount: float) -> str:
     """``$0.0123`` under a dollar (a request costs cents), ``$4.56`` from one on."""
     size = abs(amount)
@@ -144,6 +133,5 @@ def total_words(t: Total) -> str:
     """``$0.0456 over 3 requests`` (+ ``, 1 without a price``), or tokens only."""
     if t.priced == 0:
         return "no price known: tokens only" if t.unpriced else "nothing spent yet"
-    word = "request" if t.priced == 1 else "requests"
     rest = f", {t.unpriced} without a price" if t.unpriced else ""
-    return f"{money(t.dollars)} over {t.priced} {word}{rest}"
+    return f"{money(t.dollars)} over {plural(t.priced, 'request')}{rest}"
