@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from helpers import run_cli
 
 from .conftest import ROOT, configure, wait_for
@@ -103,12 +104,19 @@ def test_the_chat_header_and_the_statusline_show_what_was_spent(nvim, home, loop
     srv = loopback([{"calls": [{"code": '(context :note "plan")'}]}, {"text": "Noted."}])
     priced(home, srv)
     assert nvim.exec_lua("return require('nodecode').status()") == ""  # a statusline asks
+    nvim.exec_lua("""
+        _G.costs = {}
+        vim.api.nvim_create_autocmd('User', { pattern = 'NodecodeRequestFinished',
+          callback = function(ev) table.insert(_G.costs, ev.data.cost) end })
+    """)
 
     nvim.command("Nodecode " + " ".join(f"w{j}" for j in range(600)))
 
     notes = wait_for(lambda: (n := header_notes(nvim)) and "2 requests" in n[0] and n)
     turn = sum(by_hand(r.usage) for r in srv.model_requests)
     assert notes == [f"## nodecode  ${turn:.4f} · 2 requests"]
+    each = [pytest.approx(by_hand(r.usage), abs=1e-12) for r in srv.model_requests]
+    assert nvim.exec_lua("return _G.costs") == each  # NodecodeRequestFinished's data.cost
     status = "return require('nodecode').status()"
     assert wait_for(lambda: nvim.exec_lua(status).endswith(f" · ${turn:.4f}"))
 
