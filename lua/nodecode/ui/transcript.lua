@@ -12,6 +12,13 @@
 -- moved away from the end on purpose: the chat sets w:nodecode_away from
 -- CursorMoved; a new ask makes every window follow again.
 
+---@class nodecode.Spent
+---@field dollars number
+---@field priced integer requests with a price
+---@field requests integer
+---@field input integer prompt tokens
+---@field output integer
+
 ---@class nodecode.Transcript
 ---@field buf integer
 ---@field folds { [1]: integer, [2]: integer }[] extmark pairs: first and last row of each fold
@@ -20,7 +27,7 @@
 ---@field need_header boolean the next reply text needs a `## nodecode` header
 ---@field after_block boolean the last thing written was a block: text starts a paragraph
 ---@field header? integer extmark on the running turn's `## nodecode` line
----@field spent? { dollars: number, priced: integer, requests: integer, input: integer, output: integer }
+---@field spent? nodecode.Spent what the running turn's requests cost so far
 local T = {}
 T.__index = T
 
