@@ -36,6 +36,7 @@ from nodecode.workspace import Workspace
 if TYPE_CHECKING:
     from nodecode.budget.meter import Basis
     from nodecode.cells.registry import Table
+    from nodecode.context.message import Message
     from nodecode.providers.http import Provider
     from nodecode.servers.mcp import Hub, ServerSpec
     from nodecode.verbs.prompt import Prompt
@@ -387,9 +388,21 @@ class App:
             session=sid,
             turn=turn,
             mcp=self.mcp(),
+            foresee=lambda before, after: self.foresee(sid, before, after),
             on_shell=on_shell,
             cancel=cancel if cancel is not None else threading.Event(),
         )
+
+    def foresee(self, sid: str, before: list[Message], after: list[Message]) -> str | None:
+        """What an edit making ``before`` into ``after`` does to the next request's
+        cache and cost, in a line (None with no provider to reckon it by)."""
+        from nodecode.context import derived
+        from nodecode.views import cost as cost_view
+
+        basis = self.basis()
+        rates = cost_view.config_rates(self.home, basis.config)
+        found = cost_view.edit_cost(derived.read(self.store, sid), basis, before, after, rates)
+        return found["line"] if found is not None else None
 
 
 def known_keys(home: Path, environ: Mapping[str, str], config: Config | None) -> Redactor:
