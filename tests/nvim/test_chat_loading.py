@@ -1,0 +1,106 @@
+"""The first :Nodecode never waits for the host: the chat opens at once, and
+the session's history arrives after, newest part first (doc/design.md
+"Decisions": the chat's history loads in the background)."""
+
+from __future__ import annotations
+
+from nodecode.app import App
+from nodecode.log import turns as turn_tree
+
+from .conftest import buffer_lines, configure, wait_for
+
+OPEN_AND_LOOK = """
+vim.cmd('Nodecode')
+local buf = vim.fn.bufnr('nodecode://chat')
+return {
+  ready = require('nodecode.rpc').ready(),
+  lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false),
+  input = vim.api.nvim_buf_get_name(0),
+}
+"""
+
+# Every change of the chat, as the first and last line the buffer then held.
+WATCH = """
+_G.chat_changes = {}
+vim.api.nvim_create_autocmd('FileType', {
+  pattern = 'nodecode-chat',
+  once = true,
+  callback = function(ev)
+    vim.api.nvim_buf_attach(ev.buf, false, {
+      on_lines = function(_, buf)
+        vim.schedule(function()
+          local n = vim.api.nvim_buf_line_count(buf)
+          table.insert(_G.chat_changes, {
+            vim.api.nvim_buf_get_lines(buf, 0, 2, false)[2] or '',
+            vim.api.nvim_buf_get_lines(buf, n - 1, n, false)[1],
+          })
+        end)
+      end,
+    })
+  end,
+})
+"""
+
+
+def log_turns(home, workspace, n: int) -> list[str]:
+    """A session of ``n`` turns (an ask and a reply each), logged through the
+    store; returns the chat's lines for it."""
+    app = App.open(home=home, cwd=workspace)
+    store, sid = app.store, app.new_session()
+    expected: list[str] = []
+    for i in range(1, n + 1):
+        number = turn_tree.begin(store, sid, store.last_seq(sid) + 1).number
+        store.append(sid, "user", role="user", turn=number, text=f"question {i}")
+        store.append(sid, "assistant", role="assistant", turn=number, text=f"answer {i}")
+        turn_tree.finish(store, sid, number, store.last_seq(sid), "done")
+        expected += ["## you", f"question {i}", "", "## nodecode", f"answer {i}", ""]
+    app.close()
+    return expected[:-1]
+
+
+def test_the_first_nodecode_returns_before_the_host_answers_then_the_history_arrives(
+    nvim, home, workspace, loopback
+):
+    configure(home, loopback([]))
+    expected = log_turns(home, workspace, 2)
+
+    seen = nvim.exec_lua(OPEN_AND_LOOK)
+
+    assert seen["ready"] is False  # the host had not answered when :Nodecode returned
+    assert seen["lines"] == [""]
+    assert seen["input"] == "nodecode://input"  # the input area is open, to type in
+    assert buffer_lines(nvim, "nodecode://chat") == expected
+    assert nvim.exec_lua("return require('nodecode.rpc').ready()") is True
+
+
+def test_a_long_history_arrives_newest_part_first_and_whole(nvim, home, workspace, loopback):
+    configure(home, loopback([]))
+    expected = log_turns(home, workspace, 400)  # 800 messages: more than one part
+    nvim.exec_lua(WATCH)
+
+    nvim.command("Nodecode")
+
+    assert buffer_lines(nvim, "nodecode://chat") == expected
+    changes = wait_for(lambda: nvim.exec_lua("return _G.chat_changes"))
+    first_line, last_line = changes[0]
+    assert last_line == "answer 400"  # the newest turn came first...
+    assert first_line != "question 1"  # ...without the oldest
+    assert changes[-1] == ["question 1", "answer 400"]
+
+
+def test_a_host_that_dies_before_answering_is_said_in_the_chat_and_the_next_call_starts_one(
+    nvim, home, workspace, loopback, tmp_path
+):
+    configure(home, loopback([]))
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho 'ModuleNotFoundError: no pynvim here' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    good = nvim.vars["nodecode_python"]
+    nvim.vars["nodecode_python"] = str(broken)
+
+    nvim.command("Nodecode")
+
+    said = "> error: the host did not start: ModuleNotFoundError: no pynvim here"
+    assert wait_for(lambda: said in buffer_lines(nvim, "nodecode://chat"))
+    nvim.vars["nodecode_python"] = good
+    assert nvim.exec_lua("return require('nodecode.rpc').call('info').id").startswith("s-")
