@@ -40,7 +40,7 @@ from nodecode.errors import NodecodeError, Stopped, UserError
 FLUSH_INTERVAL = 0.025  # seconds between streamed-text updates sent to Neovim
 SHOW_BLOB = ":NodecodeBlob"  # how Neovim shows a file version a forced move kept
 BUSY = "a turn is running — :NodecodeStop to stop it"
-HISTORY_PART = 300  # transcript rows per part of the chat's history (Neovim draws one at a time)
+HISTORY_PART = 150  # transcript rows per part of the chat's history (Neovim draws one at a time)
 
 
 class Port(Protocol):

@@ -174,7 +174,11 @@ local function chat_buf()
   vim.bo[buf].filetype = 'nodecode-chat'
   vim.bo[buf].undolevels = -1
   pcall(vim.treesitter.language.register, 'markdown', 'nodecode-chat')
-  pcall(vim.treesitter.start, buf, 'markdown')
+  vim.schedule(function() -- after the window is drawn: loading its queries takes a while
+    if vim.api.nvim_buf_is_valid(buf) then
+      pcall(vim.treesitter.start, buf, 'markdown')
+    end
+  end)
   local stop = config().keymaps.stop
   if stop then
     vim.keymap.set('n', stop, M.stop, { buffer = buf, desc = 'nodecode: stop the turn' })
