@@ -4,10 +4,8 @@ the session's history arrives after, newest part first (doc/design.md
 
 from __future__ import annotations
 
-from nodecode.app import App
-from nodecode.log import turns as turn_tree
-
 from .conftest import buffer_lines, configure, wait_for
+from .ui_helpers import log_turns
 
 OPEN_AND_LOOK = """
 vim.cmd('Nodecode')
@@ -40,22 +38,6 @@ vim.api.nvim_create_autocmd('FileType', {
   end,
 })
 """
-
-
-def log_turns(home, workspace, n: int) -> list[str]:
-    """A session of ``n`` turns (an ask and a reply each), logged through the
-    store; returns the chat's lines for it."""
-    app = App.open(home=home, cwd=workspace)
-    store, sid = app.store, app.new_session()
-    expected: list[str] = []
-    for i in range(1, n + 1):
-        number = turn_tree.begin(store, sid, store.last_seq(sid) + 1).number
-        store.append(sid, "user", role="user", turn=number, text=f"question {i}")
-        store.append(sid, "assistant", role="assistant", turn=number, text=f"answer {i}")
-        turn_tree.finish(store, sid, number, store.last_seq(sid), "done")
-        expected += ["## you", f"question {i}", "", "## nodecode", f"answer {i}", ""]
-    app.close()
-    return expected[:-1]
 
 
 def test_the_first_nodecode_returns_before_the_host_answers_then_the_history_arrives(
