@@ -280,6 +280,12 @@ function M._on_event(event)
   if event.kind == 'history' then -- of no job: a part of the chat's history
     return require('nodecode.ui.chat').on_history(event)
   end
+  if event.kind == 'context' then -- of no job: the export :NodecodeContext asked for
+    if event.value ~= nil then
+      event.value = with_blocks(event.value)
+    end
+    return require('nodecode.ui.context').opened(event)
+  end
   if event.kind == 'warning' then -- of no job: config.jsonc names a key that is not a setting
     require('nodecode.message').warn('%s', event.text)
     return

@@ -17,10 +17,11 @@ Events emitted (each a dict with ``job`` and ``kind``):
   · phase {phase} (sending, thinking, streaming, retrying, running, approval)
   · request {state: started | finished, round, provider, model; when finished:
     status, seq, usage {input, output, cache_read, cache_write}, error}
-Two events of no job (``job`` is None): warning {text} (config.jsonc names a
+Three events of no job (``job`` is None): warning {text} (config.jsonc names a
 key that is not a setting; told once per key while the host runs), and
 history {token, part, rows, last} or {token, part, error, last}: a part of the
-chat's history, newest first (``Host.history``).
+chat's history, newest first (``Host.history``); context {token, value} or
+{token, error}: the export :NodecodeContext asked for (``Host.context_open``).
 """
 
 from __future__ import annotations
@@ -391,6 +392,20 @@ class Host:
 
         app, sid = self._pinned(ctx)
         return view.open_export(app.workspace, sid, app.basis(), app.encoding_name())
+
+    def context_open(self, ctx: Any, token: int) -> None:
+        """``context`` on a worker thread, its value (or error) a ``context`` event
+        {token, value} or {token, error}: :NodecodeContext does not wait for the
+        export, and the host's loop stays free for Neovim's requests meanwhile."""
+
+        def run() -> None:
+            try:
+                event = {"value": self.context(ctx)}
+            except Exception as e:  # noqa: BLE001 -- a worker must always report back
+                event = {"error": one_line(e)}
+            self._port.emit({"job": None, "kind": "context", "token": token, **event})
+
+        threading.Thread(target=run, name="nodecode-context", daemon=True).start()
 
     def describe(self, ctx: Any, first: str) -> dict[str, Any]:
         """What ``context`` says, for the export whose line 1 is ``first`` (the
@@ -771,6 +786,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "info": Endpoint(Host.session),
     # the context buffer, recall and sessions
     "context": Endpoint(Host.context),
+    "context_open": Endpoint(Host.context_open, notify=True),
     "describe": Endpoint(Host.describe),
     "validate": Endpoint(Host.validate),
     "removed": Endpoint(Host.removed),

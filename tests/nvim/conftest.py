@@ -123,6 +123,19 @@ def chat_loaded(nv: pynvim.Nvim) -> None:
     )
 
 
+def open_context(nv: pynvim.Nvim) -> None:
+    """:NodecodeContext, then wait for the buffer to open (the host exports in
+    the background)."""
+    nv.command("NodecodeContext")
+    wait_for(
+        lambda: (
+            not nv.exec_lua(
+                "local c = package.loaded['nodecode.ui.context'] return c and c.opening()"
+            )
+        )
+    )
+
+
 def buffer_lines(nv: pynvim.Nvim, name: str) -> list[str]:
     """The lines of the buffer called ``name`` ([] when there is none); the
     chat's once its history has arrived."""

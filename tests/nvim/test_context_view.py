@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import configure, wait_for
+from .conftest import configure, open_context, wait_for
 from .ui_helpers import log_turns, make_session, screen, tokens
 
 LONG = "a first line of the answer that runs on well past the edge of the window " * 2
@@ -28,7 +28,7 @@ def short_and_long(home: Path, workspace: Path, loopback):
 def test_a_folded_block_shows_its_count_once_and_its_text_is_not_overwritten(nvim, short_and_long):
     nvim.exec_lua("require('nodecode').setup({ context = { open_newest = 1 } })")
     nvim.ui_attach(72, 12, rgb=True)
-    nvim.command("NodecodeContext")
+    open_context(nvim)
 
     shown = screen(nvim, 6)
 
@@ -55,6 +55,16 @@ _G.folds = function()
 end
 """
 
+# The folds as they are when the event that opened the buffer ends.
+AT_OPEN = """
+local context = require('nodecode.ui.context')
+local opened = context.opened
+context.opened = function(ev)
+  opened(ev)
+  _G.at_open = _G.folds()
+end
+"""
+
 
 def test_a_long_context_is_folded_whole_the_blocks_around_the_cursor_at_once(
     nvim, home, workspace, loopback
@@ -64,7 +74,9 @@ def test_a_long_context_is_folded_whole_the_blocks_around_the_cursor_at_once(
     nvim.exec_lua("require('nodecode').setup({ context = { open_newest = 2 } })")
     nvim.exec_lua(FOLDS)
 
-    at_once = nvim.exec_lua("vim.cmd('NodecodeContext') return _G.folds()")
+    nvim.exec_lua(AT_OPEN)
+    open_context(nvim)
+    at_once = nvim.exec_lua("return _G.at_open")
 
     assert at_once[0] == "shut" and "none" in at_once  # the first blocks, not yet the rest
     folds = wait_for(lambda: "none" not in (f := nvim.exec_lua("return _G.folds()")) and f)
