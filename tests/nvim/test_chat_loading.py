@@ -86,3 +86,18 @@ def test_a_host_that_dies_before_answering_is_said_in_the_chat_and_the_next_call
     assert wait_for(lambda: said in buffer_lines(nvim, "nodecode://chat"))
     nvim.vars["nodecode_python"] = good
     assert nvim.exec_lua("return require('nodecode.rpc').call('info').id").startswith("s-")
+
+
+def test_nodecode_context_returns_before_the_export_and_the_buffer_opens_after(
+    nvim, home, workspace, loopback
+):
+    configure(home, loopback([]))
+    log_turns(home, workspace, 3)
+    nvim.exec_lua("require('nodecode.rpc').call('info')")  # the host runs
+
+    right_after = nvim.exec_lua("vim.cmd('NodecodeContext') return vim.bo.filetype")
+
+    assert right_after != "nodecode-context"
+    assert wait_for(lambda: nvim.exec_lua("return vim.bo.filetype") == "nodecode-context")
+    assert nvim.current.buffer[1].startswith("[[m:")  # a block header
+    assert "question 3" in nvim.current.buffer[:]
