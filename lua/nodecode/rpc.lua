@@ -264,7 +264,10 @@ end
 ---@param name string
 ---@param ... any the endpoint's arguments
 function M.notify(name, ...)
-  vim.fn.NodecodeNotify(name, require('nodecode.config').place(), ...)
+  local ok, err = pcall(vim.fn.NodecodeNotify, name, require('nodecode.config').place(), ...)
+  if not ok then -- the host could not start: one line, as rpc.call says it
+    error('nodecode: ' .. first_line(err), 0)
+  end
 end
 
 --- Entry point of the host's events (nodecode.host module docstring lists them).
