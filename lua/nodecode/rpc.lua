@@ -47,9 +47,37 @@ local function last_line(lines)
   return ''
 end
 
+---@class nodecode.HostProcess
+---@field chan integer
+---@field ready boolean it answered: a request or an event came back
+---@field waiting boolean a caller waits for it to answer (await reports its failure)
+---@field stderr string[]
+
+---@type nodecode.HostProcess?
+local current = nil
+---@type string? the remote plugin's path (M.register), to register it again
+local plugin_path = nil
+
+--- Forget a host that died before it answered: the remote functions and the
+--- host are registered anew, so the next call starts another.
+local function forget()
+  current = nil
+  vim.cmd([[call remote#host#Register('nodecode', '*', function('NodecodeHostFactory'))]])
+  for _, spec in ipairs(ENTRIES) do
+    if vim.fn.exists('*' .. spec.name) == 1 then
+      vim.cmd('delfunction ' .. spec.name)
+    end
+  end
+  if plugin_path then
+    M.register(plugin_path)
+  end
+end
+
 --- Start the host process; called by NodecodeHostFactory on the first remote
 --- call. Runs the plugin's .venv Python with pynvim's host loop on our
---- rplugin path, so g:python3_host_prog is neither used nor changed.
+--- rplugin path, so g:python3_host_prog is neither used nor changed. Returns
+--- at once: a notification waits in the channel until the host reads it, and
+--- M.call waits for the host's first answer (await).
 ---@param host { name: string }
 ---@return integer channel
 function M.start_host(host)
@@ -60,36 +88,73 @@ function M.start_host(host)
   local paths = vim.tbl_map(function(p)
     return p.path
   end, vim.fn['remote#host#PluginsForHost'](host.name))
-  local stderr = {} ---@type string[]
-  local started = false
+  ---@type nodecode.HostProcess
+  local this = { chan = 0, ready = false, waiting = false, stderr = {} }
   local argv = vim.list_extend({ py, '-c', BOOT }, paths)
   local chan = vim.fn.jobstart(argv, {
     rpc = true,
     env = { NODECODE_NVIM_HOST = '1' },
     on_stderr = function(_, data) -- data[1] continues the previous chunk's last line
+      local stderr = this.stderr
       stderr[math.max(#stderr, 1)] = (stderr[#stderr] or '') .. data[1]
       vim.list_extend(stderr, data, 2)
       if #stderr > 200 then -- a long-lived host: keep only the recent lines
-        stderr = vim.list_slice(stderr, #stderr - 99)
+        this.stderr = vim.list_slice(stderr, #stderr - 99)
       end
     end,
     on_exit = function(job, code)
-      if started and code ~= 0 and vim.v.exiting == vim.NIL and not stopped[job] then
-        require('nodecode.message').error('host exited with %d: %s', code, last_line(stderr))
+      if vim.v.exiting ~= vim.NIL or stopped[job] then
+        return
+      end
+      if not this.ready then
+        if not this.waiting then -- nobody waits to say it (a notification started it)
+          local why = 'the host did not start: ' .. last_line(this.stderr)
+          vim.schedule(function()
+            forget()
+            require('nodecode.ui.chat').without_host(why)
+          end)
+          require('nodecode.message').error('%s', why)
+        end
+      elseif code ~= 0 then
+        require('nodecode.message').error('host exited with %d: %s', code, last_line(this.stderr))
       end
     end,
   })
   if chan <= 0 then
     error(('nodecode: could not start %s (jobstart returned %d)'):format(py, chan), 0)
   end
-  local ok, err = pcall(vim.fn.rpcrequest, chan, 'poll')
-  if not ok then
-    vim.fn.jobwait({ chan }, 1000) -- lets the rest of its stderr arrive
-    local why = last_line(stderr)
-    error(('nodecode: the host did not start: %s'):format(why ~= '' and why or first_line(err)), 0)
-  end
-  started = true
+  this.chan, current = chan, this
   return chan
+end
+
+--- Start the host if needed and wait until it answers (its first answer only:
+--- then it is known to run). A host that dies first is one error naming why.
+local function await()
+  local started, chan = pcall(vim.fn['remote#host#Require'], HOST)
+  if not started then
+    error('nodecode: ' .. first_line(chan), 0)
+  end
+  local this = current
+  if not this or this.chan ~= chan or this.ready then
+    return
+  end
+  this.waiting = true
+  local ok, err = pcall(vim.fn.rpcrequest, chan, 'poll')
+  this.waiting = false
+  if ok then
+    this.ready = true
+    return require('nodecode.ui.status').refresh()
+  end
+  vim.fn.jobwait({ chan }, 1000) -- lets the rest of its stderr arrive
+  local why = last_line(this.stderr)
+  forget()
+  error(('nodecode: the host did not start: %s'):format(why ~= '' and why or first_line(err)), 0)
+end
+
+--- Has the host answered (is it running, and done starting)? Does not start it.
+---@return boolean
+function M.ready()
+  return M.running() and current ~= nil and current.ready
 end
 
 --- Register the remote plugin at `path` on nodecode's host (plugin/nodecode.lua).
@@ -98,6 +163,7 @@ end
 --- defined again, so the first call starts a new host.
 ---@param path string
 function M.register(path)
+  plugin_path = path
   if pcall(vim.fn['remote#host#RegisterPlugin'], HOST, path, ENTRIES) then
     return
   end
@@ -128,6 +194,7 @@ function M.shutdown()
       end, 20)
     end
     stopped[chan] = true
+    current = nil
     vim.fn.jobstop(chan)
     vim.fn.jobwait({ chan }, 2000)
     -- Forget the channel: the host is registered anew, not running.
@@ -175,6 +242,7 @@ end
 ---@return any
 function M.call(name, ...)
   local place = require('nodecode.config').place()
+  await()
   local ok, reply = pcall(vim.fn.NodecodeCall, name, place, ...)
   if not ok then
     error('nodecode: ' .. first_line(reply), 0)
@@ -196,7 +264,10 @@ end
 ---@param name string
 ---@param ... any the endpoint's arguments
 function M.notify(name, ...)
-  vim.fn.NodecodeNotify(name, require('nodecode.config').place(), ...)
+  local ok, err = pcall(vim.fn.NodecodeNotify, name, require('nodecode.config').place(), ...)
+  if not ok then -- the host could not start: one line, as rpc.call says it
+    error('nodecode: ' .. first_line(err), 0)
+  end
 end
 
 --- Entry point of the host's events (nodecode.host module docstring lists them).
@@ -204,6 +275,19 @@ end
 function M._on_event(event)
   if not M.running() then
     return -- a stopped host's last words (after :Lazy reload): redrawing would start a new one
+  end
+  if current and not current.ready then -- its first word: it runs
+    current.ready = true
+    require('nodecode.ui.status').refresh()
+  end
+  if event.kind == 'history' then -- of no job: a part of the chat's history
+    return require('nodecode.ui.chat').on_history(event)
+  end
+  if event.kind == 'context' then -- of no job: the export :NodecodeContext asked for
+    if event.value ~= nil then
+      event.value = with_blocks(event.value)
+    end
+    return require('nodecode.ui.context').opened(event)
   end
   if event.kind == 'warning' then -- of no job: config.jsonc names a key that is not a setting
     require('nodecode.message').warn('%s', event.text)

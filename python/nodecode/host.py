@@ -17,8 +17,11 @@ Events emitted (each a dict with ``job`` and ``kind``):
   · phase {phase} (sending, thinking, streaming, retrying, running, approval)
   · request {state: started | finished, round, provider, model; when finished:
     status, seq, usage {input, output, cache_read, cache_write, prompt}, cost (dollars), error}
-And one event of no job (``job`` is None): warning {text} (config.jsonc names a
-key that is not a setting; told once per key while the host runs).
+Three events of no job (``job`` is None): warning {text} (config.jsonc names a
+key that is not a setting; told once per key while the host runs), and
+history {token, part, rows, last} or {token, part, error, last}: a part of the
+chat's history, newest first (``Host.history``); context {token, value} or
+{token, error}: the export :NodecodeContext asked for (``Host.context_open``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from nodecode.errors import NodecodeError, Stopped, UserError
 FLUSH_INTERVAL = 0.025  # seconds between streamed-text updates sent to Neovim
 SHOW_BLOB = ":NodecodeBlob"  # how Neovim shows a file version a forced move kept
 BUSY = "a turn is running — :NodecodeStop to stop it"
+HISTORY_PART = 150  # transcript rows per part of the chat's history (Neovim draws one at a time)
 
 
 class Port(Protocol):
@@ -68,6 +72,18 @@ class Place:
             store=str(ctx.get("store") or "default"),
             cwd=Path(cwd).expanduser().absolute() if cwd else Path.cwd(),
         )
+
+
+def history_parts(rows: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
+    """``rows`` cut into parts of about ``size`` rows, newest part first, each
+    starting at an ask (a turn is never cut: the chat draws each part alone)."""
+    parts: list[list[dict[str, Any]]] = []
+    end = len(rows)
+    for start in range(len(rows) - 1, -1, -1):
+        if start == 0 or (end - start >= size and rows[start]["role"] == "user"):
+            parts.append(rows[start:end])
+            end = start
+    return parts
 
 
 def one_line(exc: BaseException) -> str:
@@ -258,6 +274,7 @@ class Host:
         self._always: dict[str, set[str]] = {}  # session → kinds the person always allows
         self._models: dict[tuple[Path, str], tuple[str, str]] = {}  # (home, store) → choice
         self._warmed: set[tuple[int, str]] = set()  # (id of an App, session) warmed for
+        self._history: tuple[int, list[list[dict[str, Any]]]] | None = None  # (token, parts)
         self._lock = threading.Lock()
 
     # --- what the rplugin calls (on Neovim's loop thread) -------------------
@@ -330,6 +347,31 @@ class Host:
             for m in rows
         ]
 
+    def history(self, ctx: Any, token: int, part: int) -> None:
+        """The chat's history in parts, newest first, each a ``history`` event
+        {token, part, rows, last} (or {token, part, error, last}). Part 1 reads
+        the whole transcript (as ``messages``); Neovim asks for each next part
+        once it has drawn one, so no part waits behind another in its queue."""
+        if part <= 1:
+            try:
+                parts = history_parts(self.messages(ctx), HISTORY_PART)
+            except Exception as e:  # noqa: BLE001 -- the chat says it, as the request would
+                self._history = None
+                self._emit_history(token, part, last=True, error=one_line(e))
+                return
+            self._history = (token, parts)
+        held = self._history
+        if held is None or held[0] != token or part > len(held[1]):
+            self._emit_history(token, part, last=True, rows=[])  # a load since replaced
+            return
+        last = part >= len(held[1])
+        if last:
+            self._history = None
+        self._emit_history(token, part, last=last, rows=held[1][part - 1])
+
+    def _emit_history(self, token: int, part: int, **event: Any) -> None:
+        self._port.emit({"job": None, "kind": "history", "token": token, "part": part, **event})
+
     def session(self, ctx: Any) -> dict[str, Any]:
         """Where this Neovim works and what it is doing."""
         place = Place.from_lua(ctx)
@@ -357,6 +399,21 @@ class Host:
 
         app, sid = self._pinned(ctx)
         return view.open_export(app.workspace, sid, app.basis(), app.encoding_name())
+
+    def context_open(self, ctx: Any, token: int) -> None:
+        """``context`` on a worker thread, its value (or error) a ``context`` event
+        {token, value} or {token, error}: :NodecodeContext does not wait for the
+        export, and the host's loop stays free for Neovim's requests meanwhile."""
+
+        def run() -> None:
+            event: dict[str, Any]
+            try:
+                event = {"value": self.context(ctx)}
+            except Exception as e:  # noqa: BLE001 -- a worker must always report back
+                event = {"error": one_line(e)}
+            self._port.emit({"job": None, "kind": "context", "token": token, **event})
+
+        threading.Thread(target=run, name="nodecode-context", daemon=True).start()
 
     def describe(self, ctx: Any, first: str) -> dict[str, Any]:
         """What ``context`` says, for the export whose line 1 is ``first`` (the
@@ -739,9 +796,11 @@ ENDPOINTS: dict[str, Endpoint] = {
     "stop": Endpoint(Host.stop, notify=True),
     "approval": Endpoint(Host.answer),
     "messages": Endpoint(Host.messages),
+    "history": Endpoint(Host.history, notify=True),
     "info": Endpoint(Host.session),
     # the context buffer, recall and sessions
     "context": Endpoint(Host.context),
+    "context_open": Endpoint(Host.context_open, notify=True),
     "describe": Endpoint(Host.describe),
     "validate": Endpoint(Host.validate),
     "removed": Endpoint(Host.removed),

@@ -112,8 +112,35 @@ def wait_for(pred: Callable[[], Any], timeout: float = 10.0, interval: float = 0
         time.sleep(interval)
 
 
+def chat_loaded(nv: pynvim.Nvim) -> None:
+    """Wait until the chat's history has arrived (it loads in the background)."""
+    wait_for(
+        lambda: (
+            not nv.exec_lua(
+                "local chat = package.loaded['nodecode.ui.chat'] return chat and chat.loading()"
+            )
+        )
+    )
+
+
+def open_context(nv: pynvim.Nvim) -> None:
+    """:NodecodeContext, then wait for the buffer to open (the host exports in
+    the background)."""
+    nv.command("NodecodeContext")
+    wait_for(
+        lambda: (
+            not nv.exec_lua(
+                "local c = package.loaded['nodecode.ui.context'] return c and c.opening()"
+            )
+        )
+    )
+
+
 def buffer_lines(nv: pynvim.Nvim, name: str) -> list[str]:
-    """The lines of the buffer called ``name`` ([] when there is none)."""
+    """The lines of the buffer called ``name`` ([] when there is none); the
+    chat's once its history has arrived."""
+    if name == "nodecode://chat":
+        chat_loaded(nv)
     return nv.exec_lua(
         """
         for _, b in ipairs(vim.api.nvim_list_bufs()) do

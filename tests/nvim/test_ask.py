@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from helpers import write_config
 
-from .conftest import buffer_lines, chat, last_user_text, wait_for
+from .conftest import buffer_lines, chat, last_user_text, open_context, wait_for
 from .ui_helpers import idle, notes, notified
 
 CALC = [
@@ -92,7 +92,7 @@ def test_buffer_and_file_expand_in_the_request_the_chat_and_the_context_file(
     expected = f"compare\n{buffer}\nwith\n{ops}\n, please"
     assert last_user_text(srv.model_requests[0].body) == expected
     assert folded(nvim, 3) and folded(nvim, 12)
-    nvim.command("NodecodeContext")
+    open_context(nvim)
     context = "\n".join(nvim.current.buffer[:])
     assert f" user]]\n{expected}\n" in context
 

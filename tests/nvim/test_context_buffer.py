@@ -12,6 +12,7 @@ from nodecode.app import App
 from nodecode.context import take
 
 from .conftest import configure, wait_for
+from .conftest import open_context as open_and_wait
 from .ui_helpers import make_session, notes, notified, screen, tokens, user_texts
 
 ROUNDS = [
@@ -32,7 +33,7 @@ def two_turns(home: Path, workspace: Path, loopback):
 
 
 def open_context(nv: pynvim.Nvim) -> Path:
-    nv.command("NodecodeContext")
+    open_and_wait(nv)
     return Path(nv.current.buffer.name)
 
 

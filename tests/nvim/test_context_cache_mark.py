@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import chat, configure, wait_for
+from .conftest import chat, configure, open_context, wait_for
 from .ui_helpers import make_session, notes, notified, screen
 
 MARK = re.compile(
@@ -45,7 +45,7 @@ def status_text(nv) -> str:
 def test_the_mark_and_status_agree_and_an_edit_above_moves_the_mark(nvim, two_turns):
     nvim.ui_attach(140, 24, rgb=True)
     nvim.exec_lua("require('nodecode').setup({ context = { open_newest = 9 } })")
-    nvim.command("NodecodeContext")
+    open_context(nvim)
 
     through, tokens, read, prompt = mark(nvim)
     text = status_text(nvim)

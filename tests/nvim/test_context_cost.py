@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import run_cli
 
-from .conftest import ROOT, configure, wait_for
+from .conftest import ROOT, configure, open_context, wait_for
 from .ui_helpers import make_session
 
 LINE = re.compile(
@@ -52,7 +52,7 @@ def test_write_of_an_edit_shows_its_cost_line_without_a_prompt(nvim, home, works
         workspace,
         [f"topic{i} " + " ".join(f"w{i}x{j}" for j in range(400)) for i in range(3)],
     )
-    nvim.command("NodecodeContext")
+    open_context(nvim)
     lines = nvim.current.buffer[:]
     heads = [i for i, line in enumerate(lines) if line.startswith("[[m:")]
     second_ask = next(i for i in heads if lines[i].endswith(" 4 user]]"))

@@ -11,7 +11,7 @@ import pytest
 from nodecode.app import App
 from nodecode.context import take
 
-from .conftest import configure, wait_for
+from .conftest import configure, open_context, wait_for
 from .ui_helpers import make_session, notes, notified
 
 
@@ -43,7 +43,7 @@ def test_reloading_a_stale_buffer_attaches_it_to_the_export_on_disk(
     nvim, two_turns, home, workspace
 ):
     notified(nvim)
-    nvim.command("NodecodeContext")
+    open_context(nvim)
     path = Path(nvim.current.buffer.name)
     nvim.current.buffer[2] = "first question, rewritten"
     app = App.open(home=home, cwd=workspace)
@@ -54,7 +54,7 @@ def test_reloading_a_stale_buffer_attaches_it_to_the_export_on_disk(
     nvim.command("write")
     refused = said(nvim, "a newer export is on disk")
     assert ":e! loads it" in refused, refused
-    nvim.command("NodecodeContext")
+    open_context(nvim)
     told = said(nvim, "is on disk: ")
     assert "edits export 1 but export 2 is on disk: :e! loads it" in told, told
     assert ":w" not in told
@@ -74,7 +74,7 @@ def test_reloading_a_stale_buffer_attaches_it_to_the_export_on_disk(
 
 def test_after_a_fork_the_open_context_buffer_is_the_childs(nvim, two_turns):
     notified(nvim)
-    nvim.command("NodecodeContext")
+    open_context(nvim)
     parent = nvim.current.buffer.name
 
     nvim.command("NodecodeFork")
@@ -93,7 +93,7 @@ def test_after_a_fork_the_open_context_buffer_is_the_childs(nvim, two_turns):
 
 def test_unsaved_edits_of_the_parent_are_named_as_such_after_a_fork(nvim, two_turns):
     notified(nvim)
-    nvim.command("NodecodeContext")
+    open_context(nvim)
     nvim.current.buffer[2] = "first question, rewritten"
 
     nvim.command("NodecodeFork")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import chat, configure, wait_for
+from .conftest import chat, configure, open_context, wait_for
 from .test_picker import picker_key
 from .ui_helpers import make_session, messages_of, notes, notified
 
@@ -44,7 +44,7 @@ def receipts(nv) -> list[str]:
 
 def test_write_and_receipt_name_the_pair_a_delete_or_restore_takes_along(nvim, a_read):
     notified(nvim)
-    nvim.command("NodecodeContext")
+    open_context(nvim)
     n = nonce(nvim)
     lines = nvim.current.buffer[:]
     at = lines.index(f"[[m:{n} 5 tool]]")
@@ -75,7 +75,7 @@ def test_write_and_receipt_name_the_pair_a_delete_or_restore_takes_along(nvim, a
 
 def test_a_refused_write_is_one_message_and_wq_does_not_quit(nvim, a_read):
     nvim.exec_lua("vim.o.columns = 200")  # the whole line fits: not cut to a float
-    nvim.command("NodecodeContext")
+    open_context(nvim)
     path = Path(nvim.current.buffer.name)
     before = path.read_bytes()
     n = nonce(nvim)
@@ -112,7 +112,7 @@ def test_a_restore_picked_from_the_chat_leaves_the_cursor_in_the_context_buffer(
     take.take(app.workspace, sid, take.head_turn(app.store, sid))  # the ask is removed
     app.close()
     notified(nvim)
-    nvim.command("NodecodeContext")
+    open_context(nvim)
     context = nvim.current.buffer.number
     nvim.command("Nodecode")  # the chat, with its input
     chat_win = nvim.exec_lua("return vim.fn.bufwinid('nodecode://chat')")

@@ -12,7 +12,7 @@ from nodecode.app import App
 from nodecode.context import take
 from nodecode.views import status
 
-from .conftest import configure, wait_for
+from .conftest import configure, open_context, wait_for
 from .ui_helpers import notes, notified
 
 READ = {"text": "reading", "calls": [{"code": ';; read a\n(read-file "a.txt")'}]}
@@ -50,7 +50,7 @@ def noted_turn(home: Path, workspace: Path, loopback):
 
 def stubs_in_buffer(nv) -> list[str]:
     """The bodies of the stub blocks of the context buffer."""
-    nv.command("NodecodeContext")
+    open_context(nv)
     lines = nv.current.buffer[:]
     out, body = [], None
     for line in lines[1:]:

@@ -3,7 +3,7 @@ in, as configured; the empty chat says how to ask; picker titles name the toggle
 
 from __future__ import annotations
 
-from .conftest import configure, wait_for
+from .conftest import configure, open_context, wait_for
 from .ui_helpers import make_session
 
 
@@ -64,7 +64,7 @@ def test_the_input_area_and_the_context_buffer_list_their_own_keys(nvim, home, w
     assert lines[-1] == "g?              these keys"
 
     nvim.command("wincmd k")
-    nvim.command("NodecodeContext")
+    open_context(nvim)
     nvim.input("g?")
     lines = wait_for(
         lambda: (hints(nvim) or {}).get("title") == " keys · context " and hints(nvim)

@@ -142,3 +142,26 @@ def test_a_turn_that_raises_is_finished_failed_and_the_next_ask_runs(home, works
     assert [(r["number"], r["status"]) for r in host.tree(ctx)] == [(1, "failed"), (2, "done")]
     log = host.recall(ctx, "chat went away", False)
     assert any("RuntimeError: the chat went away" in str(row) for row in log), log
+
+
+def test_history_comes_in_parts_newest_first_each_starting_at_an_ask(
+    home, workspace, loopback, monkeypatch
+):
+    monkeypatch.setattr("nodecode.host.HISTORY_PART", 2)  # a turn per part
+    configure(home, loopback([{"text": f"answer {i}"} for i in range(3)]))
+    host, port = start()
+    ctx = {"home": str(home), "cwd": str(workspace)}
+    for i in range(3):
+        host.ask(ctx, f"question {i}")
+        wait_for(lambda n=i + 1: sum(e["kind"] == "done" for e in port.events) == n)
+    port.events.clear()
+
+    for part in (1, 2, 3):
+        host.history(ctx, 7, part)
+    rows = [e.get("rows") for e in port.events]
+
+    assert [e["part"] for e in port.events] == [1, 2, 3]
+    assert [e["last"] for e in port.events] == [False, False, True]
+    assert [[r["role"] for r in part] for part in rows] == [["user", "assistant"]] * 3
+    assert [r[0]["text"] for r in rows] == ["question 2", "question 1", "question 0"]
+    assert [e["token"] for e in port.events] == [7, 7, 7]

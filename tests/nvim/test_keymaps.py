@@ -7,7 +7,7 @@ import re
 
 from nodecode.host import Host
 
-from .conftest import buffer_lines, chat, configure, wait_for
+from .conftest import buffer_lines, chat, configure, open_context, wait_for
 from .ui_helpers import make_session, notes, notified
 
 ACTIONS = ("undo", "redo", "tree", "status", "recall", "evict", "fork", "context")
@@ -62,7 +62,7 @@ def test_chat_and_context_buffers_get_the_configured_keys(nvim, home, workspace,
     nvim.command("Nodecode")
     nvim.command("stopinsert")
     nvim.command("wincmd p")
-    nvim.command("NodecodeContext")
+    open_context(nvim)
 
     context = nvim.current.buffer.name
     for name in ("nodecode://chat", "nodecode://input", context):
@@ -93,7 +93,7 @@ def test_undo_and_redo_keys_restore_files_and_reload_buffers(nvim, home, workspa
     make_session(home, workspace, ["write v1", "now write v2"])
     a = workspace / "a.txt"
     nvim.command("edit a.txt")
-    nvim.command("NodecodeContext")
+    open_context(nvim)
     assert "wrote v2" in nvim.current.buffer[:]
 
     nvim.input("\\u")

@@ -12,7 +12,7 @@ from nodecode.app import App
 from nodecode.budget.evict import manual
 from nodecode.context import take
 
-from .conftest import chat, configure, wait_for
+from .conftest import chat, configure, open_context, wait_for
 from .ui_helpers import make_session, messages_of, no_press_enter
 
 LONG = " ".join(f"word{i}" for i in range(60))
@@ -79,7 +79,7 @@ def test_the_85_percent_warning_is_a_notification_naming_the_neovim_commands(
 def test_a_stale_write_is_refused_naming_nodecode_context(nvim, home, workspace, loopback):
     configure(home, loopback([{"text": "one"}, {"text": "two"}]))
     make_session(home, workspace, ["first ask", "second ask"])
-    nvim.command("NodecodeContext")
+    open_context(nvim)
     buf = nvim.current.buffer
     record_notes(nvim)
     del buf[1:3]  # the first ask goes: the buffer now holds unsaved changes

@@ -9,7 +9,7 @@ from pathlib import Path
 import pynvim
 import pytest
 
-from .conftest import configure, wait_for
+from .conftest import configure, open_context, wait_for
 from .ui_helpers import make_session
 
 # Checkouts of plenary.nvim and telescope.nvim (not on PyPI) for the telescope test.
@@ -148,7 +148,7 @@ BOOKKEEPING = ("· export]", "· request]")
 def test_recall_hides_export_and_request_rows_until_a_key_shows_them(
     nvim, sessions, home, workspace
 ):
-    nvim.command("NodecodeContext")  # an export row in the log
+    open_context(nvim)  # an export row in the log
     nvim.command("NodecodeRecall")
     first = wait_rows(nvim, lambda rows: len(rows) >= 4)
     assert not [r for r in first["rows"] if any(b in r for b in BOOKKEEPING)], first["rows"]
@@ -169,7 +169,7 @@ def test_recall_hides_export_and_request_rows_until_a_key_shows_them(
 
 
 def test_a_query_only_bookkeeping_rows_match_offers_the_key(nvim, sessions):
-    nvim.command("NodecodeContext")
+    open_context(nvim)
     nvim.command("NodecodeRecall export default")
     hint = wait_rows(nvim, lambda rows: True)["rows"]
     assert len(hint) == 1 and "<M-o>" in hint[0], hint
@@ -204,7 +204,7 @@ def drop_first_block(home: Path, workspace: Path) -> int:
 
 def test_restore_action_puts_the_header_into_the_context_buffer(nvim, sessions, home, workspace):
     user_seq = drop_first_block(home, workspace)
-    nvim.command("NodecodeContext")
+    open_context(nvim)
     new_nonce = nvim.current.buffer[0].split()[-1].rstrip("]")
     assert nvim.current.buffer[1] != f"[[m:{new_nonce} {user_seq} user]]"
     nvim.command("NodecodeRecall how do I run")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pynvim
 import pytest
 
-from .conftest import wait_for
+from .conftest import open_context, wait_for
 from .test_picker import sessions  # noqa: F401  (the fixture)
 
 DEPS = Path(os.environ["NODECODE_TEST_DEPS"]) if os.environ.get("NODECODE_TEST_DEPS") else None
@@ -203,7 +203,7 @@ def test_restore_action(nvim, sessions, home, workspace, b):  # noqa: F811
 
     user_seq = drop_first_block(home, workspace)
     load(nvim, b)
-    nvim.command("NodecodeContext")
+    open_context(nvim)
     nonce = nvim.current.buffer[0].split()[-1].rstrip("]")
     open_recall(nvim, b, "how do I run")
     wait_rows(nvim, b, lambda r: len(r) == 1)

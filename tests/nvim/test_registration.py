@@ -12,7 +12,7 @@ from pathlib import Path
 import pynvim
 from nodecode.host import ENDPOINTS
 
-from .conftest import ROOT, configure, shutdown, wait_for
+from .conftest import ROOT, configure, open_context, shutdown, wait_for
 from .ui_helpers import notes, notified
 
 SHIM = ROOT / "rplugin" / "python3" / "nodecode_nvim" / "__init__.py"
@@ -161,7 +161,7 @@ def test_every_global_mapping_is_a_plug_one_the_rest_are_buffer_local(
     configure(home, loopback([{"text": "hello"}]))
     nvim.command("Nodecode hi")
     wait_for(lambda: "hello" in chat(nvim))
-    nvim.command("NodecodeContext")
+    open_context(nvim)
     nvim.command("NodecodeTree")
     nvim.command("NodecodeRecall")
     wait_for(lambda: picker(nvim))

@@ -11,7 +11,7 @@ import os
 import pynvim
 from helpers import run_cli
 
-from .conftest import chat, configure, wait_for
+from .conftest import chat, configure, open_context, wait_for
 from .ui_helpers import messages_of
 
 # What lazy.nvim's loader does on reload (lua/lazy/core/loader.lua: deactivate, reload).
@@ -109,7 +109,7 @@ def test_a_context_buffer_open_across_a_reload_still_writes_through_nodecode(
     configure(home, srv)
     make_session(home, workspace, ["first question"])
     notified(nvim)
-    nvim.command("NodecodeContext")
+    open_context(nvim)
     buf = nvim.current.buffer
     at = next(i for i, line in enumerate(buf) if line == "first question")
     buf[at] = "the question, rewritten before the reload"  # not written yet

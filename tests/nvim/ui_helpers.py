@@ -13,6 +13,7 @@ from typing import Any
 import pynvim
 from nodecode.agent.loop import Agent
 from nodecode.app import App
+from nodecode.log import turns as turn_tree
 
 
 def make_session(home: Path, workspace: Path, asks: list[str], *, title: str | None = None) -> str:
@@ -134,3 +135,19 @@ def after_scheduled(nv) -> None:
     nv.exec_lua("""local done = false
       vim.schedule(function() done = true end)
       vim.wait(5000, function() return done end)""")
+
+
+def log_turns(home, workspace, n: int) -> list[str]:
+    """A session of ``n`` turns (an ask and a reply each), logged through the
+    store; returns the chat's lines for it."""
+    app = App.open(home=home, cwd=workspace)
+    store, sid = app.store, app.new_session()
+    expected: list[str] = []
+    for i in range(1, n + 1):
+        number = turn_tree.begin(store, sid, store.last_seq(sid) + 1).number
+        store.append(sid, "user", role="user", turn=number, text=f"question {i}")
+        store.append(sid, "assistant", role="assistant", turn=number, text=f"answer {i}")
+        turn_tree.finish(store, sid, number, store.last_seq(sid), "done")
+        expected += ["## you", f"question {i}", "", "## nodecode", f"answer {i}", ""]
+    app.close()
+    return expected[:-1]

@@ -12,6 +12,7 @@ local Transcript = require('nodecode.ui.transcript')
 ---@field buf? integer
 ---@field view? nodecode.Transcript
 ---@field job? integer the running job
+---@field token? integer the history being loaded (M.on_history)
 local state = {}
 
 local function config()
@@ -90,6 +91,62 @@ local function notice(view, ev)
   end
 end
 
+-- History ---------------------------------------------------------------
+
+--- Ask the host for the session's history, which arrives in parts, newest
+--- first (M.on_history): Neovim never waits for the host to start nor for a
+--- long history to be read and drawn. A history asked for before is dropped.
+local function load_history()
+  state.token = (state.token or 0) + 1
+  local ok, err = pcall(require('nodecode.rpc').notify, 'history', state.token, 1)
+  if not ok then
+    state.token = nil
+    state.view:quote('error', message().reason(err))
+    message().caught(err)
+  end
+end
+
+--- Is the session's history still arriving? (Tests and :checkhealth look.)
+---@return boolean
+function M.loading()
+  return state.token ~= nil
+end
+
+--- The host died before it answered: the history asked for never comes.
+---@param why string
+function M.without_host(why)
+  if state.token and state.buf and vim.api.nvim_buf_is_valid(state.buf) then
+    state.token = nil
+    state.view:quote('error', why)
+  end
+end
+
+--- A part of the history (the host's `history` event): drawn above what the
+--- chat shows, then the next older part is asked for.
+---@param ev { token: integer, part: integer, rows?: table[], last: boolean, error?: string }
+function M.on_history(ev)
+  if ev.token ~= state.token or not (state.buf and vim.api.nvim_buf_is_valid(state.buf)) then
+    return -- asked for by a chat since reloaded or wiped
+  end
+  if type(ev.error) == 'string' then
+    state.token = nil
+    state.view:quote('error', ev.error)
+    return message().error('%s', ev.error)
+  end
+  local older = Transcript.lines()
+  older:history(ev.rows or {})
+  state.view:prepend(older)
+  if ev.last then
+    state.token = nil
+    return require('nodecode.ui.hints').empty_chat(state.buf)
+  end
+  local ok, err = pcall(require('nodecode.rpc').notify, 'history', ev.token, ev.part + 1)
+  if not ok then
+    state.token = nil
+    message().caught(err)
+  end
+end
+
 -- Buffer and window -----------------------------------------------------
 
 --- Window options and folds for a window that starts showing the chat.
@@ -117,7 +174,11 @@ local function chat_buf()
   vim.bo[buf].filetype = 'nodecode-chat'
   vim.bo[buf].undolevels = -1
   pcall(vim.treesitter.language.register, 'markdown', 'nodecode-chat')
-  pcall(vim.treesitter.start, buf, 'markdown')
+  vim.schedule(function() -- after the window is drawn: loading its queries takes a while
+    if vim.api.nvim_buf_is_valid(buf) then
+      pcall(vim.treesitter.start, buf, 'markdown')
+    end
+  end)
   local stop = config().keymaps.stop
   if stop then
     vim.keymap.set('n', stop, M.stop, { buffer = buf, desc = 'nodecode: stop the turn' })
@@ -140,14 +201,8 @@ local function chat_buf()
         < vim.api.nvim_buf_line_count(buf)
     end,
   })
-  local ok, history = pcall(require('nodecode.rpc').call, 'messages')
-  if ok then
-    state.view:history(history)
-  else
-    state.view:quote('error', message().reason(history))
-    message().caught(history)
-  end
-  require('nodecode.ui.hints').empty_chat(buf)
+  require('nodecode.ui.hints').empty_chat(buf) -- until the history's first part is drawn
+  load_history()
   return buf
 end
 
@@ -289,6 +344,7 @@ function M.reload()
       away[win] = vim.api.nvim_win_call(win, vim.fn.winsaveview)
     end
   end
+  state.token = nil -- a history still arriving is the old one
   vim.bo[buf].modifiable = true
   vim.api.nvim_buf_set_lines(buf, 0, -1, false, {})
   vim.api.nvim_buf_clear_namespace(buf, vim.api.nvim_create_namespace('nodecode_transcript'), 0, -1)
@@ -297,7 +353,9 @@ function M.reload()
   if not ok then
     return message().caught(history)
   end
-  state.view:history(history)
+  local all = Transcript.lines()
+  all:history(history)
+  state.view:prepend(all)
   require('nodecode.ui.hints').empty_chat(buf)
   for _, win in ipairs(vim.fn.win_findbuf(buf)) do
     setup_win(win)

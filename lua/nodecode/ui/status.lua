@@ -98,8 +98,8 @@ function M.refresh()
   vim.schedule(function()
     scheduled = false
     local rpc = require('nodecode.rpc')
-    if not rpc.running() then
-      return
+    if not rpc.ready() then
+      return -- not started, or starting: it refreshes when the host answers
     end
     local ok, r = pcall(rpc.call, 'status')
     if ok then

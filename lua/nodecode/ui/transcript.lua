@@ -11,6 +11,11 @@
 -- Windows follow new text (their cursor goes to the end) unless the person
 -- moved away from the end on purpose: the chat sets w:nodecode_away from
 -- CursorMoved; a new ask makes every window follow again.
+--
+-- A long history is not written into the buffer piece by piece: T.lines()
+-- writes it the same way into a list of lines, and T:prepend puts that list
+-- above the buffer's text in one change (the chat loads the newest part
+-- first, then each older part above it).
 
 ---@class nodecode.Spent
 ---@field dollars number
@@ -28,8 +33,15 @@
 ---@field after_block boolean the last thing written was a block: text starts a paragraph
 ---@field header? integer extmark on the running turn's `## nodecode` line
 ---@field spent? nodecode.Spent what the running turn's requests cost so far
+---@field rows? string[] (T.lines) the lines written, instead of a buffer
+---@field costs? table<integer, string> (T.lines) each reply header's cost, by row
 local T = {}
 T.__index = T
+
+--- A transcript written into a list of lines (`rows`), for T:prepend: the
+--- same methods, with rows in place of extmarks and no windows to follow.
+local L = setmetatable({}, { __index = T })
+L.__index = L
 
 local ns = vim.api.nvim_create_namespace('nodecode_transcript')
 local ns_cost = vim.api.nvim_create_namespace('nodecode_cost')
@@ -42,12 +54,79 @@ function T.new(buf)
   return setmetatable({ buf = buf, folds = {}, need_header = false, after_block = false }, T)
 end
 
+--- A transcript written into a list of lines, for T:prepend.
+---@return nodecode.Transcript
+function T.lines()
+  return setmetatable({ rows = { '' }, folds = {}, need_header = false, after_block = false }, L)
+end
+
+-- Where the writing goes: the buffer (T) or the list of lines (L) ----------
+
+---@return integer
+function T:count()
+  return vim.api.nvim_buf_line_count(self.buf)
+end
+
+---@param row integer 0-based
+---@return string
+function T:line(row)
+  return vim.api.nvim_buf_get_lines(self.buf, row, row + 1, true)[1]
+end
+
+--- Something to find row `row` (0-based) by later, wherever text moved it.
+---@param row integer
+---@return integer
+function T:anchor(row)
+  return vim.api.nvim_buf_set_extmark(self.buf, ns, row, 0, {})
+end
+
+---@param anchor integer
+---@return integer? row
+function T:row(anchor)
+  return vim.api.nvim_buf_get_extmark_by_id(self.buf, ns, anchor, {})[1]
+end
+
+function L:count()
+  return #self.rows
+end
+
+function L:line(row)
+  return self.rows[row + 1]
+end
+
+function L:anchor(row)
+  return row -- nothing is written above it
+end
+
+function L:row(anchor)
+  return anchor
+end
+
+function L:followers()
+  return {}
+end
+
+function L:follow_all() end
+
+function L:write(text)
+  local parts = vim.split(text, '\n', { plain = true })
+  local rows = self.rows
+  rows[#rows] = rows[#rows] .. parts[1]
+  for i = 2, #parts do
+    rows[#rows + 1] = parts[i]
+  end
+end
+
+function L:add_fold(first, last)
+  self.folds[#self.folds + 1] = { first, last }
+end
+
 -- Writing ---------------------------------------------------------------
 
 ---@return integer rows, string last
 function T:tail()
-  local n = vim.api.nvim_buf_line_count(self.buf)
-  return n, vim.api.nvim_buf_get_lines(self.buf, n - 1, n, true)[1]
+  local n = self:count()
+  return n, self:line(n - 1)
 end
 
 --- Windows whose view follows new text: every one showing the buffer but
@@ -119,7 +198,7 @@ function T:paragraph()
   end
   if last ~= '' then
     self:write('\n\n')
-  elseif vim.api.nvim_buf_get_lines(self.buf, n - 2, n - 1, true)[1] ~= '' then
+  elseif self:line(n - 2) ~= '' then
     self:write('\n')
   end
 end
@@ -127,10 +206,10 @@ end
 function T:reply_header()
   if self.need_header then
     self:paragraph()
-    local row = vim.api.nvim_buf_line_count(self.buf) - 1
+    local row = self:count() - 1
     self:write('## nodecode\n')
     self.need_header = false
-    self.header = vim.api.nvim_buf_set_extmark(self.buf, ns_cost, row, 0, {})
+    self.header = self:cost_mark(row)
     self:draw_spent()
   end
 end
@@ -166,6 +245,24 @@ function T:spent_text()
     .. ' · '
     .. n
     .. (unpriced > 0 and (' (%d without a price)'):format(unpriced) or '')
+end
+
+---@param row integer (0-based) the header's line
+---@return integer
+function T:cost_mark(row)
+  return vim.api.nvim_buf_set_extmark(self.buf, ns_cost, row, 0, {})
+end
+
+function L:cost_mark(row)
+  return row -- drawn when the lines are put in the buffer (T:prepend)
+end
+
+function L:draw_spent()
+  local text = self:spent_text()
+  if self.header and text then
+    self.costs = self.costs or {}
+    self.costs[self.header] = text
+  end
 end
 
 function T:draw_spent()
@@ -231,17 +328,61 @@ function T:refold(win)
   end)
 end
 
+--- Put `older` (a T.lines() transcript of what came before) above the text,
+--- with its folds, in one change; each window keeps what it showed (a
+--- following one, the end). The join is the blank line an ask starts with.
+---@param older nodecode.Transcript
+function T:prepend(older)
+  local n, last = self:tail()
+  local empty = n == 1 and last == ''
+  if empty then -- nothing here yet: the buffer takes older's state as well
+    self.need_header, self.after_block = older.need_header, older.after_block
+  else
+    older:paragraph()
+  end
+  local rows = older.rows
+  if not empty then
+    rows[#rows] = nil -- the line the text here starts on
+  end
+  if #rows == 0 then
+    return
+  end
+  local follow = self:followers()
+  vim.bo[self.buf].modifiable = true
+  vim.api.nvim_buf_set_lines(self.buf, 0, empty and -1 or 0, true, rows)
+  vim.bo[self.buf].modifiable = false
+  local commands = {}
+  for _, f in ipairs(older.folds) do
+    table.insert(self.folds, { self:anchor(f[1]), self:anchor(f[2]) })
+    commands[#commands + 1] = ('%d,%dfold'):format(f[1] + 1, f[2] + 1)
+  end
+  for row, text in pairs(older.costs or {}) do
+    vim.api.nvim_buf_set_extmark(self.buf, ns_cost, row, 0, {
+      virt_text = { { '  ' .. text, 'NodecodeTokens' } },
+      virt_text_pos = 'eol',
+    })
+  end
+  for _, win in ipairs(vim.fn.win_findbuf(self.buf)) do
+    vim.api.nvim_win_call(win, function()
+      for _, c in ipairs(commands) do
+        vim.cmd(c)
+      end
+    end)
+  end
+  self:show_end(follow)
+end
+
 --- Thinking that has stopped streaming: its fence closed, the block folded.
 function T:close_thinking()
   if not self.think then
     return
   end
-  local row = vim.api.nvim_buf_get_extmark_by_id(self.buf, ns, self.think, {})[1]
+  local row = self:row(self.think)
   self.think = nil
   self:newline()
   self:write('```\n')
   if row then
-    self:add_fold(row, vim.api.nvim_buf_line_count(self.buf) - 2)
+    self:add_fold(row, self:count() - 2)
   end
   self.after_block = true
 end
@@ -252,8 +393,8 @@ function T:close_call()
   if not self.call then
     return
   end
-  local row = vim.api.nvim_buf_get_extmark_by_id(self.buf, ns, self.call, {})[1]
-  local n = vim.api.nvim_buf_line_count(self.buf)
+  local row = self:row(self.call)
+  local n = self:count()
   self.call = nil
   if row and n - 2 > row then
     self:add_fold(row, n - 2)
@@ -281,7 +422,7 @@ function T:ask(text)
   self:follow_all()
   self:close_call()
   self:paragraph()
-  local row = vim.api.nvim_buf_line_count(self.buf) -- (0-based) the ask's first line
+  local row = self:count() -- (0-based) the ask's first line
   self.header, self.spent = nil, nil -- a new turn: its cost starts at nothing
   self:write('## you\n' .. vim.trim(text) .. '\n')
   for _, b in ipairs(require('nodecode.ask').blocks(vim.trim(text))) do
@@ -298,9 +439,9 @@ function T:thinking(text)
   if not self.think then
     self:close_call()
     self:paragraph()
-    local row = vim.api.nvim_buf_line_count(self.buf) - 1
+    local row = self:count() - 1
     self:write('```text thinking\n')
-    self.think = vim.api.nvim_buf_set_extmark(self.buf, ns, row, 0, {})
+    self.think = self:anchor(row)
   end
   self:write(text)
 end
@@ -323,9 +464,9 @@ function T:call_block(seq, code)
   self:close_call()
   self:reply_header()
   self:paragraph()
-  local row = vim.api.nvim_buf_line_count(self.buf) - 1
+  local row = self:count() - 1
   self:write(('```lisp call #%d\n%s\n```\n'):format(seq, vim.trim(code)))
-  self.call = vim.api.nvim_buf_set_extmark(self.buf, ns, row, 0, {})
+  self.call = self:anchor(row)
   self.after_block = true
 end
 
@@ -335,14 +476,14 @@ end
 function T:result_block(seq, text, is_error)
   local start
   if self.call then
-    start = vim.api.nvim_buf_get_extmark_by_id(self.buf, ns, self.call, {})[1]
+    start = self:row(self.call)
     self.call = nil
   end
   self:newline()
-  start = start or (vim.api.nvim_buf_line_count(self.buf) - 1)
+  start = start or (self:count() - 1)
   local label = is_error and 'error' or 'result'
   self:write(('```text %s #%d\n%s\n```\n'):format(label, seq, (text:gsub('\n+$', ''))))
-  self:add_fold(start, vim.api.nvim_buf_line_count(self.buf) - 2)
+  self:add_fold(start, self:count() - 2)
   self.after_block = true
 end
 

@@ -178,8 +178,10 @@ function M.open_turn(turn)
   api.nvim_buf_set_name(buf, name)
   vim.bo[buf].bufhidden = 'wipe'
   vim.bo[buf].filetype = 'nodecode-chat'
-  local view = require('nodecode.ui.transcript').new(buf)
-  view:history(rpc().call('turn_messages', turn))
+  local Transcript = require('nodecode.ui.transcript')
+  local view, all = Transcript.new(buf), Transcript.lines()
+  all:history(rpc().call('turn_messages', turn))
+  view:prepend(all)
   vim.cmd('botright split')
   local win = api.nvim_get_current_win()
   api.nvim_win_set_buf(win, buf)

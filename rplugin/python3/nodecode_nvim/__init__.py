@@ -102,6 +102,8 @@ class _NvimPort:
         self._nvim = nvim
 
     def emit(self, event: dict[str, Any]) -> None:
+        if event.get("kind") == "context" and "value" in event:
+            event = {**event, "value": _columns(event["value"])}
         self._nvim.async_call(self._deliver, event)
 
     def _deliver(self, event: dict[str, Any]) -> None:

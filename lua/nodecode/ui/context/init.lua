@@ -132,6 +132,9 @@ local function track_changes(buf)
       if not st then
         return true -- detach: no longer a context buffer
       end
+      if following[b] then
+        return -- our own reload, line by line: attached again after
+      end
       st.changed_from = math.min(st.changed_from or first, first)
       on_change(b)
     end,
@@ -160,7 +163,9 @@ local function autocmds(buf)
     buffer = buf,
     callback = function(ev)
       local st = states[ev.buf]
-      if st then -- (also fires while `:edit!` reloads: the lines may be another export's)
+      -- (also fires while `:edit!` reloads: the lines may be another export's;
+      -- one of ours is attached again after, which folds)
+      if st and not following[ev.buf] then
         st.blocks = view().scan(ev.buf, st)
         view().fold(api.nvim_get_current_win(), ev.buf, st)
       end
@@ -291,6 +296,17 @@ function M.target_window()
   return api.nvim_get_current_win()
 end
 
+--- Delete every fold of `buf`'s windows before its text is read again
+--- (attach makes them anew): `:edit!` under 10,000 folds took a second.
+---@param buf integer
+local function unfold(buf)
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    api.nvim_win_call(win, function()
+      vim.cmd('normal! zE')
+    end)
+  end
+end
+
 --- Load export `data` into `buf` (or a new buffer) shown in window `win`.
 ---@param data table
 ---@param win integer
@@ -302,9 +318,15 @@ local function load(data, win)
       buf = b
     end
   end
+  local hidden = buf > 0 and #vim.fn.win_findbuf(buf) == 0 and not vim.bo[buf].modified
+  if hidden then -- read anew, not again: `:edit!` of 80,000 lines took 0.5 s, `:edit` 0.2 s
+    api.nvim_buf_delete(buf, { force = true })
+    buf = -1
+  end
   if buf > 0 and api.nvim_buf_is_loaded(buf) then
-    api.nvim_win_set_buf(win, buf)
     following[buf] = true -- attached by the caller
+    api.nvim_win_set_buf(win, buf)
+    unfold(buf)
     pcall(api.nvim_buf_call, buf, function()
       vim.cmd('silent edit!')
     end)
@@ -318,22 +340,48 @@ local function load(data, win)
   return buf
 end
 
+---@type integer? the export :NodecodeContext waits for (M.opened)
+local opening = nil
+local last_token = 0
+
 --- :NodecodeContext — export, then open context.txt with folds and marks.
----@return integer buf
+--- The host exports on a worker thread; the buffer opens when it is done
+--- (M.opened), so Neovim never waits for an export of a long session.
 function M.open()
   local pinned = rpc().call('info').id
   for buf, st in pairs(states) do
     if api.nvim_buf_is_loaded(buf) and vim.bo[buf].modified and st.session == pinned then
       vim.cmd('drop ' .. vim.fn.fnameescape(api.nvim_buf_get_name(buf)))
       message().warn('%s', require('nodecode.ui.context.write').unsaved_words(st))
-      return buf
+      return
     end
   end
-  local data = rpc().call('context')
+  last_token = last_token + 1
+  opening = last_token
+  rpc().notify('context_open', opening)
+end
+
+--- Is an export :NodecodeContext asked for still on its way? (Tests look.)
+---@return boolean
+function M.opening()
+  return opening ~= nil
+end
+
+--- The export :NodecodeContext asked for (the host's `context` event): the
+--- buffer opens, per context.position from the window the cursor is in now.
+---@param ev { token: integer, value?: table, error?: string }
+function M.opened(ev)
+  if ev.token ~= opening then
+    return -- a later :NodecodeContext asked for another
+  end
+  opening = nil
+  if type(ev.error) == 'string' then
+    return message().error('%s', ev.error)
+  end
+  local data = ev.value
   local buf = load(data, M.target_window())
   M.attach(buf, data)
   require('nodecode.ui.status').refresh()
-  return buf
 end
 
 --- Reload `buf` (context.txt) from disk as export `data`, each window's view kept.
@@ -345,6 +393,7 @@ local function reload_as(buf, data)
     views[win] = api.nvim_win_call(win, vim.fn.winsaveview)
   end
   following[buf] = true
+  unfold(buf)
   local ok, err = pcall(api.nvim_buf_call, buf, function()
     vim.cmd('silent edit!')
   end)

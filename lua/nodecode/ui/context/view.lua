@@ -146,8 +146,60 @@ function M.decorate(buf, st)
   })
 end
 
+-- Folds are made at once for the blocks around the cursor, and for the rest
+-- in slices of SLICE blocks, one slice per turn of the event loop: 10,000
+-- blocks' folds, made at once, kept Neovim from answering for 200 ms.
+local SLICE = 400
+
+---@type table<integer, integer> window → the fold() whose slices it takes
+local folding = {}
+---@type table<integer, boolean> windows with slices still to fold
+local unfinished = {}
+
+--- The fold commands for blocks first..last (indices into st.blocks).
+---@param st nodecode.ContextState
+---@param n integer lines in the buffer
+---@param first integer
+---@param last integer
+---@param closed? table<integer, boolean>
+---@return string[]
+local function fold_commands(st, n, first, last, closed)
+  local newest = #st.blocks - require('nodecode.config').get().context.open_newest
+  local cmds = {}
+  for k = first, last do
+    local b = st.blocks[k]
+    local stop = st.blocks[k + 1] and st.blocks[k + 1].line - 1 or n
+    if stop > b.line then
+      cmds[#cmds + 1] = ('%d,%dfold'):format(b.line, stop)
+      local shut = closed and closed[b.id]
+      if shut == false or (shut == nil and k > newest) then
+        cmds[#cmds + 1] = ('%dfoldopen'):format(b.line)
+      end
+    end
+  end
+  return cmds
+end
+
+--- The index of the block holding line `lnum` (1-based), 1 if none.
+---@param blocks nodecode.Block[]
+---@param lnum integer
+---@return integer
+local function block_at(blocks, lnum)
+  local lo, hi = 1, #blocks
+  while lo < hi do
+    local mid = math.floor((lo + hi + 1) / 2)
+    if blocks[mid].line <= lnum then
+      lo = mid
+    else
+      hi = mid - 1
+    end
+  end
+  return math.max(lo, 1)
+end
+
 --- One closed fold per block in `win`, the newest few open; blocks whose
---- fold state is in `closed` (by id) keep it.
+--- fold state is in `closed` (by id) keep it. Those around the cursor are
+--- folded before this returns, the others soon after (above them first).
 ---@param win integer
 ---@param buf integer
 ---@param st nodecode.ContextState
@@ -157,23 +209,60 @@ function M.fold(win, buf, st, closed)
   wo.foldmethod, wo.foldenable, wo.foldlevel = 'manual', true, 0
   wo.foldtext = "v:lua.require'nodecode.ui.context.view'.foldtext()"
   wo.fillchars = 'fold: '
-  local n = api.nvim_buf_line_count(buf)
-  local newest = #st.blocks - require('nodecode.config').get().context.open_newest
-  local cmds, open = { 'normal! zE' }, {}
-  for k, b in ipairs(st.blocks) do
-    local last = st.blocks[k + 1] and st.blocks[k + 1].line - 1 or n
-    if last > b.line then
-      cmds[#cmds + 1] = ('%d,%dfold'):format(b.line, last)
-      local shut = closed and closed[b.id]
-      if shut == false or (shut == nil and k > newest) then
-        open[#open + 1] = ('%dfoldopen'):format(b.line)
-      end
-    end
-  end
-  vim.list_extend(cmds, open)
+  local n, blocks = api.nvim_buf_line_count(buf), st.blocks
+  local here = block_at(blocks, api.nvim_win_get_cursor(win)[1])
+  local reach = api.nvim_win_get_height(win) + 2
+  local from, to = math.max(here - reach, 1), math.min(here + reach, #blocks)
+  local generation = (folding[win] or 0) + 1
+  folding[win] = generation
+  local cmds = vim.list_extend({ 'normal! zE' }, fold_commands(st, n, from, to, closed))
   api.nvim_win_call(win, function()
     vim.cmd(table.concat(cmds, '\n'))
   end)
+  local slices = {} -- the rest: above the cursor's blocks, then below them
+  for first = 1, from - 1, SLICE do
+    slices[#slices + 1] = { first, math.min(first + SLICE - 1, from - 1) }
+  end
+  for first = to + 1, #blocks, SLICE do
+    slices[#slices + 1] = { first, math.min(first + SLICE - 1, #blocks) }
+  end
+  local function next_slice(i)
+    local slice = slices[i]
+    if folding[win] ~= generation then
+      return -- a later fold() of this window took over
+    end
+    if
+      not slice
+      or not api.nvim_win_is_valid(win)
+      or api.nvim_win_get_buf(win) ~= buf
+      or api.nvim_buf_line_count(buf) ~= n
+    then
+      unfinished[win] = nil -- done; or another buffer, or edited since (a refresh follows)
+      return
+    end
+    local part = fold_commands(st, n, slice[1], slice[2], closed)
+    api.nvim_win_call(win, function()
+      local view = vim.fn.winsaveview()
+      vim.cmd(table.concat(part, '\n'))
+      vim.fn.winrestview(view)
+    end)
+    vim.schedule(function()
+      next_slice(i + 1)
+    end)
+  end
+  unfinished[win] = #slices > 0 or nil
+  if #slices > 0 then
+    vim.schedule(function()
+      next_slice(1)
+    end)
+  end
+end
+
+--- Are the folds of `win` all made? (Tests look.)
+---@param win integer
+---@return boolean
+function M.folded(win)
+  return not unfinished[win]
 end
 
 --- Which blocks are folded shut in `win`, by id.
@@ -184,7 +273,9 @@ function M.closed_in(win, st)
   local out = {}
   api.nvim_win_call(win, function()
     for _, b in ipairs(st.blocks) do
-      out[b.id] = vim.fn.foldclosed(b.line) ~= -1
+      if vim.fn.foldlevel(b.line) > 0 then -- (a fold not made yet keeps the default)
+        out[b.id] = vim.fn.foldclosed(b.line) ~= -1
+      end
     end
   end)
   return out
