@@ -379,14 +379,14 @@ class _Turn:
                 ledger.record(self.store, placed[0], now, u.cache_read)
             else:
                 ledger.record_end(self.store, scope, arranged, now)
-            expect = cache_miss.expectation(
-                self.store,
-                scope,
-                prefix,
-                ours,
-                arranged.out,
-                self.wire.prompt_tokens(u),
-                now,
+            # Only a format whose marks the ledger places models the cache closely
+            # enough to expect a read; the others' end entry is a guess.
+            expect = (
+                cache_miss.expectation(
+                    self.store, scope, prefix, ours, arranged.out, self.wire.prompt_tokens(u), now
+                )
+                if placed
+                else None
             )
             miss = self._judge_cache(before, scope, prefix, built, now, reply)
             event = self.log(
