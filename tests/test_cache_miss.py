@@ -217,3 +217,26 @@ def test_cache_diagnostics_takes_true_or_false(home, workspace, loopback, value)
     assert done.returncode == 1
     assert "cache_diagnostics" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert srv.model_requests == []
+
+
+def test_with_diagnostics_a_changed_instructions_file_is_both_ours_and_system_changed(
+    home, workspace, loopback
+):
+    srv = setup(home, loopback, cache_diagnostics=True)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "AGENTS.md").write_text("be brief\n")
+    expected = two_asks(home, workspace, srv)
+    (home / "AGENTS.md").write_text("be brief, and run the tests\n")
+    ask(home, workspace, "third question")
+
+    miss = check_figures(home, workspace, srv, expected)
+    tools = httpx.post(
+        srv.url + "/v1/messages/count_tokens",
+        json={
+            "model": "loopback-model",
+            "tools": srv.model_requests[1].body["tools"],
+            "messages": [],
+        },
+    ).json()["input_tokens"]
+    assert miss["cause"] == "instructions"
+    assert miss["provider"] == {"type": "system_changed", "missed": expected - tools}

@@ -388,7 +388,9 @@ class _Turn:
                 if placed
                 else None
             )
-            miss = self._judge_cache(before, scope, prefix, built, now, reply)
+            # No usage (stopped before it came) or an implausible one: nothing to judge.
+            reported = self.wire.prompt_tokens(u) > 0 and not ignored
+            miss = self._judge_cache(before, scope, prefix, built, now, reply) if reported else None
             event = self.log(
                 "request",
                 payload={
