@@ -48,6 +48,7 @@ doc/tags: doc/nodecode.txt scripts/helptags.py
 test: install $(VENV)/.installed-test $(NODE_PREFIX)/.installed-stylua-$(STYLUA_VERSION)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	$(STYLUA) --check . .luacheckrc
 	@scripts/luacheck.sh $(LUACHECK)
 	$(VENV)/bin/pytest

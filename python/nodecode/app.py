@@ -121,8 +121,9 @@ class App:
             config = self._config[1]
         if changed:
             self._config_changed(config)
-        for line in new:
-            tell(line)
+        if tell is not None:
+            for line in new:
+                tell(line)
         return config
 
     def _config_stamp(self) -> tuple[int, ...] | None:

@@ -142,10 +142,10 @@ class Job:
     id: int
     app: Any
     session: str
+    batcher: _Batcher  # every event of the job goes out through it
     cancel: threading.Event = field(default_factory=threading.Event)
     status: str = "running"
     thread: threading.Thread | None = None
-    batcher: _Batcher | None = None
     approvals: dict[int, _Approval] = field(default_factory=dict)
 
     @property
@@ -272,8 +272,9 @@ class Host:
         with self._lock:
             if any(j.running and j.session == session for j in self._jobs.values()):
                 raise UserError(BUSY)
-            job = Job(id=next(self._job_ids), app=app, session=session)
-            job.batcher = _Batcher(functools.partial(self._emit, job.id), self._flush_interval)
+            job_id = next(self._job_ids)
+            batcher = _Batcher(functools.partial(self._emit, job_id), self._flush_interval)
+            job = Job(id=job_id, app=app, session=session, batcher=batcher)
             job.thread = threading.Thread(
                 target=self._run, args=(job, text), name=f"nodecode-job-{job.id}", daemon=True
             )

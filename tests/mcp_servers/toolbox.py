@@ -1,6 +1,10 @@
 """A small MCP server of our own (the SDK's MCPServer, stdio), for what the
 reference servers do not do on demand: errors, crashes, slow calls, structured
-results, stray output before the handshake. Run: python toolbox.py [--noisy]."""
+results, stray output before the handshake. Run: python toolbox.py [--noisy].
+
+``--http TOKEN``: the same tools over streamable HTTP on 127.0.0.1 (a free
+port, printed as the first stdout line), answering only requests that carry
+``Authorization: Bearer TOKEN`` (others get a 401), as a remote server would."""
 
 from __future__ import annotations
 
@@ -58,7 +62,32 @@ def pid() -> str:
     return str(os.getpid())
 
 
+def serve_http(token: str) -> None:
+    import socket
+
+    import uvicorn
+
+    app = server.streamable_http_app()
+    wanted = f"Bearer {token}".encode()
+
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != wanted:
+            await send({"type": "http.response.start", "status": 401, "headers": []})
+            await send({"type": "http.response.body", "body": b"toolbox: no bearer token"})
+            return
+        await app(scope, receive, send)
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    print(sock.getsockname()[1], flush=True)
+    config = uvicorn.Config(guarded, log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
 if __name__ == "__main__":
+    if "--http" in sys.argv:
+        serve_http(sys.argv[sys.argv.index("--http") + 1])
+        sys.exit(0)
     if "--noisy" in sys.argv:
         print("toolbox: starting up, this line breaks the protocol")
         sys.stdout.flush()

@@ -101,10 +101,9 @@ def test_a_stale_edit_refused_at_the_request_is_a_warning_naming_nodecode_contex
     app = App.open(home=home, cwd=workspace)
     path = take.export(app.workspace, sid)
     manual(app.workspace, app.config, sid, through=1)  # a take after the export
-    text = path.read_text()
-    nonce = text.split("\n", 1)[0].split()[-1].rstrip("]")
-    last = text.rindex(f"[[m:{nonce} ")
-    path.write_text(text[:last])  # an edit of the stale export: the last block goes
+    # An edit of the stale export that changes a block the take after it evicted:
+    # it cannot be carried over (issue 24 item 2 carries only edits whose blocks remain).
+    path.write_text(path.read_text().replace("\nfirst ask\n", "\nfirst ask, rewritten\n", 1))
     app.close()
     record_notes(nvim)
 

@@ -160,7 +160,6 @@ class _Turn:
         # The thinking setting, read at the turn's first request and kept to its end.
         self.thinking: ThinkingSetting | None = None
         self.noted: list[list[str]] | None = None  # the instructions this turn logged a change to
-        self.prompt: Prompt | None = None  # what the current request starts with
 
     def log(
         self,
@@ -283,8 +282,8 @@ class _Turn:
         ws = self.app.workspace
         plan = budgets.of(ws, self.config)
         views = derived.views(self.store, self.sid)
-        self.prompt = self.app.prompt()  # the instructions as their files hold them now
-        meter = budgets.Meter(self.config, self.wire, views, self.prompt)
+        prompt = self.app.prompt()  # the instructions as their files hold them now
+        meter = budgets.Meter(self.config, self.wire, views, prompt)
         self.meter = meter
         room = meter.room(plan.tokens)
         report = takes.take(
@@ -296,27 +295,26 @@ class _Turn:
         at = evictions.Evicting(ws, derived.read(self.store, self.sid), self.number, meter, plan)
         ready = evictions.before_request(at, report.receipts)
         try:
-            return self.send(ready)
+            return self.send(ready, prompt, views)
         except ContextOverflow as e:  # a ceiling learned: evict and retry once
             ready = evictions.after_overflow(
                 at, self.config, e, ready, report.receipts, redact=self.redact
             )
-            return self.send(ready)
+            return self.send(ready, prompt, views)
 
-    def send(self, ready: evictions.Prepared) -> Reply:
-        """Build the request from the prepared context, stream it, log it."""
+    def send(self, ready: evictions.Prepared, prompt: Prompt, views: derived.Derived) -> Reply:
+        """Build the request from the prepared context (``prompt``: what it starts
+        with; ``views``: the session's, the meter's too), stream it, log it."""
         for notice in ready.notices:
             self.cb.on_notice(notice)
         now = self.app.clock()
-        prompt = self.prompt
         scope = self.app.cache_scope(prompt) or ledger.scope_of(
             self.wire.type, self.provider_id, self.config.model, prompt.system, prompt.tools
         )
-        self._note_instructions(prompt)
+        self._note_instructions(prompt, views)
         placed: list[ledger.Placed] = []
         arranged = ready.arranged or self.meter.arranged(ready.messages)
-        views = self.meter.views
-        before = views.requests.last if views is not None else None
+        before = views.requests.last if views.requests is not None else None
         diagnose = bool(self.config.setting("cache_diagnostics"))
 
         def marks(_: list) -> list[tuple[int, float]]:
@@ -390,7 +388,11 @@ class _Turn:
             )
             # No usage (stopped before it came) or an implausible one: nothing to judge.
             reported = self.wire.prompt_tokens(u) > 0 and not ignored
-            miss = self._judge_cache(before, scope, prefix, built, now, reply) if reported else None
+            miss = (
+                self._judge_cache(before, prompt, views, scope, prefix, built, now, reply)
+                if reported
+                else None
+            )
             event = self.log(
                 "request",
                 payload={
@@ -416,7 +418,7 @@ class _Turn:
                     **({"cache_miss": miss} if miss is not None else {}),
                 },
                 own={
-                    "sent": sent_log.delta(self.store, self.meter.views, built.sent),
+                    "sent": sent_log.delta(self.store, views, built.sent),
                     **({"expect": expect} if expect is not None else {}),
                 },
             )
@@ -426,7 +428,7 @@ class _Turn:
                     text=cache_miss.line(miss),
                     payload={"request": event.seq, **miss},
                 )
-        sent_log.remember(self.meter.views, event.seq, built.sent)
+        sent_log.remember(views, event.seq, built.sent)
         if ignored:
             self.cb.on_notice(ignored)
         self._request_finished(info, reply, event.seq)
@@ -435,6 +437,8 @@ class _Turn:
     def _judge_cache(
         self,
         before: tuple[int, dict[str, Any]] | None,
+        prompt: Prompt,
+        views: derived.Derived,
         scope: ledger.Scope,
         prefix: list[str],
         built: Any,
@@ -446,7 +450,7 @@ class _Turn:
         judged = cache_miss.Now(
             self.provider_id,
             self.config.model,
-            _instruction_list(self.prompt),
+            _instruction_list(prompt),
             scope,
             prefix,
             built.sent,
@@ -456,15 +460,15 @@ class _Turn:
         )
 
         def sent_before() -> Any:
-            return sent_log.sent_of(self.store, self.sid, before[0], self.meter.views)
+            return sent_log.sent_of(self.store, self.sid, before[0], views) if before else []
 
         return cache_miss.judge(before[1] if before else None, judged, sent_before)
 
-    def _note_instructions(self, prompt: Prompt) -> None:
+    def _note_instructions(self, prompt: Prompt, views: derived.Derived) -> None:
         """When the instruction files differ from those the session's last request
         carried, an ``instructions`` event says which (recall shows it)."""
         now = _instruction_list(prompt)
-        last = self.meter.views.requests.last if self.meter.views is not None else None
+        last = views.requests.last if views.requests is not None else None
         before = last[1].get("instructions") if last is not None else None
         if (before is None and not now) or before == now or self.noted == now:
             return

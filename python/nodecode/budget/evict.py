@@ -17,7 +17,7 @@ restored by a take last. Never the running turn's ask and newest round.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -299,9 +299,10 @@ def units(r: Read, st: State, protect: set[int]) -> list[Unit]:
     order = st.messages
     own = owners(order)
     requests = r.running_requests()
-    turns: dict[Hashable, Unit] = {}
-    rounds: dict[Hashable, Unit] = {}
-    restored: dict[Hashable, Unit] = {}
+    # Keys: ("turn", turn), ("round", turn, round), ("restored", either of those).
+    turns: dict[tuple[Any, ...], Unit] = {}
+    rounds: dict[tuple[Any, ...], Unit] = {}
+    restored: dict[tuple[Any, ...], Unit] = {}
     current = 0
     for m, turn in zip(order, own, strict=True):
         if m.role == "stub" or m.id <= 0 or _protected(m, turn, protect, st.running):
@@ -309,7 +310,7 @@ def units(r: Read, st: State, protect: set[int]) -> list[Unit]:
         if turn is not None and turn == st.running:
             if m.role in CONTENT or m.role == "thinking":  # a round's thinking is its own
                 current = bisect.bisect_left(requests, m.id)
-            key: Hashable = ("round", turn, current)
+            key: tuple[Any, ...] = ("round", turn, current)
             group = rounds
         else:
             key, group = ("turn", turn), turns
@@ -431,7 +432,8 @@ def _apply(
             if m.role == "tool"
             else next((r.id for r in st.messages if r.role == "tool" and r.call_id == i), None)
         )
-        unit_of[i] = unit_of.get(partner) or Unit(("pair", i), m.turn, None)
+        unit = unit_of.get(partner) if partner is not None else None
+        unit_of[i] = unit or Unit(("pair", i), m.turn, None)
     with store.atomic():
         order: list[Message] = []
         stubs: list[Message] = []
@@ -478,13 +480,13 @@ def _apply(
 
 def _ranges(numbers: list[int]) -> str:
     """``1–3, 5`` for [1, 2, 3, 5]."""
-    out: list[str] = []
+    out: list[tuple[int, int]] = []  # (first, last) of each run
     for n in sorted(set(numbers)):
         if out and out[-1][1] == n - 1:
             out[-1] = (out[-1][0], n)
         else:
-            out.append((n, n))  # type: ignore[arg-type]
-    return ", ".join(f"{a}" if a == b else f"{a}\u2013{b}" for a, b in out)  # type: ignore[misc]
+            out.append((n, n))
+    return ", ".join(f"{a}" if a == b else f"{a}\u2013{b}" for a, b in out)
 
 
 def _receipt_line(

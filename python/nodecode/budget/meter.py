@@ -146,13 +146,14 @@ class Meter:
         self.carries = wire.carries(thinking)  # which messages a request carries
         self.key = wire.arrangement_key(thinking)
         self.encoding = encoding(name)
-        self.cache = _COUNTS.get(name)
-        if self.cache is None:
-            self.cache = _COUNTS.keep(name, Bounded(MAX_COUNTS))
+        cache = _COUNTS.get(name)  # the encoding's counts, shared by every meter
+        if cache is None:
+            cache = _COUNTS.keep(name, Bounded(MAX_COUNTS))
+        self.cache: Bounded = cache
         self._memo = f"tokens:{name}"  # per message object: (key, tokens, blank)
         tools = wire.tool_json(prompt.tools)
         key = (name, prompt.system, *tools)
-        fixed = _FIXED.get(key)
+        fixed: tuple[int, int, int] | None = _FIXED.get(key)
         if fixed is None:  # counted once per text: the same prompt every request
             fixed = (
                 self.text(prompt.system),
@@ -289,9 +290,9 @@ class Meter:
         its rejection as too large named (1.0 before any). A request stopped or
         failed before its usage arrived reports nothing and must not reset it.
         From the session's request log, as its last read left it."""
-        if self.views is None:
+        log = self.views.requests if self.views is not None else None
+        if log is None:  # no session, or none of its log read yet: nothing to go by
             return 1.0
-        log = self.views.requests
         newest = (log.seqs[-1] if log.seqs else 0, log.rejections[-1][0] if log.rejections else 0)
         key = ("ratio", self.wire.type, self.model)
         hit = log.memo.get(key)

@@ -36,8 +36,10 @@ def model_ids(ws: Workspace, config: Config, provider: ProviderConfig) -> list[t
     out += [
         (m, "models.dev") for m in budgets.dev_models(ws.home, provider.models_dev or provider.id)
     ]
-    seen: set[str] = set()
-    return [(m, s) for m, s in out if not (m in seen or seen.add(m))]
+    first: dict[str, str] = {}  # each model once, with the source it came first from
+    for m, s in out:
+        first.setdefault(m, s)
+    return list(first.items())
 
 
 def available(ws: Workspace, config: Config) -> list[dict[str, Any]]:

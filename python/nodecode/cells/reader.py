@@ -84,6 +84,8 @@ def _convert(form: object) -> Form:
         return _convert_list(list(form.I))
     if isinstance(form, list):
         return _convert_list(form)
+    # Ignored: mypy sees an object, but sexpdata hands back what _Parser.atom made
+    # or a string literal, each a Form.
     return form  # type: ignore[return-value]
 
 

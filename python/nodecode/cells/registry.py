@@ -158,6 +158,7 @@ def verb(
         line = doc if doc is not None else (fn.__doc__ or "").strip().split("\n")[0]
         shown = usage or _usage(name, required, opts, kws)
         spec = Verb(name, fn, required, opts, kws, line, shown, rest)
+        # Ignored: a function takes any attribute, but its Callable type declares none.
         fn.__verb__ = spec  # type: ignore[attr-defined]
         return fn
 

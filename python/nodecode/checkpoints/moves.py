@@ -522,7 +522,7 @@ def redo_stack(store: Store, sid: str) -> list[int]:
     for seq in sorted(starts | set(moves)):
         op = moves[seq].payload.get("op") if seq in moves else "turn"
         if op == "undo":
-            stack.append(moves[seq].payload.get("from"))
+            stack.append(moves[seq].payload["from"])  # every move records its head
         elif op == "redo":
             stack = stack[:-1]
         else:

@@ -180,7 +180,7 @@ class _Redacting:
 @contextlib.contextmanager
 def _redacted_output(redact: Callable[[str], str]) -> Iterator[None]:
     out, err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _Redacting(out, redact), _Redacting(err, redact)  # type: ignore[assignment]
+    sys.stdout, sys.stderr = _Redacting(out, redact), _Redacting(err, redact)
     try:
         yield
     finally:

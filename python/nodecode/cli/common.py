@@ -16,7 +16,8 @@ EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_PROVIDER, EXIT_STOPPED = 0, 1, 2, 3, 130
 INTEGER_MAX = 2**63 - 1  # SQLite's (and the log's msgpack) integers are 64-bit
 
 Handler = Callable[[App, argparse.Namespace], int]
-Arguments = Callable[[argparse.ArgumentParser], None]
+# What it returns is ignored: a one-argument command's is a lambda returning add_argument's Action.
+Arguments = Callable[[argparse.ArgumentParser], object]
 
 
 @dataclass(frozen=True)

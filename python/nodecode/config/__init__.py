@@ -165,7 +165,8 @@ def load_config(home: Path, environ: Mapping[str, str] = os.environ) -> Config:
     raw = _read(home / "config.jsonc")
     schema.check_environment(environ)
     chosen = schema.env(environ, "NODECODE_PROVIDER") or _text(raw.get("provider"))
-    blocks = raw.get("providers") if isinstance(raw.get("providers"), dict) else {}
+    given = raw.get("providers")
+    blocks = given if isinstance(given, dict) else {}
     named = {*blocks, *([chosen] if chosen else [])}
     presets = _presets(home, named, environ)
     if chosen and chosen not in presets and chosen not in blocks:

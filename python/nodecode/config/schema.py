@@ -434,6 +434,12 @@ ENVIRONMENT = (
     Variable("NODECODE_DEMO_ROOT", AnyText(), "the checkout the demo's Neovim runs", True),
     Variable("NODECODE_DEMO_PYTHON", AnyText(), "the demo's Python", True),
     Variable("NODECODE_DEMO_MODEL", AnyText(), "the demo's provider and model, shown", True),
+    Variable(
+        "NODECODE_SHELL_MARK",
+        AnyText(),
+        "a shell command's own mark, so its processes are found wherever they moved",
+        True,
+    ),
 )
 VARIABLES = {v.name: v for v in ENVIRONMENT}
 

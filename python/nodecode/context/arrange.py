@@ -58,7 +58,7 @@ def sendable(
     session's ``previous`` arrangement made for the same ``key`` (the wire format
     and setting ``carries`` stands for), whose messages these begin with (the
     context only grew), only the new ones are tested."""
-    start, head = 0, None
+    start, head, source = 0, None, None
     if previous is not None and previous.wire_format == key:
         source = previous.source
         if source is not None and _same_objects(source, messages) == len(source):
@@ -66,7 +66,7 @@ def sendable(
     tail = [m for m in islice(messages, start, None) if m.role != "thinking" or carries(m)]
     if head is None:
         return messages if len(tail) == len(messages) else tail
-    if head is previous.source and len(tail) == len(messages) - start:
+    if head is source and len(tail) == len(messages) - start:
         return messages  # nothing dropped, before or now
     return head + tail
 
@@ -257,7 +257,9 @@ class Arranged:
         # What ``sendable`` made ``messages`` of, and for which wire format (given by
         # ``arranged``): the next request tests only the messages added to it.
         self.source, self.wire_format = source, wire_format
-        self.batched = _Batched.of(messages, previous.batched if previous is not None else None)
+        self.batched: _Batched = _Batched.of(
+            messages, previous.batched if previous is not None else None
+        )
         self.out = self.batched.arranged()
         self.previous = previous
         self.same = _same_objects(previous.out, self.out) if previous is not None else 0

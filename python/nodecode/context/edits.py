@@ -327,7 +327,9 @@ def _with_pairs(
     out = set(ids)
     for i in ids:
         m = st.path_messages.get(i)
-        other = pair_of(m, st) if m else None
+        if m is None:
+            continue  # not on the path: no other half to bring along
+        other = pair_of(m, st)
         if other is not None and other not in out:
             out.add(other)
             if present is None or other not in present:

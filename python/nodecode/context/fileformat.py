@@ -138,22 +138,23 @@ def split_like(text: str, nonce: str, base: Split, base_text: str) -> Split:
     out = Split(first)
     line = 2  # the line ``p`` starts
     while p < len(text):
-        m = head.match(text, p)  # always a well-formed header: where every step stops
+        m = head.match(text, p)
+        assert m is not None, "every step stops at a well-formed header"
         k = index.get(int(m.group(1)))
-        run = _copied(text, p, base_text, starts, k) if k is not None else 0
-        end = p + starts[k + run] - starts[k] if run else p
-        if run and end < len(text) and head.match(text, end) is None:
-            run -= 1  # its last block goes on past the export's: parse it
+        if k is not None and (run := _copied(text, p, base_text, starts, k)):
             end = p + starts[k + run] - starts[k]
-        if run:
-            shift = line - base.blocks[k].line
-            copied = base.blocks[k : k + run]
-            if shift:
-                copied = [Block(b.id, b.role, b.body, b.line + shift) for b in copied]
-            out.blocks += copied
-            last = copied[-1]
-            line, p = last.line + last.body.count("\n") + 2, end
-            continue
+            if end < len(text) and head.match(text, end) is None:
+                run -= 1  # its last block goes on past the export's: parse it
+                end = p + starts[k + run] - starts[k]
+            if run:
+                shift = line - base.blocks[k].line
+                copied = base.blocks[k : k + run]
+                if shift:
+                    copied = [Block(b.id, b.role, b.body, b.line + shift) for b in copied]
+                out.blocks += copied
+                last = copied[-1]
+                line, p = last.line + last.body.count("\n") + 2, end
+                continue
         p, line = _one_block(text, p, line, nonce, out)
     return out
 
@@ -180,6 +181,7 @@ def _one_block(text: str, p: int, line: int, nonce: str, out: Split) -> tuple[in
     """Parse the block whose well-formed header starts at ``p`` (line ``line``) as
     ``split`` does, up to the next well-formed header; return its offset and line."""
     m = _head_re(nonce).match(text, p)
+    assert m is not None, "_one_block is called at a well-formed header"
     body_at, q, at_line = m.end() + 1, len(text), line
     counted = p
     for h in _heads_re(nonce).finditer(text, m.end()):

@@ -119,10 +119,11 @@ class Message:
         message made of the same id, role and text as one this process hashed
         before, in any App, is looked up instead)."""
         role = self.role
-        key: tuple | None = (self.id, role, self.text)
+        seen = (self.id, role, self.text)
+        key: tuple | None = seen
         if role == "call" or role == "thinking":  # hashed with their payload: known by
             packed = self.__dict__.get("_packed")  # its stored bytes, when read
-            key = (*key, packed) if packed is not None else None  # from a row
+            key = (*seen, packed) if packed is not None else None  # from a row
         if key is not None:
             hit = _DIGESTS.get(key)
             if hit is not None:

@@ -87,9 +87,9 @@ def grow(
         return None
     index, own = hit.index, hit.own
     if head != hit.head:
-        if turn is None or turn.parent != hit.head or head in index:
+        if turn is None or turn.parent != hit.head or turn.number in index:
             return None
-        index = {**index, head: len(index)}
+        index = {**index, turn.number: len(index)}
         own = []
     st = copy(hit.state)
     own = list(own)
@@ -99,12 +99,18 @@ def grow(
         m = message_of(e)
         st.messages.append(m)
         st.path_messages[m.id] = m
-        st.key[m.id] = (index.get(e.turn, -1), e.seq)
+        st.key[m.id] = (_position(index, e.turn), e.seq)
         if head is not None and e.turn == head:
             own.append(m.id)
     st.running = head
     st.newest = newest_round(turn, st.path_messages, own, requests)
     return Computed(head, st, index, own)
+
+
+def _position(index: dict[int, int], turn: int | None) -> int:
+    """Where ``turn`` sits on the path (``index``); -1, before every turn, for a
+    message logged outside any turn or on a turn off the path."""
+    return index.get(turn, -1) if turn is not None else -1
 
 
 def compute(
@@ -123,7 +129,7 @@ def compute(
     listed = _path_messages(store, sid, path)
     if known:
         listed = [_reused(known.get(m.id), m) for m in listed]
-    keys = [(index.get(m.turn, -1), m.id) for m in listed]
+    keys = [(_position(index, m.turn), m.id) for m in listed]
     key = {k[1]: k for k in keys}
     messages = {m.id: m for m in listed}
     # Read in seq order, which is path order unless a turn logged after a later one:
@@ -315,8 +321,9 @@ def snapshot(store: Store, order: list[Message], base: State | None = None) -> d
     snapshot that state starts from, unless that chain is long enough."""
     texts = {m.id: _digest(m.text) for m in order if m.rewritten}
     restored = {m.id for m in order if m.restored}
-    prev = decoded(store, *base.snapshot) if base is not None and base.snapshot else None
-    if prev is None or prev.depth + 1 >= SNAPSHOT_CHAIN:
+    after = base.snapshot if base is not None else None  # what a delta is made against
+    prev = decoded(store, *after) if after is not None else None
+    if after is None or prev is None or prev.depth + 1 >= SNAPSHOT_CHAIN:
         for m in order:
             if m.rewritten:
                 store.put_blob(m.text.encode("utf-8", "surrogatepass"))
@@ -331,7 +338,7 @@ def snapshot(store: Store, order: list[Message], base: State | None = None) -> d
     for m in changed:
         store.put_blob(m.text.encode("utf-8", "surrogatepass"))
     was = {i for i in prev.restored if i in present}
-    out: dict[str, Any] = {"after": list(base.snapshot), "runs": _runs(order, prev.order)}
+    out: dict[str, Any] = {"after": list(after), "runs": _runs(order, prev.order)}
     for name, value in (
         ("texts", [[m.id, texts[m.id]] for m in changed]),
         ("plain", sorted(i for i in had if i not in texts)),

@@ -29,24 +29,24 @@ Pairs = list[tuple[int, str]]
 def delta(store: Store, views: Derived, sent: Pairs) -> dict[str, Any]:
     """The payload field for a request about to be logged (after the session's last
     one, as its ``views`` were last read)."""
-    last = views.requests.last
+    last = _last(views)
     keep, head = 0, None  # head: a hash of sent[:keep], when one was made on the way
     if last is not None:
         hit = views.sent
-        before = last[1].get("sent")
-        n = before.get("n") if isinstance(before, dict) else None
+        logged = last[1].get("sent")
+        before: dict[str, Any] = logged if isinstance(logged, dict) else {}
+        n = before.get("n")
         if hit is not None and hit[0] == last[0]:  # this App sent it: the list is here
             keep = common_prefix(sent, hit[1])
             head = hit[2] if keep == len(hit[1]) else None
         else:
             if isinstance(n, int) and n <= len(sent):
                 head = _hasher(sent[:n])
-                if _hash(head) != before.get("hash"):
+                if _hash(head) == before.get("hash"):
+                    keep = n  # starting with all of the last list: no chain to rebuild
+                else:
                     head = None
-            # Starting with all of the last list, there is no chain to rebuild.
-            if head is not None:
-                keep = n
-            else:
+            if head is None:
                 keep = common_prefix(sent, sent_of(store, views.sid, last[0], views))
     whole = _extend(head.copy(), sent[keep:], keep) if head is not None else _hasher(sent)
     views.sent_hash = (sent, whole)  # for remember(sent)
@@ -57,6 +57,12 @@ def delta(store: Store, views: Derived, sent: Pairs) -> dict[str, Any]:
         "n": len(sent),
         "hash": _hash(whole),
     }
+
+
+def _last(views: Derived) -> tuple[int, dict[str, Any]] | None:
+    """(seq, payload) of the session's newest request, as its views were last
+    read (None before any, or before a read loaded its request log)."""
+    return views.requests.last if views.requests is not None else None
 
 
 def _hasher(pairs: Pairs) -> Any:
@@ -81,7 +87,7 @@ def remember(views: Derived, seq: int, sent: Pairs) -> None:
     the next delta starts from them."""
     made, views.sent_hash = views.sent_hash, None
     hasher = made[1] if made is not None and made[0] is sent else _hasher(sent)
-    views.sent = (seq, list(map(tuple, sent)), hasher)
+    views.sent = (seq, [(i, d) for i, d in sent], hasher)
 
 
 def sent_of(store: Store, sid: str, seq: int, views: Derived | None = None) -> Pairs:
@@ -108,7 +114,7 @@ def sent_of(store: Store, sid: str, seq: int, views: Derived | None = None) -> P
         elif isinstance(value, dict):
             del pairs[value.get("keep", 0) :]
             pairs += map(tuple, value.get("add", []))
-    last = views.requests.last if views is not None else None
+    last = _last(views) if views is not None else None
     if views is not None and last is not None and last[0] == seq:
         remember(views, seq, pairs)
     return pairs

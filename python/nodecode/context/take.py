@@ -12,6 +12,7 @@ against its export's bytes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import stat
@@ -126,7 +127,7 @@ def export(ws: Workspace, sid: str) -> Path:
         r, raw = _log_export(ws, sid)
         # Written once the export is committed: a crash in between must not leave
         # a file naming an export the log does not have.
-        if write_private_over(path, raw, lambda p, st, r=r: _known_file(r, p, st)):
+        if write_private_over(path, raw, functools.partial(_known_file, r)):
             return path
     raise UserError(
         f"{path}: saved again while each of {EXPORT_TRIES} exports was being written "

@@ -32,13 +32,13 @@ class TakeLog:
 
     def add(self, e: Event) -> None:
         if e.kind == "export":
-            self.exports[e.payload.get("number")] = e
+            self.exports[e.payload["number"]] = e  # take.py's _log_export writes both
             self.latest_export = e
-            self.recorded.add(e.payload.get("blob"))
+            self.recorded.add(e.payload["blob"])
         elif e.kind == "edit":
             self.pending.append(e)
             if e.payload.get("source") == "file":
-                self.recorded.add(e.payload.get("blob"))
+                self.recorded.add(e.payload["blob"])  # as record_file_edit writes it
         elif e.kind == "receipt":
             self.pending.clear()  # a take processes every pending edit at once
             if TAKEN in e.text:

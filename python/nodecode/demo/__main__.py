@@ -73,6 +73,7 @@ def start_loopback(root: Path) -> tuple[subprocess.Popen, str]:
             stderr=log,
             text=True,
         )
+    assert proc.stdout is not None  # stdout=PIPE
     url = proc.stdout.readline().strip()
     if not url.startswith("http"):
         proc.terminate()

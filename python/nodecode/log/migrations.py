@@ -174,7 +174,8 @@ def _file_deltas(db: sqlite3.Connection, sid: str) -> list[tuple[str, bytes, str
     if not exports:
         return []
     newest, nonce = exports[max(exports)]
-    plan = [  # (blob, its base, the substitution that makes the base's headers its own)
+    # (blob, its base, the substitution that makes the base's headers its own)
+    plan: list[tuple[str, str, tuple[bytes, bytes] | None]] = [
         (h, newest, (f"[[m:{nonce} ".encode(), f"[[m:{own} ".encode()))
         for h, own in exports.values()
         if h != newest

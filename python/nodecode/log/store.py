@@ -299,7 +299,8 @@ class Store:
         messages for the few edits and exports of a session). With ``payload_of``,
         only events of those kinds carry their payload (a snapshot's is large)."""
         table = "events INDEXED BY events_session_kind" if kinds else "events"
-        columns, params = _COLUMNS, []
+        columns = _COLUMNS
+        params: list[Any] = []
         if payload_of is not None:
             marks = ",".join("?" * len(payload_of)) or "NULL"
             columns = _COLUMNS.replace("payload", f"CASE WHEN kind IN ({marks}) THEN payload END")
@@ -397,16 +398,16 @@ class Store:
         which need not be a stored blob), the row holds only a delta against it
         (``nodecode.log.delta``, runs of lines or of ``unit`` pieces) when that is smaller."""
         digest = digest or hashlib.sha256(data).hexdigest()
-        packed = None
+        as_delta: tuple[bytes, str] | None = None  # (delta, its base's digest) when smaller
         if base is not None and base[0] != digest:
             packed = delta.encode(base[1], data, unit=unit)
-            if len(packed) >= len(data) or delta.decode(base[1], packed) != data:
-                packed = None
+            if len(packed) < len(data) and delta.decode(base[1], packed) == data:
+                as_delta = (packed, base[0])
         with self.atomic() as db:
-            if packed is not None:
+            if as_delta is not None:
                 db.execute(
                     "INSERT OR IGNORE INTO blobs (hash, size, data, base) VALUES (?, ?, ?, ?)",
-                    (digest, len(data), packed, base[0]),
+                    (digest, len(data), *as_delta),
                 )
             else:  # whole bytes replace a delta: they need no base to be read
                 db.execute(

@@ -367,8 +367,11 @@ def cost(usage: Mapping[str, Any]) -> float:
                 "cost: a usage with cache_write needs cache_write_1h and cache_write_5m "
                 f"to be priced (got keys {sorted(usage)})"
             )
-        parts = tuple(
-            usage.get(k) for k in ("input", "cache_read", "cache_write_5m", "cache_write_1h")
+        parts = (
+            usage.get("input"),
+            usage.get("cache_read"),
+            usage.get("cache_write_5m"),
+            usage.get("cache_write_1h"),
         )
     uncached, read, short, long = (int(n or 0) for n in parts)
     return (

@@ -291,7 +291,13 @@ class _HTTPServer(ThreadingHTTPServer):
     def server_bind(self) -> None:
         # HTTPServer.server_bind calls getfqdn, a reverse DNS lookup that can hang.
         socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = self.server_address[:2]
+        self.server_name, self.server_port = self.host_port()
+
+    def host_port(self) -> tuple[str, int]:
+        """The (host, port) it is bound to, as the socket names it (a str host)."""
+        host, port = self.server_address[:2]
+        assert isinstance(host, str), f"getsockname() gave host {host!r}"
+        return host, port
 
 
 class LoopbackServer:
@@ -375,7 +381,7 @@ class LoopbackServer:
     def url(self) -> str:
         if self._httpd is None:
             raise RuntimeError("the loopback server is not started (call start())")
-        host, port = self._httpd.server_address[:2]
+        host, port = self._httpd.host_port()
         return f"http://{host}:{port}"
 
     # -- script, faults, records
@@ -491,8 +497,9 @@ class LoopbackServer:
             first_id = self._next_tool
             self._next_tool += len(rnd.calls)
             model = str(body.get("model") or "")
-            cached = self.cache is not None and points
-            cache = self.cache.apply(model, blocks, points) if cached else CacheUsage()
+            cache = CacheUsage()
+            if self.cache is not None and points:
+                cache = self.cache.apply(model, blocks, points)
             if flavor in (RESPONSES, GOOGLE) and self.cache is not None:
                 cache = CacheUsage(read=self.prefix.apply(model, _units(flavor, body)))
         usage = self._usage(total, cache, rnd)

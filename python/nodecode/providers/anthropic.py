@@ -266,7 +266,8 @@ def _stream_error(raw: str, data: dict[str, Any]) -> ProviderError:
     overflow = parse_overflow(None, raw)
     if overflow is not None:
         return overflow
-    error = data.get("error") if isinstance(data.get("error"), dict) else {}
+    nested = data.get("error")
+    error = nested if isinstance(nested, dict) else {}
     kind, message = str(error.get("type") or "error"), str(error.get("message") or "")
     return ProviderError(
         f"stream error {kind}: {message}", retryable=kind in _RETRYABLE_STREAM_ERRORS
@@ -386,9 +387,10 @@ def _run_of(
     rest = tuple(islice(out, i + 1, j))
     # The very objects, not equal ones: messages of two sessions may be equal (the
     # same seq, role, text and turn) and differ in their payload (a thinking block).
-    kept = memo[0] if memo is not None else None  # None: kept as a one-block run
-    if kept is not None and len(kept) == len(rest) and all(map(operator.is_, kept, rest)):
-        return memo[1], memo[2]
+    if memo is not None:
+        kept = memo[0]  # None: kept as a one-block run
+        if kept is not None and len(kept) == len(rest) and all(map(operator.is_, kept, rest)):
+            return memo[1], memo[2]
     msg, text = _anthropic_message(out, i, j, ttl_at)
     first.memo["anthropic:run"] = (rest, msg, text)
     return msg, text
@@ -445,7 +447,7 @@ def _anthropic_block(m: Message) -> dict[str, Any]:
             "input": call_input(m),
         }
     if m.role == "tool":
-        block = {
+        block: dict[str, Any] = {
             "type": "tool_result",
             "tool_use_id": WIRE.tool_id(m.call_id or 0),
             "content": m.text,

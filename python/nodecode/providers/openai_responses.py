@@ -242,7 +242,8 @@ def _stream_error(data: dict[str, Any]) -> ProviderError:
     overflow = parse_overflow(None, raw)
     if overflow is not None:
         return overflow
-    error = data.get("error") if isinstance(data.get("error"), dict) else data
+    nested = data.get("error")
+    error = nested if isinstance(nested, dict) else data
     code = str(error.get("code") or error.get("type") or "error")
     message = str(error.get("message") or "")
     return ProviderError(f"stream error {code}: {message}", retryable=code in _RETRYABLE_CODES)

@@ -122,13 +122,12 @@ def from_file(provider: ProviderConfig, path: Path) -> str:
 def file_keys(config: Config, home: Path) -> dict[str, str]:
     """The keys in every provider's api_key_file that can be read, by source name:
     secrets to redact even when another provider is in use."""
-    found = {}
+    found: dict[str, str] = {}
     for provider in config.providers.values():
-        if provider.api_key_file:
+        name = source_name(provider)  # never None for a provider with a key file
+        if provider.api_key_file and name is not None:
             try:
-                found[source_name(provider)] = from_file(
-                    provider, key_path(provider.api_key_file, home)
-                )
+                found[name] = from_file(provider, key_path(provider.api_key_file, home))
             except ConfigError:
                 continue  # only the provider in use must have a readable key
     return found

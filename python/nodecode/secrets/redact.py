@@ -242,7 +242,13 @@ class Redactor:
             return text
         marks = [mark for _, mark in found]
         pattern = _compile(tuple(form for form, _ in found))
-        return pattern.sub(lambda m: marks[m.lastindex - 1], text)  # type: ignore[operator]
+
+        def mark(m: re.Match[str]) -> str:
+            group = m.lastindex  # each form is a group of its own: the one that matched
+            assert group is not None
+            return marks[group - 1]
+
+        return pattern.sub(mark, text)
 
     __call__ = apply  # so a Redactor can be passed wherever a str -> str function is wanted
 

@@ -18,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import json
 import os
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,9 @@ from nodecode.paths import ensure_dir
 
 START_LIMIT = 30.0  # seconds a server has to start and list its tools
 POLL = 0.05  # how often a waiting caller looks at its cancel event
+# A streamable-HTTP server's client: the SDK's default timeouts (a response stream
+# may stay open for minutes).
+HTTP_TIMEOUT, HTTP_READ_TIMEOUT = 30.0, 300.0
 
 
 class McpError(NodecodeError):
@@ -334,9 +338,7 @@ def _close_all() -> None:
 
 def _transport(spec: ServerSpec, errlog: Any) -> Any:
     if spec.url:
-        from mcp.client.streamable_http import streamable_http_client
-
-        return streamable_http_client(spec.url, headers=dict(spec.headers) or None)
+        return _http_transport(spec.url, dict(spec.headers))
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     params = StdioServerParameters(
@@ -345,9 +347,26 @@ def _transport(spec: ServerSpec, errlog: Any) -> Any:
     return stdio_client(params, errlog=errlog)
 
 
+@contextlib.asynccontextmanager
+async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    """Streamable HTTP with the server's ``headers`` on every request. The SDK
+    takes headers only on an HTTP client of the caller's, which the caller closes:
+    one like the SDK's own (its timeouts), closed when the transport is."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    timeout = httpx2.Timeout(HTTP_TIMEOUT, read=HTTP_READ_TIMEOUT)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
+
+
 def _tool(server: str, tool: Any) -> ToolInfo:
     schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
-    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    given = schema.get("properties")
+    properties = given if isinstance(given, dict) else {}
     required = [r for r in schema.get("required") or [] if isinstance(r, str)]
     names = list(required) + [p for p in properties if p not in required]
     return ToolInfo(server, tool.name, tool.description or "", tuple(names), frozenset(required))

@@ -63,7 +63,8 @@ def _candidates() -> Iterator[Path]:
     else:
         for file in dist.files or ():
             if file.name in _NAMES:
-                yield Path(dist.locate_file(file)).resolve()
+                # locate_file is typed to return a SimplePath; it is a Path at run time.
+                yield Path(str(dist.locate_file(file))).resolve()
     for folder in (sysconfig.get_path("scripts"), os.path.dirname(sys.executable)):
         for name in _NAMES:
             yield Path(folder) / name
@@ -104,6 +105,7 @@ def search(
         stderr=subprocess.PIPE,
         start_new_session=True,  # only a stop ends it, not the terminal's Ctrl-C
     )
+    assert proc.stdout is not None and proc.stderr is not None  # both pipes
     found, log = Search(), _Log()
     try:
         found.ended = _pump(proc, _Matches(found, max_matches), log, deadline, cancel)
@@ -112,8 +114,8 @@ def search(
     finally:
         proc.kill()
         proc.wait()
-        proc.stdout.close()  # type: ignore[union-attr]
-        proc.stderr.close()  # type: ignore[union-attr]
+        proc.stdout.close()
+        proc.stderr.close()
     found.skipped = log.skipped
     return found
 
@@ -162,7 +164,8 @@ def _pump(
 ) -> str:
     """Read rg's output and log until both end ("done"), the matches are cut
     ("cut"), the deadline passes ("time") or the turn is stopped ("stopped")."""
-    out, err = proc.stdout.fileno(), proc.stderr.fileno()  # type: ignore[union-attr]
+    assert proc.stdout is not None and proc.stderr is not None  # search opens both as pipes
+    out, err = proc.stdout.fileno(), proc.stderr.fileno()
     sinks = {out: matches.feed, err: log.feed}
     with selectors.DefaultSelector() as sel:
         for fd in sinks:

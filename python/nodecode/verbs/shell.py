@@ -96,12 +96,13 @@ def shell(env: CellEnv, cmd: str, *, timeout: float | None = None) -> str:
     mark = secrets.token_hex(16)
     try:
         proc = _spawn(env, cmd, mark)
+        assert proc.stdout is not None  # _spawn opens it as a pipe
         watchdog.watch(proc.pid, mark)
         _open_gate(proc)
         try:
             out, status = _run(proc, limit, env.cancel, mark)
         finally:
-            proc.stdout.close()  # type: ignore[union-attr]
+            proc.stdout.close()
     finally:
         watchdog.release()
         if hook is not None:
@@ -136,8 +137,9 @@ class _Watchdog:
         if self.proc is None:
             return
         self._send("done\n")
+        assert self.proc.stdin is not None  # opened as a pipe
         try:
-            self.proc.stdin.close()  # type: ignore[union-attr]
+            self.proc.stdin.close()
         except OSError:
             pass
         _reap(self.proc)
@@ -145,9 +147,10 @@ class _Watchdog:
     def _send(self, line: str) -> None:
         if self.proc is None:
             return
+        assert self.proc.stdin is not None  # opened as a pipe
         try:
-            self.proc.stdin.write(line.encode())  # type: ignore[union-attr]
-            self.proc.stdin.flush()  # type: ignore[union-attr]
+            self.proc.stdin.write(line.encode())
+            self.proc.stdin.flush()
         except OSError:
             pass  # it died: the command is unwatched, not stopped
 
@@ -168,9 +171,10 @@ def _spawn(env: CellEnv, cmd: str, mark: str) -> subprocess.Popen[bytes]:
 
 
 def _open_gate(proc: subprocess.Popen[bytes]) -> None:
+    assert proc.stdin is not None  # _spawn opens it as a pipe
     try:
-        proc.stdin.write(b"\n")  # type: ignore[union-attr]
-        proc.stdin.close()  # type: ignore[union-attr]
+        proc.stdin.write(b"\n")
+        proc.stdin.close()
     except OSError:
         pass  # it is already gone; _run reports how it ended
 
@@ -222,7 +226,8 @@ def _read(
 ) -> str:
     """Read the output pipe: "eof", "exited" (a background job holds it),
     "deadline" or "stopped"."""
-    fd = proc.stdout.fileno()  # type: ignore[union-attr]
+    assert proc.stdout is not None  # _spawn opens it as a pipe
+    fd = proc.stdout.fileno()
     exited_at: float | None = None
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)

@@ -151,4 +151,6 @@ class NodecodePlugin:
 
 
 if IN_OWN_HOST:
-    NodecodePlugin = pynvim.plugin(NodecodePlugin)
+    # The decorator applied late: it tags the class in place ("Tag a class as a
+    # plugin", pynvim.plugin sets cls._nvim_plugin) and returns the same class.
+    pynvim.plugin(NodecodePlugin)
