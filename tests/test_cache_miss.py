@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import httpx
 import pytest
@@ -240,3 +241,19 @@ def test_with_diagnostics_a_changed_instructions_file_is_both_ours_and_system_ch
     ).json()["input_tokens"]
     assert miss["cause"] == "instructions"
     assert miss["provider"] == {"type": "system_changed", "missed": expected - tools}
+
+
+def test_a_rewritten_message_in_context_txt_is_named_rewritten(home, workspace, loopback):
+    srv = setup(home, loopback)
+    expected = two_asks(home, workspace, srv)
+    exported = run_cli("context", home=home, cwd=workspace)
+    assert exported.returncode == 0, exported.stderr
+    path = Path(exported.stdout.strip())
+    text = path.read_text()
+    assert LONG_ANSWER.strip() in text
+    path.write_text(text.replace(LONG_ANSWER.strip(), "the first answer, in short"))
+    ask(home, workspace, "third question")
+
+    miss = check_figures(home, workspace, srv, expected)
+    assert miss["cause"] == "edit"
+    assert miss["reason"].endswith("message 3 was rewritten"), miss
