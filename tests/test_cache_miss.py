@@ -127,6 +127,15 @@ def test_an_expired_entry_is_a_miss_the_ledger_names_by_its_lifetime(home, works
     clock = Clock()
     srv = setup(home, loopback, clock=clock, cache="5m")
     expected = two_asks(home, workspace, srv)
+    # The cache mark knows the lifetime too: 400 s on, it promises nothing.
+    later = run_cli(
+        "status", "--json", home=home, cwd=workspace, env={"NODECODE_CLOCK_OFFSET": "400"}
+    )
+    assert json.loads(later.stdout)["cache"]["through"] is None
+    assert (
+        json.loads(run_cli("status", "--json", home=home, cwd=workspace).stdout)["cache"]["through"]
+        == 4
+    )
     clock.advance(400)  # the provider's five minutes are over…
     ask(home, workspace, "third question", NODECODE_CLOCK_OFFSET="400")  # …and ours
 

@@ -337,7 +337,7 @@ class App:
 
         config = self.config if strict else self.config_or_none()
         prompt = self.prompt()
-        return Basis(config, prompt, self.cache_scope(prompt))
+        return Basis(config, prompt, self.cache_scope(prompt), self.clock)
 
     def cache_scope(self, prompt: Prompt | None = None) -> Scope | None:
         """Whose prompt cache the next request reads (None with no usable provider):

@@ -143,7 +143,7 @@ def cache_view(
     ratio = meter.ratio()
     count = meter.count(order)
     arranged = [m for m, _ in count.messages]
-    at = time.time() if now is None else now
+    at = basis.clock() if now is None else now
     live = set(ledger.live_positions(store, scope, arranged, at)) if scope else set()
     present = {m.id for m in order}
     running = count.system + count.tools
