@@ -36,6 +36,7 @@ from nodecode.workspace import Workspace
 if TYPE_CHECKING:
     from nodecode.budget.meter import Basis
     from nodecode.cells.registry import Table
+    from nodecode.context.message import Message
     from nodecode.providers.http import Provider
     from nodecode.servers.mcp import Hub, ServerSpec
     from nodecode.verbs.prompt import Prompt
@@ -284,10 +285,10 @@ class App:
         """This App's MCP servers (None when none is configured). Made when first
         asked for; made anew when config.jsonc names other servers. A server starts
         at its first use and ends with the App."""
-        from nodecode.servers import mcp
-
         config = self.config_or_none()
-        specs = self._mcp_specs(config) if config is not None else {}
+        named = config is not None and (config.mcp_servers or config.mcp_project_servers)
+        # The SDK (about 60 ms of imports) is imported only where a server may be.
+        specs = self._mcp_specs(config) if named and config is not None else {}
         timeout = config.mcp_timeout if config is not None else schema.default("mcp_timeout")
         with self._config_lock:
             hub = self.__dict__.get("_mcp")
@@ -295,7 +296,11 @@ class App:
                 return hub
             if hub is not None:
                 hub.close()
-            hub = mcp.Hub(specs, timeout=timeout, logs=self.home / "mcp") if specs else None
+            hub = None
+            if specs:
+                from nodecode.servers import mcp
+
+                hub = mcp.Hub(specs, timeout=timeout, logs=self.home / "mcp")
             self.__dict__["_mcp"] = hub
             return hub
 
@@ -386,9 +391,21 @@ class App:
             session=sid,
             turn=turn,
             mcp=self.mcp(),
+            foresee=lambda before, after: self.foresee(sid, before, after),
             on_shell=on_shell,
             cancel=cancel if cancel is not None else threading.Event(),
         )
+
+    def foresee(self, sid: str, before: list[Message], after: list[Message]) -> str | None:
+        """What an edit making ``before`` into ``after`` does to the next request's
+        cache and cost, in a line (None with no provider to reckon it by)."""
+        from nodecode.context import derived
+        from nodecode.views import cost as cost_view
+
+        basis = self.basis()
+        rates = cost_view.config_rates(self.home, basis.config)
+        found = cost_view.edit_cost(derived.read(self.store, sid), basis, before, after, rates)
+        return found["line"] if found is not None else None
 
 
 def known_keys(home: Path, environ: Mapping[str, str], config: Config | None) -> Redactor:

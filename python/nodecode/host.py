@@ -16,7 +16,7 @@ Events emitted (each a dict with ``job`` and ``kind``):
   · approve {id, approval, detail, diff, cwd} · done {status, turn, text, error}
   · phase {phase} (sending, thinking, streaming, retrying, running, approval)
   · request {state: started | finished, round, provider, model; when finished:
-    status, seq, usage {input, output, cache_read, cache_write}, error}
+    status, seq, usage {input, output, cache_read, cache_write, prompt}, cost (dollars), error}
 And one event of no job (``job`` is None): warning {text} (config.jsonc names a
 key that is not a setting; told once per key while the host runs).
 """
@@ -313,14 +313,20 @@ class Host:
 
     def messages(self, ctx: Any) -> list[dict[str, Any]]:
         """The pinned session's transcript for the chat buffer: what happened, from
-        the log, with markers ({seq, role, text}; see ``nodecode.views.transcript``)."""
+        the log, with markers ({seq, role, text, and a turn's ask its spent}; see
+        ``nodecode.views.transcript``)."""
         from nodecode.views import transcript
 
         place = Place.from_lua(ctx)
         app = self._app(place)
         rows = transcript.rows(app.store, self._session(app, place))
         return [
-            {"seq": int(m["seq"] or 0), "role": str(m["role"]), "text": str(m.get("text") or "")}
+            {
+                "seq": int(m["seq"] or 0),
+                "role": str(m["role"]),
+                "text": str(m.get("text") or ""),
+                **({"spent": m["spent"]} if "spent" in m else {}),
+            }
             for m in rows
         ]
 
@@ -362,18 +368,24 @@ class Host:
 
     def validate(self, ctx: Any, text: str) -> dict[str, Any]:
         """A dry run of taking ``text`` as the saved context.txt: {ok, errors,
-        summary} (summary.cache: what the next request can then read from cache)."""
+        summary} (summary.cache: what the next request can then read from cache;
+        summary.cost: what the edit does to its cost, ``views.cost.edit_cost``)."""
         from nodecode.context import derived, take
         from nodecode.views import context as view
+        from nodecode.views import cost as cost_view
         from nodecode.views.notices import for_person
 
         app, sid = self._pinned(ctx)
         result, order = take.check_file(app.workspace, sid, str(text))
         if order is not None:
             r = derived.read(app.store, sid)
-            cache = view.cache_view(r, app.basis(), order)
+            basis = app.basis()
+            cache = view.cache_view(r, basis, order)
             del cache["prefix"], cache["cached"]
             result["summary"]["cache"] = cache
+            rates = cost_view.config_rates(app.home, basis.config)
+            found = cost_view.edit_cost(r, basis, r.state.messages, order, rates)
+            result["summary"]["cost"] = found
         result["errors"] = [[line, for_person(str(why))] for line, why in result["errors"]]
         return result
 
@@ -461,7 +473,7 @@ class Host:
 
     def tree(self, ctx: Any) -> list[dict[str, Any]]:
         """The turn tree: [{number, parent, session, ask, first_seq, last_seq, span,
-        status, on_path, head}] by number."""
+        status, on_path, head, cost, spent}] by number (spent: its cost as shown)."""
         from nodecode.views import tree
 
         app, sid = self._pinned(ctx)

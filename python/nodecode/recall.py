@@ -8,6 +8,7 @@ SQL with a LIMIT on an index: ``(session, seq)`` for the log, FTS5 for search.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -17,6 +18,7 @@ from nodecode.context import model
 from nodecode.errors import CellError
 from nodecode.log import turns as turn_tree
 from nodecode.log.store import Store
+from nodecode.providers import pricing
 
 CLIP = 200
 # Events the picker leaves out unless asked: each export and each model request
@@ -288,9 +290,12 @@ def summary(kind: str, payload: dict[str, Any]) -> str:
         model = payload.get("model")
         by = f"{payload.get('provider')}/{model} " if model else ""
         ignored = " (not used to calibrate: implausible)" if payload.get("usage_ignored") else ""
+        written = f" cache_write={usage['cache_write']}" if usage.get("cache_write") else ""
+        cost = payload.get("cost")
+        priced = f" · {pricing.money(cost)}" if isinstance(cost, (int, float)) else ""
         return (
             f"{by}usage in={usage.get('input')} out={usage.get('output')} "
-            f"cache_read={usage.get('cache_read')}{ignored}"
+            f"cache_read={usage.get('cache_read')}{written}{priced}{ignored}"
         )
     return " ".join(f"{k}={_brief(v)}" for k, v in payload.items())
 
@@ -354,3 +359,38 @@ def recall_items(
         }
         for h in hits
     ]
+
+
+@dataclass(frozen=True)
+class Spent:
+    """What a session's own requests cost (a fork's parent's are the parent's):
+    in all, and per turn (undone turns too: their money is spent)."""
+
+    total: pricing.Total
+    turns: Mapping[int, pricing.Total]
+
+
+def spent(store: Store, sid: str) -> Spent:
+    """The session's spending, read from its request events; events are never
+    changed, so a second call reads only the requests logged since the first."""
+    key = ("cost", sid)
+    seen, done = store.derived.get(key) or (0, Spent(pricing.NONE, {}))
+    new = store.events(sid, after=seen, kinds=("request",))
+    if not new:
+        return done
+    whole, turns = done.total, dict(done.turns)
+    for e in new:
+        whole = whole.plus(e.payload.get("cost"))
+        if e.turn is not None:
+            turns[e.turn] = turns.get(e.turn, pricing.NONE).plus(e.payload.get("cost"))
+    done = Spent(whole, turns)
+    store.derived[key] = (new[-1].seq, done)
+    return done
+
+
+def cost_lines(store: Store, sid: str) -> list[str]:
+    """The session's spending as ``recall-cost`` prints it: one line per turn that
+    made a request, then the session's sum (``:help nodecode-cost``)."""
+    spending = spent(store, sid)
+    lines = [f"turn {n}: {pricing.total_words(t)}" for n, t in sorted(spending.turns.items())]
+    return [*lines, f"session {sid}: {pricing.total_words(spending.total)}"]

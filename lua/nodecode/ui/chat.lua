@@ -338,6 +338,8 @@ function M.on_event(ev)
     notice(view, ev)
   elseif kind == 'approve' then
     approve(ev)
+  elseif kind == 'request' and ev.state == 'finished' and ev.status ~= 'failed' then
+    view:request_done(ev)
   elseif kind == 'done' then
     if state.job == ev.job then
       state.job = nil

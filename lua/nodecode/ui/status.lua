@@ -54,7 +54,8 @@ local function short(n)
 end
 
 --- The statusline text of a status report: `ctx 41k/196k 21%`, or `ctx 41k`
---- when no window is known.
+--- when no window is known; then what the session cost, when its model has a
+--- price (`ctx 41k/196k 21% · $0.0443`).
 ---@param r table
 ---@return string
 function M.format(r)
@@ -65,15 +66,16 @@ function M.format(r)
   if not fill then
     return ''
   end
+  local spent = type(r.spent) == 'string' and (' · ' .. r.spent) or ''
   local budget = field(r, 'budget', 'budget_tokens')
   if budget and budget > 0 then
     return ('ctx %s/%s %d%%'):format(
       short(fill),
       short(budget),
       math.floor(100 * fill / budget + 0.5)
-    )
+    ) .. spent
   end
-  return 'ctx ' .. short(fill)
+  return 'ctx ' .. short(fill) .. spent
 end
 
 --- The cached statusline text (never blocks, never starts the host).

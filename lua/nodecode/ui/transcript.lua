@@ -12,6 +12,13 @@
 -- moved away from the end on purpose: the chat sets w:nodecode_away from
 -- CursorMoved; a new ask makes every window follow again.
 
+---@class nodecode.Spent
+---@field dollars number
+---@field priced integer requests with a price
+---@field requests integer
+---@field input integer prompt tokens
+---@field output integer
+
 ---@class nodecode.Transcript
 ---@field buf integer
 ---@field folds { [1]: integer, [2]: integer }[] extmark pairs: first and last row of each fold
@@ -19,10 +26,13 @@
 ---@field think? integer extmark on the fence of thinking still streaming
 ---@field need_header boolean the next reply text needs a `## nodecode` header
 ---@field after_block boolean the last thing written was a block: text starts a paragraph
+---@field header? integer extmark on the running turn's `## nodecode` line
+---@field spent? nodecode.Spent what the running turn's requests cost so far
 local T = {}
 T.__index = T
 
 local ns = vim.api.nvim_create_namespace('nodecode_transcript')
+local ns_cost = vim.api.nvim_create_namespace('nodecode_cost')
 
 --- A transcript writing into `buf` (which it keeps 'nomodifiable' between writes).
 ---@param buf integer
@@ -117,9 +127,75 @@ end
 function T:reply_header()
   if self.need_header then
     self:paragraph()
+    local row = vim.api.nvim_buf_line_count(self.buf) - 1
     self:write('## nodecode\n')
     self.need_header = false
+    self.header = vim.api.nvim_buf_set_extmark(self.buf, ns_cost, row, 0, {})
+    self:draw_spent()
   end
+end
+
+--- `$0.0123` under a dollar, `$4.56` from one on (as the host writes money).
+---@param x number
+---@return string
+local function money(x)
+  return x >= 1 and ('$%.2f'):format(x) or ('$%.4f'):format(x)
+end
+
+---@param n integer
+---@return string
+local function thousands(n)
+  local s = tostring(math.floor(n))
+  return (s:reverse():gsub('(%d%d%d)', '%1,'):reverse():gsub('^,', ''))
+end
+
+--- What the turn's requests cost so far, beside its reply's header: money when
+--- the model has a price, else its tokens only.
+---@return string?
+function T:spent_text()
+  local s = self.spent
+  if not s then
+    return nil
+  end
+  local n = ('%d request%s'):format(s.requests, s.requests == 1 and '' or 's')
+  if s.priced == 0 then
+    return ('%s in · %s out · %s'):format(thousands(s.input), thousands(s.output), n)
+  end
+  local unpriced = s.requests - s.priced
+  return money(s.dollars)
+    .. ' · '
+    .. n
+    .. (unpriced > 0 and (' (%d without a price)'):format(unpriced) or '')
+end
+
+function T:draw_spent()
+  local text = self:spent_text()
+  if not (self.header and text) then
+    return
+  end
+  local row = vim.api.nvim_buf_get_extmark_by_id(self.buf, ns_cost, self.header, {})[1]
+  if row then
+    vim.api.nvim_buf_set_extmark(self.buf, ns_cost, row, 0, {
+      id = self.header,
+      virt_text = { { '  ' .. text, 'NodecodeTokens' } },
+      virt_text_pos = 'eol',
+    })
+  end
+end
+
+--- A request of the running turn ended ({cost?, usage {prompt, output}}).
+---@param ev table
+function T:request_done(ev)
+  local s = self.spent or { dollars = 0, priced = 0, requests = 0, input = 0, output = 0 }
+  s.requests = s.requests + 1
+  if type(ev.cost) == 'number' then
+    s.dollars, s.priced = s.dollars + ev.cost, s.priced + 1
+  end
+  local usage = type(ev.usage) == 'table' and ev.usage or {}
+  s.input = s.input + (tonumber(usage.prompt) or 0)
+  s.output = s.output + (tonumber(usage.output) or 0)
+  self.spent = s
+  self:draw_spent()
 end
 
 -- Folds -----------------------------------------------------------------
@@ -206,6 +282,7 @@ function T:ask(text)
   self:close_call()
   self:paragraph()
   local row = vim.api.nvim_buf_line_count(self.buf) -- (0-based) the ask's first line
+  self.header, self.spent = nil, nil -- a new turn: its cost starts at nothing
   self:write('## you\n' .. vim.trim(text) .. '\n')
   for _, b in ipairs(require('nodecode.ask').blocks(vim.trim(text))) do
     self:add_fold(row + b[1], row + b[2]) -- a selection, #buffer or #file: folded
@@ -320,6 +397,9 @@ function T:history(messages)
       self:mark(m.text)
     elseif m.role == 'user' then
       self:ask(m.text)
+      if type(m.spent) == 'table' then -- what the turn's requests cost
+        self.spent = m.spent
+      end
     elseif m.role == 'assistant' then
       self:text(m.text)
       self.after_block = true

@@ -49,6 +49,9 @@ local function label(t)
   end
   local marker = t.head and '●' or (t.on_path and '○' or '·')
   local tags = {}
+  if type(nonil(t.spent)) == 'string' then -- what its requests cost, when priced
+    tags[#tags + 1] = t.spent
+  end
   local status = nonil(t.status)
   if status and status ~= 'done' then
     tags[#tags + 1] = tostring(status)

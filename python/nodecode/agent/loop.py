@@ -37,10 +37,12 @@ from nodecode.errors import (
 )
 from nodecode.log import turns as turn_tree
 from nodecode.log.leases import LEASE_SECONDS, Lease
-from nodecode.providers.types import Reply, ThinkingSetting, ToolCall
+from nodecode.providers import pricing
+from nodecode.providers.types import Reply, ThinkingSetting, ToolCall, Usage
 from nodecode.providers.wire import Request
 from nodecode.secrets.redact import StreamRedactor
 from nodecode.verbs.prompt import Prompt
+from nodecode.views import cost as cost_view
 
 
 class TurnCallbacks:
@@ -72,7 +74,8 @@ class TurnCallbacks:
 
     def on_request_done(self, info: dict[str, Any]) -> None:
         """It ended: {round, provider, model, status (done | stopped | failed), seq,
-        usage {input, output, cache_read, cache_write}, error}."""
+        usage {input, output, cache_read, cache_write, prompt}, cost (dollars, when priced),
+        error}."""
 
     def approve(self, kind: str, detail: str) -> bool:
         return False
@@ -372,6 +375,7 @@ class _Turn:
         ignored = self._implausible(reply, ready.counted)
         prefix = placed[0].prefix if placed else ledger.prefix_keys(scope, arranged)
         ours = placed[0].tokens if placed else self.meter.tokens(arranged)
+        spent = self.cost_of(u)
         with self.store.atomic():  # the request and what the cache now holds, together
             if placed:
                 ledger.record(self.store, placed[0], now, u.cache_read)
@@ -407,7 +411,10 @@ class _Turn:
                         "cache_read": u.cache_read,
                         "cache_write": u.cache_write,
                         "thinking": u.thinking,
+                        "cache_write_1h": u.cache_write_1h,
+                        "prompt": self.wire.prompt_tokens(u),
                     },
+                    **({"cost": spent} if spent is not None else {}),
                     "stop_reason": reply.stop_reason,
                     "instructions": _instruction_list(prompt),
                     **ready.log_fields(),
@@ -431,7 +438,7 @@ class _Turn:
         sent_log.remember(views, event.seq, built.sent)
         if ignored:
             self.cb.on_notice(ignored)
-        self._request_finished(info, reply, event.seq)
+        self._request_finished(info, reply, event.seq, spent)
         return reply
 
     def _judge_cache(
@@ -463,6 +470,11 @@ class _Turn:
             return sent_log.sent_of(self.store, self.sid, before[0], views) if before else []
 
         return cache_miss.judge(before[1] if before else None, judged, sent_before)
+
+    def cost_of(self, usage: Usage) -> float | None:
+        """What a request of this usage costs at the model's prices now (None: no price)."""
+        rates = cost_view.config_rates(self.app.home, self.config)
+        return pricing.request_cost(usage, self.wire, rates)
 
     def _note_instructions(self, prompt: Prompt, views: derived.Derived) -> None:
         """When the instruction files differ from those the session's last request
@@ -517,16 +529,20 @@ class _Turn:
         self.cb.on_phase("sending")
         return info
 
-    def _request_finished(self, info: dict[str, Any], reply: Reply, seq: int) -> None:
+    def _request_finished(
+        self, info: dict[str, Any], reply: Reply, seq: int, spent: float | None
+    ) -> None:
         u = reply.usage
         usage = {
             "input": u.input,
             "output": u.output,
             "cache_read": u.cache_read,
             "cache_write": u.cache_write,
+            "prompt": self.wire.prompt_tokens(u),
         }
         status = "stopped" if reply.stopped else "done"
-        self.cb.on_request_done({**info, "status": status, "seq": seq, "usage": usage})
+        priced = {"cost": spent} if spent is not None else {}
+        self.cb.on_request_done({**info, "status": status, "seq": seq, "usage": usage, **priced})
 
     def _line(self, e: BaseException) -> str:
         """An exception as one redacted line."""

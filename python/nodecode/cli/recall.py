@@ -1,8 +1,10 @@
-"""Recall's commands: ``recall-log``, ``recall-entry N`` and ``recall-search WORDS…``."""
+"""Recall's commands: ``recall-log``, ``recall-entry N``, ``recall-search WORDS…``
+and ``recall-cost``."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from nodecode import recall
@@ -39,6 +41,16 @@ def cmd_recall_search(app: App, args: argparse.Namespace) -> int:
     return print_lines(lines, recall.NO_MATCHES)
 
 
+def cmd_recall_cost(app: App, args: argparse.Namespace) -> int:
+    sid = session_of(app, args)
+    if args.json:
+        spending = recall.spent(app.store, sid)
+        turns = {str(n): t.as_dict() for n, t in sorted(spending.turns.items())}
+        print(json.dumps({"session": sid, **spending.total.as_dict(), "turns": turns}))
+        return EXIT_OK
+    return print_lines(recall.cost_lines(app.store, sid), recall.NO_MATCHES)
+
+
 COMMANDS = (
     Command(
         "recall-log",
@@ -57,5 +69,11 @@ COMMANDS = (
         "search every session of the store, newest first",
         cmd_recall_search,
         _search_args,
+    ),
+    Command(
+        "recall-cost",
+        "what this session's requests cost, per turn and in all (--json)",
+        cmd_recall_cost,
+        lambda p: p.add_argument("--json", action="store_true", help="as JSON"),
     ),
 )

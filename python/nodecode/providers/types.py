@@ -31,6 +31,7 @@ class Usage:
     cache_read: int = 0
     cache_write: int = 0
     thinking: int = 0  # of ``output``, the tokens spent thinking (when the provider says)
+    cache_write_1h: int = 0  # of ``cache_write``, the 1-hour entries' (Anthropic's split)
 
     @classmethod
     def of(cls, recorded: dict[str, Any] | None) -> Usage:
@@ -39,10 +40,19 @@ class Usage:
         return cls(
             *(
                 int(r.get(k) or 0)
-                for k in ("input", "output", "cache_read", "cache_write", "thinking")
+                for k in (
+                    "input",
+                    "output",
+                    "cache_read",
+                    "cache_write",
+                    "thinking",
+                    "cache_write_1h",
+                )
             )
         )
 
+
+_RECORDED = ("input", "output", "cache_read", "cache_write", "thinking", "cache_write_1h")
 
 REDACTED_THINKING = "[redacted thinking: encrypted by the provider, sent back as received]"
 

@@ -16,7 +16,7 @@ and JSON, so a request encodes only what the one before it did not send.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -155,6 +155,10 @@ class WireFormat:
     default_base_url: ClassVar[str] = ""
     cache_marks: ClassVar[bool] = False  # requests carry explicit cache breakpoints
     thinking_tag: ClassVar[str] = ""  # the "format" logged with its thinking messages
+    # Cache prices as multiples of the base input price, as the provider documents
+    # them, for where models.dev is silent (``providers.pricing``): keys ``cache_read``,
+    # ``cache_write`` (a 5-minute entry) and ``cache_write_1h``.
+    cache_rates: ClassVar[Mapping[str, float]] = {}
 
     # -- HTTP -------------------------------------------------------------------
 

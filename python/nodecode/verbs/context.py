@@ -72,7 +72,11 @@ def context_verb(env: CellEnv, drop: Any = None, keep: Any = None, note: Any = N
     if edit.errors:
         raise CellError(f"(context …): {edit.error()}")
     takes.record_form_edit(ws.store, sid, form, session.turn or takes.head_turn(ws.store, sid))
-    return preview(st.messages, edit, st)
+    said = preview(st.messages, edit, st)
+    if session.foresee is not None:
+        line = session.foresee(st.messages, takes.dry_run(st.messages, edit, st)[0])
+        said += f"\nCost: {line}." if line else ""
+    return said
 
 
 def preview(order: list[Message], edit: Any, st: Any) -> str:

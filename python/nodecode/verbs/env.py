@@ -7,6 +7,7 @@ core hands them a ``SessionEnv`` (``App.cell_env`` builds it).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ from nodecode.cells.env import CellEnv
 from nodecode.errors import CellError
 
 if TYPE_CHECKING:
+    from nodecode.context.message import Message
     from nodecode.servers.mcp import Hub
     from nodecode.workspace import Workspace
 
@@ -27,6 +29,9 @@ class SessionEnv(CellEnv):
     session: str
     turn: int | None = None
     mcp: Hub | None = None  # the App's MCP servers, when any are configured
+    # What an edit making the first order the second does to the next request's
+    # cache and cost, in a line (``views.cost``); None: not said.
+    foresee: Callable[[list[Message], list[Message]], str | None] | None = None
 
 
 def in_session(env: CellEnv, refusal: str) -> SessionEnv:

@@ -8,9 +8,11 @@ marks, and any pending edit.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from nodecode import budget as budgets
+from nodecode import recall
 from nodecode.budget import evict as evictions
 from nodecode.budget.meter import Basis
 from nodecode.cache import miss as cache_miss
@@ -18,9 +20,11 @@ from nodecode.config import Config
 from nodecode.context import derived
 from nodecode.context import take as takes
 from nodecode.context.derived import Read
+from nodecode.providers import pricing
 from nodecode.providers.types import Usage
 from nodecode.providers.wire import WireFormat
 from nodecode.views import context as view
+from nodecode.views import cost as cost_view
 from nodecode.words import plural
 from nodecode.workspace import Workspace
 
@@ -91,17 +95,34 @@ def report(ws: Workspace, basis: Basis, sid: str) -> dict[str, Any]:
         "instructions": [
             {"path": i.shown, "tokens": cal(meter.text(i.text))} for i in basis.prompt.instructions
         ],
-        **_cache(r, basis),
+        **_cache(ws, r, basis),
         "pending": [_pending(e) for e in r.takes.pending],
+        **_spent(recall.spent(store, sid).total),
     }
 
 
-def _cache(r: Read, basis: Basis) -> dict[str, Any]:
+def _spent(total: pricing.Total) -> dict[str, Any]:
+    """The session's cost (``cost``), and as the statusline shows it (``spent``)."""
+    return {
+        "cost": total.as_dict(),
+        "spent": pricing.money(total.dollars) if total.priced else None,
+    }
+
+
+def _cache(ws: Workspace, r: Read, basis: Basis) -> dict[str, Any]:
     """Where the next request can read from cache, pending edits counted: the
-    same figures the context buffer's mark shows (``view.cache_view``)."""
-    cache = view.cache_view(r, basis, takes.next_order(r))
+    same figures the context buffer's mark shows (``view.cache_view``); and
+    what its input costs as it stands, before its new messages (``next``)."""
+    order = takes.next_order(r)
+    cache = view.cache_view(r, basis, order)
     del cache["prefix"], cache["cached"]
-    return {"cached_through": cache["through"], "cache": cache}
+    rates = cost_view.config_rates(ws.home, basis.config)
+    ahead = cost_view.reckon(r, basis, order, rates, time.time())
+    return {
+        "cached_through": cache["through"],
+        "cache": cache,
+        "next": ahead.as_dict() if ahead is not None else None,
+    }
 
 
 def _resolved(config: Config) -> dict[str, Any] | None:
@@ -145,6 +166,7 @@ def _last_request(r: Read, wire: WireFormat) -> dict[str, Any] | None:
         "fill": p.get("fill"),
         "counted": p.get("counted"),
         **_miss_of(p),
+        "cost": p.get("cost"),
     }
 
 
@@ -215,10 +237,19 @@ def render(r: dict[str, Any]) -> str:
             f"last request (seq {last['seq']}{by}): read {last['cache_read']} of "
             f"{last['prompt']} prompt tokens from cache · wrote {last['cache_write']} · "
             f"breakpoints {_points(last)}"
+            + (f" · {pricing.money(last['cost'])}" if last.get("cost") is not None else "")
         )
         if last.get("cache_miss"):
             lines.append("  " + cache_miss.line(last["cache_miss"]))
-    lines.append("next request: " + cache_words(r.get("cache") or {}))
+    if r.get("cost") is not None:
+        lines.append("spent: " + pricing.total_words(pricing.Total(**r["cost"])))
+    ahead = r.get("next") or {}
+    priced = ahead.get("dollars")
+    lines.append(
+        "next request: "
+        + cache_words(r.get("cache") or {})
+        + (f" · {pricing.money(priced)} of input as it stands" if priced is not None else "")
+    )
     pending = r["pending"]
     lines.append(
         "pending edits: "

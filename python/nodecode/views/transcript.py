@@ -6,7 +6,8 @@ every message as it was logged, in order, with a marker where something
 happened to the turns instead of a rewrite: ``failed: …``, ``stopped``,
 ``undone`` (a turn off the head path) and ``evicted at seq N: …`` where an
 eviction took place. Rows are ``{seq, role, text, turn}``; a marker's role is
-``mark``, its text the marker's words.
+``mark``, its text the marker's words; a turn's ask carries ``spent``, what
+its requests cost.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def rows(store: Store, sid: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     errors: dict[tuple[str, int], str] = {}
     stops: dict[tuple[str, int], str] = {}
+    asks: dict[tuple[str, int], dict[str, Any]] = {}
     for owner, upto in reversed(turn_tree.scopes(store, sid)):
         for e in store.events(owner, upto=upto):
             turn = visible.get(e.turn) if e.turn is not None else None
@@ -40,13 +42,36 @@ def rows(store: Store, sid: str) -> list[dict[str, Any]]:
                 errors[key] = e.text
             elif e.kind == "stopped":
                 stops[key] = e.text
+            elif e.kind == "request" and key in asks:
+                _spend(asks[key], e.payload)
             row = _row(e)
             if row is not None:
                 out.append(row)
+                if row["role"] == "user" and e.turn is not None:
+                    asks.setdefault(key, row)
             ended = ends.get((owner, e.seq))
             if ended is not None:
                 out += _marks(ended, (owner, ended.number) in on_path, errors, stops)
     return out
+
+
+def _spend(ask: dict[str, Any], payload: dict[str, Any]) -> None:
+    """Add a request of the ask's turn to its ``spent`` (what the chat shows beside
+    the reply's header): {dollars, priced, requests, input, output}. Requests
+    logged before their prompt tokens were are left out."""
+    usage = payload.get("usage") or {}
+    if "prompt" not in usage:
+        return
+    spent = ask.setdefault(
+        "spent", {"dollars": 0.0, "priced": 0, "requests": 0, "input": 0, "output": 0}
+    )
+    cost = payload.get("cost")
+    if isinstance(cost, (int, float)):
+        spent["dollars"] += cost
+        spent["priced"] += 1
+    spent["requests"] += 1
+    spent["input"] += int(usage.get("prompt") or 0)
+    spent["output"] += int(usage.get("output") or 0)
 
 
 def _row(e: Event) -> dict[str, Any] | None:

@@ -1,23 +1,26 @@
 """The session tree as a person reads it: one line per turn, branches indented.
 
 ```
-1  read a · seq 1–6 · done
-├─ 2  read b · seq 7–12 · done (undone)
-└─ 3  write c · seq 13–20 · done ← head
+1  read a · seq 1–6 · done · $0.0123
+├─ 2  read b · seq 7–12 · done · $0.0040 (undone)
+└─ 3  write c · seq 13–20 · done · $0.0051 ← head
 ```
 
 A chain of turns stays in one column; where a turn has several children each
 child's subtree hangs under ``├─``/``└─``. Turns off the head's path are the
-branches an undo (or a continue elsewhere) left: ``(undone)``.
+branches an undo (or a continue elsewhere) left: ``(undone)``. A turn whose
+requests had a price shows what they cost (``providers.pricing``).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from nodecode import recall
 from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
 from nodecode.log.store import Store
+from nodecode.providers import pricing
 
 ASK_WIDTH = 60
 
@@ -33,13 +36,19 @@ class Node:
     status: str
     on_path: bool
     head: bool
+    cost: float | None = None  # its requests' dollars, when any was priced
 
     @property
     def span(self) -> str:
         return f"seq {self.first_seq}–{self.last_seq if self.last_seq is not None else '…'}"
 
+    @property
+    def spent(self) -> str | None:
+        """``$0.0123``: what its requests cost (None: none had a price)."""
+        return pricing.money(self.cost) if self.cost is not None else None
+
     def as_dict(self) -> dict:
-        return {**asdict(self), "span": self.span}
+        return {**asdict(self), "span": self.span, "spent": self.spent}
 
 
 def ask_text(store: Store, turn: turn_tree.Turn) -> str:
@@ -61,6 +70,14 @@ def nodes(store: Store, sid: str) -> list[Node]:
     """Every turn the session can see, by number, marked on the head's path or not."""
     head = sessions.get(store, sid).head
     on_path = {t.number for t in turn_tree.path(store, sid)}
+    spending: dict[str, recall.Spent] = {}
+
+    def cost(t: turn_tree.Turn) -> float | None:
+        if t.session not in spending:
+            spending[t.session] = recall.spent(store, t.session)
+        total = spending[t.session].turns.get(t.number)
+        return total.dollars if total is not None and total.priced else None
+
     return [
         Node(
             t.number,
@@ -72,6 +89,7 @@ def nodes(store: Store, sid: str) -> list[Node]:
             t.status,
             t.number in on_path,
             t.number == head,
+            cost(t),
         )
         for _, t in sorted(turn_tree.visible(store, sid).items())
     ]
@@ -106,4 +124,5 @@ def _chain(
 
 def _label(n: Node) -> str:
     mark = " ← head" if n.head else ("" if n.on_path else " (undone)")
-    return f"{n.number}  {first_line(n.ask)} · {n.span} · {n.status}{mark}"
+    spent = f" · {n.spent}" if n.spent is not None else ""
+    return f"{n.number}  {first_line(n.ask)} · {n.span} · {n.status}{spent}{mark}"

@@ -187,7 +187,12 @@ function M.write(buf, target)
     st.cache, st.changed_from = require('nodecode.ui.context').cache_of(r.summary.cache), nil
   end
   require('nodecode.ui.context.view').refresh(buf)
-  message().info('%s', M.describe(r.summary or {}))
+  local said = M.describe(r.summary or {})
+  local cost = type(r.summary) == 'table' and type(r.summary.cost) == 'table' and r.summary.cost
+  if cost and type(cost.line) == 'string' then -- what the edit does to the next request's cost
+    said = said .. '\n' .. cost.line
+  end
+  message().info('%s', said)
 end
 
 return M
