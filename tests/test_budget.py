@@ -185,10 +185,10 @@ class Rejecting(LoopbackServer):
         kind = "application/json" if body.lstrip().startswith("{") else "text/plain"
         self.rejections += [Reply(status, body.encode(), content_type=kind)] * times
 
-    def _route(self, route, body, index):
+    def _route(self, route, body, index, headers):
         if route in ("anthropic", "openai") and self.rejections:
             return self.rejections.pop(0)
-        return super()._route(route, body, index)
+        return super()._route(route, body, index, headers)
 
 
 def test_every_overflow_fixture_that_names_a_maximum_is_covered():

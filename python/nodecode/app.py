@@ -72,6 +72,9 @@ class App:
         # Wall-clock seconds for what lives in time (the provider's cache entries); the
         # cache benchmark runs a session on a simulated clock shared with its server.
         self.clock = time.time
+        offset = schema.env(environ, "NODECODE_CLOCK_OFFSET")
+        if offset:  # tests: a pause of hours, as the loopback's advanced Clock sees it
+            self.clock = lambda: time.time() + offset
         turn_tree.recover(self.store, settle=self._settle)
 
     def _settle(self, sid: str, number: int) -> dict:
@@ -339,7 +342,7 @@ class App:
 
         config = self.config if strict else self.config_or_none()
         prompt = self.prompt()
-        return Basis(config, prompt, self.cache_scope(prompt))
+        return Basis(config, prompt, self.cache_scope(prompt), self.clock)
 
     def cache_scope(self, prompt: Prompt | None = None) -> Scope | None:
         """Whose prompt cache the next request reads (None with no usable provider):

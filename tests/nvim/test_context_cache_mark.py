@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from helpers import run_cli
 
 from .conftest import chat, configure, open_context, wait_for
 from .ui_helpers import make_session, notes, notified, screen
@@ -71,3 +72,31 @@ def test_the_mark_and_status_agree_and_an_edit_above_moves_the_mark(nvim, two_tu
     receipt = receipt[receipt.index("> receipt: [[receipt ") :].split("\n\n")[0]
     assert "cache: unchanged through 1" in receipt, receipt
     assert wait_for(lambda: [n for n in notes(nvim) if "context edit taken: " in n])
+
+
+def test_the_mark_says_what_the_last_request_missed_and_why(nvim, home, workspace, loopback):
+    srv = loopback(
+        [{"text": "first answer, long enough " * 20}, {"text": "second"}, {"text": "third"}],
+        cache_min_tokens=1,
+    )
+    configure(home, srv, model_fields={"cache_min_tokens": 1})
+    make_session(home, workspace, ["first question", "second question"])
+    dropped = run_cli("eval", "(context :drop ((3 . 3)))", home=home, cwd=workspace)
+    assert dropped.returncode == 0, dropped.stderr
+    asked = run_cli("ask", "third question", home=home, cwd=workspace)
+    assert asked.returncode == 0, asked.stderr
+    second, third = srv.model_requests[1].usage, srv.model_requests[2].usage
+    expected = second["input"] + second["cache_read"] + second["cache_write"]
+    prompt = third["input"] + third["cache_read"] + third["cache_write"]
+    missed = expected - third["cache_read"]
+    assert missed > 0
+
+    nvim.ui_attach(300, 24, rgb=True)
+    nvim.exec_lua("require('nodecode').setup({ context = { open_newest = 9 } })")
+    nvim.command("NodecodeContext")
+    line = wait_for(lambda: next((x for x in screen(nvim, 20) if "──── cached" in x), None))
+    assert (
+        f"· the last request read {third['cache_read']} of {prompt} · missed {missed}: the context changed above the cache mark (message 4): "
+        "message 3 is no longer in the context ────"
+    ) in line, line
+    assert f"cache miss: expected {expected} tokens from cache" in status_text(nvim)

@@ -18,6 +18,7 @@ from nodecode import budget as budgets
 from nodecode.app import App
 from nodecode.budget import evict as evictions
 from nodecode.cache import ledger
+from nodecode.cache import miss as cache_miss
 from nodecode.cells.approval import Approval
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import CellResult, evaluate_call
@@ -316,6 +317,8 @@ class _Turn:
         self._note_instructions(prompt, views)
         placed: list[ledger.Placed] = []
         arranged = ready.arranged or self.meter.arranged(ready.messages)
+        before = views.requests.last if views.requests is not None else None
+        diagnose = bool(self.config.setting("cache_diagnostics"))
 
         def marks(_: list) -> list[tuple[int, float]]:
             meter = self.meter
@@ -344,6 +347,8 @@ class _Turn:
                 thinking=self.thinking_setting(ready.budget.reply),
                 entry=self.model_entry(),
                 where=f"providers.{self.provider_id}.models[{self.config.model}]",
+                diagnose=diagnose,
+                previous=_previous_response(before, self.provider_id) if diagnose else None,
             )
         )
         self.streamed.clear()
@@ -358,6 +363,7 @@ class _Turn:
                 on_retry=lambda message: self._retry(shown, message),
                 on_thinking=lambda chunk: self._think(thought.feed(chunk)),
                 on_open=lambda: self.cb.on_phase("thinking"),
+                headers=built.headers,
             )
         except Exception as e:
             self.cb.on_request_done({**info, "status": "failed", "error": self._line(e)})
@@ -367,8 +373,30 @@ class _Turn:
             self._show(shown.flush())
         u = reply.usage
         ignored = self._implausible(reply, ready.counted)
+        prefix = placed[0].prefix if placed else ledger.prefix_keys(scope, arranged)
+        ours = placed[0].tokens if placed else self.meter.tokens(arranged)
         spent = self.cost_of(u)
         with self.store.atomic():  # the request and what the cache now holds, together
+            if placed:
+                ledger.record(self.store, placed[0], now, u.cache_read)
+            else:
+                ledger.record_end(self.store, scope, arranged, now)
+            # Only a format whose marks the ledger places models the cache closely
+            # enough to expect a read; the others' end entry is a guess.
+            expect = (
+                cache_miss.expectation(
+                    self.store, scope, prefix, ours, arranged.out, self.wire.prompt_tokens(u), now
+                )
+                if placed
+                else None
+            )
+            # No usage (stopped before it came) or an implausible one: nothing to judge.
+            reported = self.wire.prompt_tokens(u) > 0 and not ignored
+            miss = (
+                self._judge_cache(before, prompt, views, scope, prefix, built, now, reply)
+                if reported
+                else None
+            )
             event = self.log(
                 "request",
                 payload={
@@ -391,18 +419,57 @@ class _Turn:
                     "instructions": _instruction_list(prompt),
                     **ready.log_fields(),
                     **({"usage_ignored": True} if ignored else {}),
+                    **({"response_id": reply.id} if reply.id else {}),
+                    **({"diagnosed": True} if diagnose else {}),
+                    **({"diagnostics": reply.diagnostics} if reply.diagnostics else {}),
+                    **({"cache_miss": miss} if miss is not None else {}),
                 },
-                own={"sent": sent_log.delta(self.store, views, built.sent)},
+                own={
+                    "sent": sent_log.delta(self.store, views, built.sent),
+                    **({"expect": expect} if expect is not None else {}),
+                },
             )
-            if placed:
-                ledger.record(self.store, placed[0], now, u.cache_read)
-            else:
-                ledger.record_end(self.store, scope, arranged, now)
+            if miss is not None:  # recallable: its own event, naming the request
+                self.log(
+                    "cache_miss",
+                    text=cache_miss.line(miss),
+                    payload={"request": event.seq, **miss},
+                )
         sent_log.remember(views, event.seq, built.sent)
         if ignored:
             self.cb.on_notice(ignored)
         self._request_finished(info, reply, event.seq, spent)
         return reply
+
+    def _judge_cache(
+        self,
+        before: tuple[int, dict[str, Any]] | None,
+        prompt: Prompt,
+        views: derived.Derived,
+        scope: ledger.Scope,
+        prefix: list[str],
+        built: Any,
+        now: float,
+        reply: Reply,
+    ) -> dict[str, Any] | None:
+        """What the request read short of what the request before left expected (or
+        the provider's reason, when it gave one), with the cause (``cache.miss``)."""
+        judged = cache_miss.Now(
+            self.provider_id,
+            self.config.model,
+            _instruction_list(prompt),
+            scope,
+            prefix,
+            built.sent,
+            now,
+            reply.usage.cache_read,
+            reply.diagnostics,
+        )
+
+        def sent_before() -> Any:
+            return sent_log.sent_of(self.store, self.sid, before[0], views) if before else []
+
+        return cache_miss.judge(before[1] if before else None, judged, sent_before)
 
     def cost_of(self, usage: Usage) -> float | None:
         """What a request of this usage costs at the model's prices now (None: no price)."""
@@ -605,6 +672,18 @@ class _Turn:
             "before": put(change.before) if change.before is not None else None,
             "after": put(change.after) if change.after is not None else None,
         }
+
+
+def _previous_response(before: tuple[int, dict[str, Any]] | None, provider: str) -> str | None:
+    """The id of the session's previous response when it was asked for diagnostics at
+    this provider (the provider keeps a fingerprint only of those); else None."""
+    if before is None:
+        return None
+    p = before[1]
+    if not p.get("diagnosed") or p.get("provider") != provider:
+        return None
+    rid = p.get("response_id")
+    return rid if isinstance(rid, str) else None
 
 
 def _instruction_list(prompt: Prompt) -> list[list[str]]:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -110,6 +111,7 @@ class Basis:
     config: Config | None
     prompt: Prompt
     scope: Scope | None = None
+    clock: Callable[[], float] = time.time  # the App's: when cache entries expire
 
     def meter(self, views: derived.Derived | None = None) -> Meter:
         """A meter of this basis for the session whose ``views`` it calibrates by."""

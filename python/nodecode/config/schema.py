@@ -322,6 +322,13 @@ SETTINGS = Table(
             "Anthropic prompt-cache entries: auto (1h where it pays), 1h or 5m",
         ),
         Setting(
+            "cache_diagnostics",
+            Flag(),
+            False,
+            "Anthropic: ask why a cache missed (the cache-diagnosis beta; Anthropic keeps "
+            "a fingerprint of each request: hashes and token counts, never its text)",
+        ),
+        Setting(
             "shadow_max_mb",
             Number(0, unit="MB"),
             200.0,
@@ -418,6 +425,11 @@ ENVIRONMENT = (
         "where `nodecode models refresh` fetches (default models.dev's api.json)",
     ),
     Variable("NODECODE_NVIM_HOST", AnyText(), "1 in the host process Neovim starts", True),
+    Variable(
+        "NODECODE_CLOCK_OFFSET",
+        Seconds(),
+        "seconds added to the clock cache lifetimes are read on (tests)",
+    ),
     Variable("NODECODE_DEMO_DIR", AnyText(), "the demo's folder (default .demo)", True),
     Variable("NODECODE_DEMO_ROOT", AnyText(), "the checkout the demo's Neovim runs", True),
     Variable("NODECODE_DEMO_PYTHON", AnyText(), "the demo's Python", True),

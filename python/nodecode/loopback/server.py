@@ -16,8 +16,10 @@ whose ``match`` (if any) is in the request's last user text; rounds skipped
 for not matching stay for later requests. Rejected and faulted requests take
 no round. The script queue, token counting and the simulated Anthropic
 prompt cache live in ``script``, ``tokens`` and ``cache``; the wire formats
-in ``wire``. ``usage_scale`` stands for the provider's tokenizer: reported
-usage, count_tokens and the ``window`` check all use round(counted * scale).
+in ``wire``; Anthropic's cache diagnostics (the beta header and
+``diagnostics.previous_message_id``) in ``diagnostics``. ``usage_scale``
+stands for the provider's tokenizer: reported usage, count_tokens and the
+``window`` check all use round(counted * scale).
 ``reported_input`` stands for a gateway whose usage is wrong: every reply reports
 that many prompt tokens, none of them cached, whatever was counted (the
 ``window`` check and count_tokens still count).
@@ -73,6 +75,7 @@ from nodecode.loopback.cache import (
     breakpoints,
     scale_parts,
 )
+from nodecode.loopback.diagnostics import Diagnoses
 from nodecode.loopback.prefix import PrefixCache
 from nodecode.loopback.script import Round, ScriptQueue, last_user_text, load_script, parse_round
 from nodecode.loopback.thinking import (
@@ -324,6 +327,7 @@ class LoopbackServer:
         self.thinking = ThinkingLedger()
         self.reasoning = responses.ReasoningLedger()
         self.signatures = gemini.SignatureLedger()
+        self.diagnoses = Diagnoses()  # Anthropic's cache diagnostics (``diagnostics``)
         self.prefix = PrefixCache(cache_min_tokens)
         self.host, self.port = host, port
         self.requests: list[Recorded] = []
@@ -428,12 +432,12 @@ class LoopbackServer:
                 reply, body = error_reply(_flavor_of(path), 400, f"malformed JSON body: {exc}"), {}
             else:  # Gemini names the model in the path; the reply wants it in hand
                 sent = body if path_model is None else {**body, "model": path_model}
-                reply = self._route(route, sent, index)
+                reply = self._route(route, sent, index, headers)
         with self._lock:
             self.requests.append(Recorded(path, headers, body, reply.status, reply.usage))
         return reply
 
-    def _route(self, route: str, body: dict, index: int) -> Reply:
+    def _route(self, route: str, body: dict, index: int, headers: dict[str, str]) -> Reply:
         if route == "count_tokens":
             return _json_reply(
                 200, {"input_tokens": round(anthropic_tokens(body) * self.usage_scale)}
@@ -441,7 +445,7 @@ class LoopbackServer:
         fault = self._fault_for(index)
         if fault is not None:
             return self._fault_reply(route, fault, body, index)
-        return self._model_reply(route, body, index)
+        return self._model_reply(route, body, index, headers)
 
     def _count_request(self) -> int:
         with self._lock:
@@ -473,10 +477,12 @@ class LoopbackServer:
             return None
         return _json_reply(400, openai_error(400, message, None, "invalid_request_error"))
 
-    def _model_reply(self, flavor: str, body: dict, index: int) -> Reply:
+    def _model_reply(self, flavor: str, body: dict, index: int, headers: dict[str, str]) -> Reply:
         refused = self._thinking_refusal(flavor, body)
         if refused is not None:
             return refused
+        if flavor == ANTHROPIC and (message := self.diagnoses.refusal(headers, body)):
+            return error_reply(ANTHROPIC, 400, message)
         blocks: list[Block] = anthropic_blocks(body) if flavor == ANTHROPIC else []
         try:
             points = breakpoints(blocks, body.get("cache_control")) if flavor == ANTHROPIC else []
@@ -499,7 +505,7 @@ class LoopbackServer:
         usage = self._usage(total, cache, rnd)
         if flavor in (RESPONSES, GOOGLE):  # their input counts the cached part too
             usage["input"] += usage["cache_read"]
-        return self._render(flavor, body, rnd, first_id, usage, index)
+        return self._render(flavor, body, rnd, first_id, usage, index, headers)
 
     def _usage(self, total: int, cache: CacheUsage, rnd: Round) -> dict:
         uncached, read, long, short = scale_parts(total, cache, self.usage_scale)
@@ -511,7 +517,14 @@ class LoopbackServer:
         }  # fmt: skip
 
     def _render(
-        self, flavor: str, body: dict, rnd: Round, first_id: int, usage: dict, index: int
+        self,
+        flavor: str,
+        body: dict,
+        rnd: Round,
+        first_id: int,
+        usage: dict,
+        index: int,
+        headers_in: dict[str, str] | None = None,  # None: a fault's partial reply
     ) -> Reply:
         model = str(body.get("model") or "loopback")
         stream = bool(body.get("stream"))
@@ -519,13 +532,18 @@ class LoopbackServer:
             msg_id, headers = f"msg_loopback{index}", {"request-id": f"req_loopback{index}"}
             thinking = self.thinking.sign(rnd)
             self.thinking.answered(thinking, bool(rnd.calls))
+            diagnosed = self.diagnoses.answer(headers_in or {}, body, msg_id, self.usage_scale)
             if stream:
                 events = anthropic_events(rnd, first_id, model, msg_id, usage, thinking)
+                if diagnosed is not None:  # the response's, on message_start's message
+                    events[0]["message"]["diagnostics"] = diagnosed
                 frames = [anthropic_frame(e) for e in events]
                 return Reply(
                     200, frames=frames, content_type=SSE_TYPE, headers=headers, usage=usage
                 )
             reply = anthropic_reply(rnd, first_id, model, msg_id, usage, thinking)
+            if diagnosed is not None:
+                reply["diagnostics"] = diagnosed
             return _json_reply(200, reply, headers, usage)
         if flavor == RESPONSES:
             return self._responses(body, rnd, first_id, model, usage, index)

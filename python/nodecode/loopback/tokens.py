@@ -148,6 +148,12 @@ def anthropic_blocks(body: dict) -> list[Block]:
     return blocks
 
 
+def anthropic_parts(body: dict) -> tuple[list[Block], list[Block], list[Block]]:
+    """The request's tool, system and message blocks (``anthropic_blocks`` in three)."""
+    messages = [b for message in body.get("messages") or [] for b in _message_blocks(message)]
+    return _tool_blocks(body.get("tools")), _system_blocks(body.get("system")), messages
+
+
 def anthropic_tokens(body: dict) -> int:
     """Counted input tokens of an Anthropic Messages (or count_tokens) body."""
     return sum(block.tokens for block in anthropic_blocks(body))

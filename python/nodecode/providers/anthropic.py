@@ -51,6 +51,19 @@ from nodecode.providers.wire import (
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
+# Cache diagnostics (platform.claude.com/docs/en/build-with-claude/cache-diagnostics):
+# this beta header on every request, and ``diagnostics.previous_message_id`` naming the
+# previous response (null on the first); the response's ``diagnostics.cache_miss_reason``
+# says where the two requests diverged (doc/design.md "The cache").
+DIAGNOSTICS_BETA = "cache-diagnosis-2026-04-07"
+MISS_REASONS = (
+    "model_changed",
+    "system_changed",
+    "tools_changed",
+    "messages_changed",
+    "previous_message_not_found",
+    "unavailable",
+)
 _RETRYABLE_STREAM_ERRORS = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 _USAGE_FIELDS = {
     "input_tokens": "input",
@@ -159,7 +172,22 @@ class AnthropicParser(StreamParser):
             handler(self, data)
 
     def _on_message_start(self, data: dict[str, Any]) -> None:
-        self._merge_usage((data.get("message") or {}).get("usage"))
+        message = data.get("message") or {}
+        self._merge_usage(message.get("usage"))
+        if isinstance(message.get("id"), str):
+            self.response_id = message["id"]
+        self._diagnostics(message.get("diagnostics"))
+
+    def _diagnostics(self, raw: Any) -> None:
+        """A response's ``diagnostics``: its ``cache_miss_reason`` (null: no divergence
+        found, or the comparison still running) as {"type", "missed"}."""
+        reason = raw.get("cache_miss_reason") if isinstance(raw, dict) else None
+        if isinstance(reason, dict) and isinstance(reason.get("type"), str):
+            missed = reason.get("cache_missed_input_tokens")
+            self.diagnostics = {
+                "type": reason["type"],
+                "missed": missed if isinstance(missed, int) and missed >= 0 else None,
+            }
 
     def _on_content_block_start(self, data: dict[str, Any]) -> None:
         block = data.get("content_block") or {}
@@ -198,6 +226,8 @@ class AnthropicParser(StreamParser):
         stop = (data.get("delta") or {}).get("stop_reason")
         self.stop_reason = stop or self.stop_reason
         self._merge_usage(data.get("usage"))
+        if "diagnostics" in data:  # where a later figure would ride, as usage does
+            self._diagnostics(data.get("diagnostics"))
 
     def _on_message_stop(self, data: dict[str, Any]) -> None:
         self.finished = True
@@ -290,8 +320,12 @@ def _body(wire: AnthropicWire, request: Request) -> Built:
         body["thinking"] = dict(thinking.wire)
     if thinking is not None and thinking.effort is not None:
         body["output_config"] = {"effort": thinking.effort}
+    headers: dict[str, str] = {}
+    if request.diagnose:  # null on the first request asked: it opts in
+        body["diagnostics"] = {"previous_message_id": request.previous}
+        headers["anthropic-beta"] = DIAGNOSTICS_BETA
     ids = [arranged[i].id if i >= 0 else 0 for i, _ in placed]
-    return Built(body, arr.sent, ids, [ttl for _, ttl in placed], arranged)
+    return Built(body, arr.sent, ids, [ttl for _, ttl in placed], arranged, headers)
 
 
 def _markable(arranged: list[Message], at: int) -> bool:

@@ -130,12 +130,15 @@ class Provider:
         on_retry: Callable[[str], None] | None = None,
         on_thinking: TextSink | None = None,
         on_open: Callable[[], None] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Reply:
         """Stream one reply, retrying transient failures; a cancel returns the partial reply.
-        ``on_open`` runs when an attempt's answer starts to arrive (the model is at work)."""
+        ``on_open`` runs when an attempt's answer starts to arrive (the model is at work);
+        ``headers`` are the request's own (``Built.headers``), beside the wire format's."""
         cancel = cancel or threading.Event()
         payload = self.wire.stream_body(body)
-        url, headers = self.url(str(body.get("model") or "")), self.wire.headers(self._api_key)
+        url = self.url(str(body.get("model") or ""))
+        headers = {**self.wire.headers(self._api_key), **(headers or {})}
         retries = 0
         limits = _Limits(self.request_timeout, self.idle_timeout)
         while True:

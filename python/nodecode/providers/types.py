@@ -78,6 +78,10 @@ class Reply:
     stop_reason: str | None = None
     stopped: bool = False  # the person stopped it; text/calls are what arrived
     retries: int = 0
+    id: str | None = None  # the provider's id of this response, when it names one
+    # Why the provider says its cache missed, when asked (Anthropic's cache diagnostics):
+    # {"type": reason, "missed": tokens or None}.
+    diagnostics: dict[str, Any] | None = None
 
 
 # One encoder for every part: json.dumps with arguments makes a new one per call,

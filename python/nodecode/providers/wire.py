@@ -61,6 +61,10 @@ class Request:
     thinking: ThinkingSetting | None = None
     entry: dict[str, Any] = field(default_factory=dict)
     where: str = "the model"  # what errors about ``entry`` call it
+    # Ask the provider why its cache missed (a format that can: Anthropic's cache
+    # diagnostics), comparing with the response ``previous`` (None: the first asked).
+    diagnose: bool = False
+    previous: str | None = None
 
 
 @dataclass
@@ -72,6 +76,7 @@ class Built:
     breakpoints: list[int] = field(default_factory=list)  # message ids marked (0: the system)
     ttls: list[float] = field(default_factory=list)  # each breakpoint's lifetime, seconds
     arranged: list[Message] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)  # this request's own headers
 
 
 class StreamParser:
@@ -85,6 +90,8 @@ class StreamParser:
         self._text: list[str] = []
         self.usage = Usage()
         self.stop_reason: str | None = None
+        self.response_id: str | None = None
+        self.diagnostics: dict[str, Any] | None = None
         self.finished = False  # the terminal event arrived: stop reading
 
     def feed(self, event: ServerSentEvent) -> None:
@@ -111,6 +118,8 @@ class StreamParser:
             thinking=self._thinking(partial=partial),
             usage=self.usage,
             stop_reason=self.stop_reason,
+            id=self.response_id,
+            diagnostics=self.diagnostics,
         )
 
     def _tool_calls(self, *, partial: bool) -> list[ToolCall]:

@@ -143,7 +143,7 @@ def cache_view(
     ratio = meter.ratio()
     count = meter.count(order)
     arranged = [m for m, _ in count.messages]
-    at = time.time() if now is None else now
+    at = basis.clock() if now is None else now
     live = set(ledger.live_positions(store, scope, arranged, at)) if scope else set()
     present = {m.id for m in order}
     running = count.system + count.tools
@@ -169,13 +169,22 @@ def cache_view(
     }
 
 
-def _last_read(r: Read, wire: WireFormat) -> dict[str, int] | None:
-    """What the last request read from cache, from its usage (None before any)."""
+def _last_read(r: Read, wire: WireFormat) -> dict[str, Any] | None:
+    """What the last request read from cache, from its usage (None before any), and
+    what it missed of what was expected, with the reason (``cache.miss``)."""
     last = r.requests.last
     if last is None:
         return None
     usage = Usage.of(last[1].get("usage"))
-    return {"seq": last[0], "read": usage.cache_read, "prompt": wire.prompt_tokens(usage)}
+    out: dict[str, Any] = {
+        "seq": last[0],
+        "read": usage.cache_read,
+        "prompt": wire.prompt_tokens(usage),
+    }
+    miss = last[1].get("cache_miss")
+    if isinstance(miss, dict):  # it read short of what the mark promised, and why
+        out["missed"], out["why"] = miss.get("missed"), miss.get("reason")
+    return out
 
 
 def first_line(text: str) -> str:

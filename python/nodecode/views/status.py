@@ -15,6 +15,7 @@ from nodecode import budget as budgets
 from nodecode import recall
 from nodecode.budget import evict as evictions
 from nodecode.budget.meter import Basis
+from nodecode.cache import miss as cache_miss
 from nodecode.config import Config
 from nodecode.context import derived
 from nodecode.context import take as takes
@@ -164,8 +165,20 @@ def _last_request(r: Read, wire: WireFormat) -> dict[str, Any] | None:
         "ttls": list(p.get("ttls") or []),
         "fill": p.get("fill"),
         "counted": p.get("counted"),
+        **_miss_of(p),
         "cost": p.get("cost"),
     }
+
+
+def _miss_of(p: dict[str, Any]) -> dict[str, Any]:
+    """``cache_miss``: what the request read short of what was expected, and why
+    (``cache.miss``); ``diagnostics``: the provider's own reason, when asked for it."""
+    out: dict[str, Any] = {}
+    if isinstance(p.get("cache_miss"), dict):
+        out["cache_miss"] = p["cache_miss"]
+    if isinstance(p.get("diagnostics"), dict):
+        out["diagnostics"] = p["diagnostics"]
+    return out
 
 
 def _points(last: dict[str, Any]) -> str:
@@ -226,6 +239,8 @@ def render(r: dict[str, Any]) -> str:
             f"breakpoints {_points(last)}"
             + (f" · {pricing.money(last['cost'])}" if last.get("cost") is not None else "")
         )
+        if last.get("cache_miss"):
+            lines.append("  " + cache_miss.line(last["cache_miss"]))
     if r.get("cost") is not None:
         lines.append("spent: " + pricing.total_words(pricing.Total(**r["cost"])))
     ahead = r.get("next") or {}

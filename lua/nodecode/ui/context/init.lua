@@ -29,7 +29,8 @@ M.ns_diag = api.nvim_create_namespace('nodecode_context_diag')
 ---@field tokens table<integer, integer> tokens of each exported block, by id
 ---@field prefix table<integer, integer> prompt tokens through each block, by id
 ---@field cached table<integer, boolean> blocks whose prefix the next request can read from cache
----@field cache table {through?, system, fixed, tokens?, last?} (host.py: context)
+---@field cache table {through?, system, fixed, tokens?, last?} (host.py: context); last: {seq,
+--- read, prompt, missed?, why?} (why: the reason it read short of what the mark promised)
 ---@field changed_from? integer 0-based first row changed since the export (or the last :w)
 ---@field header string Lua pattern of this export's headers, capturing the ID
 

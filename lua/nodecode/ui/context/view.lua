@@ -124,6 +124,9 @@ function M.cached_text(st, k)
   local last = c.last
   if last then
     what = what .. (' · the last request read %d of %d'):format(last.read or 0, last.prompt or 0)
+    if last.why then -- it read short of what the mark promised: by how much, and why
+      what = what .. (' · missed %s: %s'):format(tostring(last.missed or '?'), last.why)
+    end
   end
   return ('──── %s ────'):format(what)
 end
