@@ -342,3 +342,42 @@ def test_auto_takes_the_first_installed_in_the_documented_order(nvim):
         "mini.pick",
     ]
     assert nvim.exec_lua("return require('nodecode.ui.picker').backend()") == "telescope"
+
+
+@pytest.mark.skipif(bool(missing(TELESCOPE)), reason=missing(TELESCOPE) or "")
+def test_a_backend_that_needs_a_newer_neovim_is_skipped_and_checkhealth_says_why(
+    nvim,
+    sessions,  # noqa: F811
+    tmp_path,
+):
+    # The real telescope checkout, its plugin/ guard asking for a Neovim newer
+    # than this one: what telescope's own guard does on Neovim 0.10 (its modules
+    # still load, so require() succeeds, and a picker then fails half-way).
+    assert DEPS is not None
+    newer = tmp_path / "telescope.nvim"
+    shutil.copytree(DEPS / "telescope.nvim", newer, ignore=shutil.ignore_patterns(".git"))
+    guard = newer / "plugin" / "telescope.lua"
+    text = guard.read_text()
+    assert text.startswith('if 1 ~= vim.fn.has "nvim-0.11" then')
+    guard.write_text(text.replace('"nvim-0.11"', '"nvim-0.99"', 1))
+    for path in (DEPS / "plenary.nvim", newer):
+        nvim.exec_lua("vim.opt.rtp:append(...)", str(path))
+    nvim.exec_lua("pcall(vim.cmd, 'runtime! plugin/telescope.lua')")  # errors, as lazy.nvim's load
+    assert nvim.exec_lua("return (pcall(require, 'telescope.pickers'))")
+    windows = len(nvim.api.list_wins())
+
+    nvim.command("NodecodeRecall", async_=True)
+
+    wait_for(lambda: nvim.exec_lua("return vim.bo.filetype") == "nodecode-prompt")
+    assert nvim.exec_lua("return require('nodecode.ui.picker').backend()") == "builtin"
+    nvim.input("<Esc>")
+    wait_for(lambda: len(nvim.api.list_wins()) == windows)
+    nvim.command("checkhealth nodecode")
+    report = "\n".join(nvim.current.buffer[:])
+    this = nvim.exec_lua(
+        "local v = vim.version() return ('%d.%d.%d'):format(v.major, v.minor, v.patch)"
+    )
+    assert (
+        f"WARNING telescope skipped: telescope.nvim needs Neovim 0.99 (this is {this})" in report
+    ), report
+    assert 'OK pickers use builtin (picker.backend = "auto"; installed: telescope)' in report
