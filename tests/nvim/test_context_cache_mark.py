@@ -46,6 +46,7 @@ def test_the_mark_and_status_agree_and_an_edit_above_moves_the_mark(nvim, two_tu
     nvim.ui_attach(140, 24, rgb=True)
     nvim.exec_lua("require('nodecode').setup({ context = { open_newest = 9 } })")
     nvim.command("NodecodeContext")
+    nvim.command("only")  # the whole screen (it opens beside the file)
 
     through, tokens, read, prompt = mark(nvim)
     text = status_text(nvim)
