@@ -416,13 +416,23 @@ function M.removed(items, on_choice)
   })
 end
 
---- Pick a session to work in, or a new one.
+--- Pick a session to work in, or a new one. The sessions come first (the
+--- current one at the top, so <CR> at once stays in it), "+ new session"
+--- last: a new, empty session is never one key away.
 ---@param rows table[] rpc.call('sessions')
 ---@param on_choice fun(item: table) item.id is nil for a new session
 ---@param opts? table the backend's own options
 function M.sessions(rows, on_choice, opts)
-  local items = { { id = nil, new = true } }
-  vim.list_extend(items, rows)
+  local items = vim.tbl_filter(function(r)
+    return r.pinned == true
+  end, rows)
+  vim.list_extend(
+    items,
+    vim.tbl_filter(function(r)
+      return r.pinned ~= true
+    end, rows)
+  )
+  items[#items + 1] = { id = nil, new = true }
   return M.pick({
     title = 'sessions',
     items = items,
