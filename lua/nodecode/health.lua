@@ -249,7 +249,9 @@ end
 local function check_provider(probe)
   local p = probe.provider
   if not p then
-    vim.health.warn('no provider configured: ' .. tostring(probe.provider_error), {
+    -- The core's reason already says what it is ("no provider configured: …",
+    -- "provider 'x' needs its key in $X …"): shown as it is, said once.
+    vim.health.warn(tostring(probe.provider_error), {
       'write "provider" and "model" into ' .. tostring(probe.home) .. '/config.jsonc',
       'or set ANTHROPIC_API_KEY / OPENAI_API_KEY',
     })
@@ -298,7 +300,26 @@ local function check_mcp(python, home)
   end
 end
 
+--- Before 0.10 nothing else is checked (its vim.health may lack the names
+--- used below; 0.7's has none, only the `health` module's report_*).
+---@return boolean
+local function too_old()
+  if vim.fn.has('nvim-0.10') == 1 then
+    return false
+  end
+  local h = vim.health or require('health')
+  local v = vim.fn.api_info().version
+  local start = h.start or h.report_start
+  local err = h.error or h.report_error
+  start('nodecode')
+  err(('Neovim %d.%d.%d: nodecode needs 0.10 or newer'):format(v.major, v.minor, v.patch))
+  return true
+end
+
 function M.check()
+  if too_old() then
+    return
+  end
   vim.health.start('nodecode')
   check_version()
   check_registered()
