@@ -18,8 +18,7 @@ from dataclasses import asdict, dataclass
 from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
 from nodecode.log.store import Store
-
-ASK_WIDTH = 60
+from nodecode.views.titles import ask_title
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,7 @@ class Node:
         return f"seq {self.first_seq}–{self.last_seq if self.last_seq is not None else '…'}"
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "span": self.span}
+        return {**asdict(self), "span": self.span, "title": ask_title(self.ask)}
 
 
 def ask_text(store: Store, turn: turn_tree.Turn) -> str:
@@ -50,11 +49,6 @@ def ask_text(store: Store, turn: turn_tree.Turn) -> str:
         (turn.session, turn.number, turn.first_seq),
     )
     return rows[0][0] if rows else ""
-
-
-def first_line(text: str, width: int = ASK_WIDTH) -> str:
-    line = text.strip().split("\n", 1)[0].rstrip()
-    return line[:width] + "…" if len(line) > width else line
 
 
 def nodes(store: Store, sid: str) -> list[Node]:
@@ -106,4 +100,4 @@ def _chain(
 
 def _label(n: Node) -> str:
     mark = " ← head" if n.head else ("" if n.on_path else " (undone)")
-    return f"{n.number}  {first_line(n.ask)} · {n.span} · {n.status}{mark}"
+    return f"{n.number}  {ask_title(n.ask)} · {n.span} · {n.status}{mark}"
