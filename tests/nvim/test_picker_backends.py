@@ -169,6 +169,56 @@ def test_open_action(nvim, sessions, b):  # noqa: F811
     assert nvim.current.buffer[1:] == ["did they pass"]
 
 
+SPLIT_KEYS = {"telescope": ["<C-v>", "<C-x>", "<C-t>"], "mini.pick": ["<C-v>", "<C-s>", "<C-t>"]}
+
+
+@pytest.mark.parametrize("b", [p for p in PARAMS if p.values[0].name in SPLIT_KEYS])
+def test_the_split_and_tab_keys_open_the_entry_and_no_empty_window(nvim, sessions, b):  # noqa: F811
+    load(nvim, b)
+    windows = nvim.exec_lua("return #vim.api.nvim_list_wins()")
+    for key in SPLIT_KEYS[b.name]:
+        open_recall(nvim, b, "did they")
+        wait_rows(nvim, b, lambda r: len(r) == 1)
+
+        nvim.input(key)
+
+        wait_for(lambda: nvim.current.buffer.name.startswith("nodecode://entry/"))
+        assert nvim.current.buffer[1:] == ["did they pass"], key
+        assert nvim.exec_lua("return #vim.api.nvim_list_wins()") == windows + 1, key
+        assert len(nvim.api.list_tabpages()) == 1, key
+        nvim.command("close")
+
+
+FZF = BACKENDS[2]
+
+
+@pytest.mark.skipif(bool(missing(FZF)), reason=missing(FZF) or "")
+def test_fzf_shows_the_query_after_a_short_prompt_and_the_title_follows_the_toggle(
+    nvim,
+    sessions,  # noqa: F811
+):
+    load(nvim, FZF)
+    open_recall(nvim, FZF, "did they")
+    wait_rows(nvim, FZF, lambda r: len(r) == 1)
+    fzf = """local w = require('fzf-lua.win').__SELF()
+        local title = vim.api.nvim_win_get_config(w.fzf_winid).title
+        local text = {}
+        for _, chunk in ipairs(type(title) == 'table' and title or {}) do text[#text + 1] = chunk[1] end
+        local prompt = ''
+        for _, l in ipairs(vim.api.nvim_buf_get_lines(w.fzf_bufnr, 0, -1, false)) do
+          if l:find('did they', 1, true) and not l:find('seq', 1, true) then prompt = vim.trim(l) end
+        end
+        return { title = table.concat(text), prompt = prompt }"""
+
+    shown = wait_for(lambda: (f := nvim.exec_lua(fzf))["prompt"] and f)
+    assert shown["prompt"].startswith("> did they"), shown
+    assert "recall: this session (text)" in shown["title"], shown
+
+    nvim.input(keys(nvim)["toggle"])
+
+    wait_for(lambda: "recall: every session (words)" in nvim.exec_lua(fzf)["title"])
+
+
 @pytest.mark.parametrize("b", PARAMS)
 def test_insert_action(nvim, sessions, b):  # noqa: F811
     load(nvim, b)
