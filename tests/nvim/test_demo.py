@@ -123,3 +123,18 @@ def test_demo_clean_starts_afresh(demo_dir):
 
     assert done.returncode == 0, done.stderr
     assert not demo_dir.exists() and str(demo_dir) in done.stdout
+
+
+def test_the_demos_calc_py_has_its_filetype_and_a_range_ask_names_it(demo_dir, monkeypatch):
+    prepared = prepare(demo_dir, {})
+    try:
+        nv = start(prepared, monkeypatch)
+        nv.command("wincmd t")  # calc.py, as the demo opened it
+        assert nv.current.buffer.name.endswith("calc.py")
+
+        assert nv.eval("&filetype") == "python"
+        block = nv.exec_lua("return require('nodecode.ask').block(0, 1, 2)")
+        assert block.startswith("```python calc.py:1-2\n"), block
+        shutdown(nv)
+    finally:
+        prepared.stop()

@@ -18,6 +18,7 @@ require('nodecode').setup({ chat = { position = 'right' } })
 
 vim.api.nvim_create_autocmd('VimEnter', {
   once = true,
+  nested = true, -- :edit inside it runs the FileType autocommands (python, colours)
   callback = function()
     vim.cmd.edit('calc.py')
     local chat = require('nodecode.ui.chat')
