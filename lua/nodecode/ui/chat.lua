@@ -329,10 +329,15 @@ function M.stop()
   require('nodecode.rpc').notify('stop', state.job)
 end
 
---- Show a line of the plugin's own in the chat (not part of the session).
+--- Show a line of the plugin's own in the chat (not part of the session);
+--- with `apart`, a blank line first sets it off from what the chat holds.
 ---@param text string
-function M.say(text)
+---@param apart? boolean
+function M.say(text, apart)
   chat_buf()
+  if apart then
+    state.view:paragraph()
+  end
   state.view:say(text)
 end
 
