@@ -174,3 +174,17 @@ def test_the_empty_chat_says_how_to_ask_until_it_has_text(nvim, home, loopback):
     )
     nvim.command("Nodecode hello")
     wait_for(lambda: nvim.exec_lua(shown) is None)
+
+
+def test_the_empty_input_area_shows_a_placeholder_until_it_has_text(nvim, home, loopback):
+    configure(home, loopback([{"text": "hello"}]))
+    nvim.command("Nodecode")
+    placeholder = "return require('nodecode.ui.input').shown_placeholder()"
+
+    shown = wait_for(lambda: nvim.exec_lua(placeholder))
+
+    assert shown == "Ask here · <CR> sends, <C-s> in insert mode · #file:PATH, #buffer · /help"
+    nvim.input("hi")
+    wait_for(lambda: nvim.exec_lua(placeholder) is None)
+    nvim.input("<C-s>")  # sent: the input is empty again
+    wait_for(lambda: nvim.exec_lua(placeholder) == shown)
