@@ -84,3 +84,35 @@ def test_toggle_twice_puts_the_chat_back_under_the_context_buffer(calc):
     after = layout(nvim)
     assert after[0] == "col" and after[2][0] == "tree"
     assert after[1] == ["row", ["calc.py", 79], ["col", ["context.txt", 80], ["chat", 80]]]
+
+
+def test_the_status_report_at_80_columns_wraps_at_words_and_shows_every_line(
+    nvim, home, workspace, loopback
+):
+    configure(home, loopback([{"text": "one"}, {"text": "two"}]))
+    make_session(home, workspace, ["first ask", "second ask"])
+    nvim.ui_attach(80, 40)
+
+    nvim.command("NodecodeStatus")
+
+    lines = nvim.current.buffer[:]
+    assert max(len(x) for x in lines) > 76  # some line is wider than the float
+    win = nvim.current.window
+    row, col = (x + 1 for x in nvim.funcs.win_screenpos(win.handle))  # inside its border
+    width, height = win.width, win.height
+    nvim.command("redraw!")
+    shown = nvim.exec_lua(
+        """local row, col, width, height = ...
+        local out = {}
+        for r = row, row + height - 1 do
+          local cells = {}
+          for c = col, col + width - 1 do cells[#cells + 1] = vim.fn.screenstring(r, c) end
+          out[#out + 1] = table.concat(cells)
+        end
+        return out""",
+        row,
+        col,
+        width,
+        height,
+    )
+    assert " ".join(shown).split() == " ".join(lines).split(), shown  # no word cut, none missing
