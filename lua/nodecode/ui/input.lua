@@ -73,9 +73,8 @@ function M.shown_placeholder()
   if not (buf and vim.api.nvim_buf_is_valid(buf)) then
     return nil
   end
-  for _, m in ipairs(vim.api.nvim_buf_get_extmarks(buf, placeholder_ns, 0, -1, { details = true })) do
-    return m[4].virt_text[1][1]
-  end
+  local m = vim.api.nvim_buf_get_extmarks(buf, placeholder_ns, 0, -1, { details = true })[1]
+  return m and m[4].virt_text[1][1] or nil
 end
 
 ---@return integer
