@@ -12,7 +12,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install test demo demo-clean bench
 
+# The extras `make test` / `make demo` added to this .venv (their stamps).
+EXTRAS = $(patsubst $(VENV)/.installed-%,%,$(wildcard $(VENV)/.installed-*))
+
 install: $(STAMP) doc/tags
+	@$(PY) scripts/prune_venv.py $(EXTRAS)
 
 # Redone only when pyproject.toml is newer than the stamp.
 $(STAMP): pyproject.toml

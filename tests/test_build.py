@@ -64,3 +64,50 @@ def test_the_generated_tags_are_ignored_by_git():
     ignored = subprocess.run(["git", "check-ignore", "-q", "doc/tags"], cwd=ROOT)
 
     assert ignored.returncode == 0, "doc/tags is not in .gitignore"
+
+
+def test_make_install_removes_what_an_older_build_installed_and_keeps_the_extras_asked(
+    tmp_path,
+):
+    # An older build's .venv: nodecode, a runtime dependency (msgpack) and a test
+    # tool (ruff, of the test extra) installed without the stamp `make test` leaves.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [
+        str(venv / "bin" / "python"),
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--disable-pip-version-check",
+    ]
+    subprocess.run([*pip, "--no-deps", "-e", str(ROOT)], check=True, capture_output=True)
+    subprocess.run([*pip, "ruff==0.17.6", "msgpack"], check=True, capture_output=True)
+    (venv / ".installed").touch()  # newer than pyproject.toml: nothing to reinstall
+
+    def installed() -> set[str]:
+        out = subprocess.run(
+            [str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return {line.split("==")[0].lower() for line in out.stdout.splitlines()}
+
+    def make_install() -> str:
+        out = subprocess.run(
+            ["make", "install", f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    (venv / ".installed-test").touch()
+    make_install()
+    assert {"ruff", "msgpack", "nodecode"} <= installed()  # `make test` asked for it
+
+    (venv / ".installed-test").unlink()
+    said = make_install()
+
+    assert "make: removing what nodecode no longer needs: ruff" in said
+    assert "ruff" not in installed()
+    assert {"msgpack", "nodecode", "pip"} <= installed()

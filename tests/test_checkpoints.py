@@ -155,6 +155,14 @@ def test_redo_reapplies_the_undone_turn(s):
 
 
 @needs_git
+def test_redo_says_reapplied_where_undo_says_restored(s):
+    undone = checkpoints.undo(s.app.workspace, s.sid)
+    moved = checkpoints.redo(s.app.workspace, s.sid)
+    assert "restored a.txt" in undone.lines
+    assert "reapplied a.txt" in moved.lines and not any("restored" in x for x in moved.lines)
+
+
+@needs_git
 def test_redo_walks_forward_one_turn_per_redo(s):
     s.turn("more", ';; w\n(write-file "c.txt" "c")')
     checkpoints.undo(s.app.workspace, s.sid)

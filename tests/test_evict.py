@@ -461,3 +461,18 @@ def test_a_stub_keeps_a_long_note_cut_with_the_way_to_read_it_whole(session):
     cut = f"[cut: 8,000 characters · whole: (recall-entry {note.seq})]"
     assert stub.text.endswith(cut) and len(stub.text) < 3000
     assert stub.payload["notes"] == [long[:2000] + "\n" + cut]
+
+
+def test_a_turn_smaller_than_its_stub_is_not_evicted(session):
+    s = session(window=None)
+    s.ask("hi", [{"text": "ok"}])  # a tiny turn: its stub would be larger
+    s.read_turn(2)
+    ids = context_ids(s)
+
+    said = evictions.manual(s.app.workspace, s.app.config, s.sid, through=1)
+
+    assert said.startswith("nothing to evict: the fill is "), said
+    assert said.endswith(
+        "its stub would be larger than what it replaces, so the context would grow"
+    ), said
+    assert context_ids(s) == ids and not s.events("stub")

@@ -144,6 +144,20 @@ def test_a_match_round_is_used_only_when_the_last_user_text_contains_it():
     assert "".join(text_of(hello)) == "for hello"
 
 
+def test_a_match_any_round_follows_its_ask_past_a_later_notice():
+    rounds = [
+        {"text": "for median", "match_any": "median"},
+        {"text": "for the bug", "match_any": "bug"},
+    ]
+    with LoopbackServer(rounds) as s:
+        body = anthropic_body([user("fix the bug"), user("[context at 87% of the budget]")])
+        bug = anthropic_events(s, body)
+        other = anthropic_events(s, anthropic_body([user("hello")]))
+    assert "".join(text_of(bug)) == "for the bug"  # the median round stays for its ask
+    assert "".join(text_of(other)) == EXHAUSTED_TEXT
+    assert s.rounds_left == 1
+
+
 def test_script_file_is_jsonl_with_blank_and_comment_lines_ignored(tmp_path):
     path = tmp_path / "script.jsonl"
     path.write_text('// the demo\n\n{"text": "first"}\n  \n{"calls": [{"code": "(ls)"}]}\n')

@@ -57,9 +57,10 @@ M.defaults = {
     progress = true,
   },
   context = {
-    -- Where :NodecodeContext opens context.txt: 'current', 'split', 'vsplit' or 'tab'.
+    -- Where :NodecodeContext opens context.txt: 'chat' (above the chat when it
+    -- is shown, else at the right), 'current', 'split', 'vsplit' or 'tab'.
     -- (From the chat or its input area, 'current' opens a split above instead.)
-    position = 'current',
+    position = 'chat',
     -- How many of the newest blocks start unfolded (the rest start folded).
     open_newest = 3,
   },
@@ -128,7 +129,7 @@ M.defaults = {
 -- Keys whose default is nil (absent from the table above).
 local OPTIONAL = { python = true, home = true }
 local POSITIONS = { right = true, left = true, below = true, tab = true, current = true }
-local CONTEXT_POSITIONS = { current = true, split = true, vsplit = true, tab = true }
+local CONTEXT_POSITIONS = { chat = true, current = true, split = true, vsplit = true, tab = true }
 local BACKENDS = {
   auto = true,
   telescope = true,

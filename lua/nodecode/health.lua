@@ -175,24 +175,32 @@ end
 
 local function check_pickers()
   local picker = require('nodecode.ui.picker')
-  local installed = vim.tbl_filter(function(name)
-    return picker.BACKENDS[name].installed(false)
-  end, picker.ORDER)
   local want = require('nodecode.config').get().picker.backend
-  local found = #installed > 0 and table.concat(installed, ', ')
+  local found, skipped = {}, {}
+  for _, name in ipairs(picker.ORDER) do
+    if picker.BACKENDS[name].installed(false) then
+      local why = picker.unusable(name, false)
+      found[#found + 1] = name
+      if why then
+        skipped[#skipped + 1] = ('%s skipped: %s'):format(name, why)
+      end
+    end
+  end
+  local listed = #found > 0 and table.concat(found, ', ')
     or 'none of ' .. table.concat(picker.ORDER, ', ')
-  if picker.BACKENDS[want] and not picker.BACKENDS[want].installed(true) then
+  local why = picker.BACKENDS[want] and picker.unusable(want, true)
+  if why then
     vim.health.warn(
-      ('picker.backend is %q but %s is not installed: pickers use the built-in one'):format(
-        want,
-        picker.BACKENDS[want].what
-      ),
-      { 'install it, or set picker.backend to auto' }
+      ('picker.backend is %q but %s: pickers use the built-in one'):format(want, why),
+      { 'install it (or a version for this Neovim), or set picker.backend to auto' }
     )
   else
     vim.health.ok(
-      ('pickers use %s (picker.backend = %q; installed: %s)'):format(picker.backend(), want, found)
+      ('pickers use %s (picker.backend = %q; installed: %s)'):format(picker.backend(), want, listed)
     )
+  end
+  for _, line in ipairs(want == 'auto' and skipped or {}) do
+    vim.health.warn(line, { 'update Neovim, or install a version of it for this one' })
   end
 end
 
@@ -241,7 +249,9 @@ end
 local function check_provider(probe)
   local p = probe.provider
   if not p then
-    vim.health.warn('no provider configured: ' .. tostring(probe.provider_error), {
+    -- The core's reason already says what it is ("no provider configured: …",
+    -- "provider 'x' needs its key in $X …"): shown as it is, said once.
+    vim.health.warn(tostring(probe.provider_error), {
       'write "provider" and "model" into ' .. tostring(probe.home) .. '/config.jsonc',
       'or set ANTHROPIC_API_KEY / OPENAI_API_KEY',
     })
@@ -290,7 +300,26 @@ local function check_mcp(python, home)
   end
 end
 
+--- Before 0.10 nothing else is checked (its vim.health may lack the names
+--- used below; 0.7's has none, only the `health` module's report_*).
+---@return boolean
+local function too_old()
+  if vim.fn.has('nvim-0.10') == 1 then
+    return false
+  end
+  local h = vim.health or require('health')
+  local v = vim.fn.api_info().version
+  local start = h.start or h.report_start
+  local err = h.error or h.report_error
+  start('nodecode')
+  err(('Neovim %d.%d.%d: nodecode needs 0.10 or newer'):format(v.major, v.minor, v.patch))
+  return true
+end
+
 function M.check()
+  if too_old() then
+    return
+  end
   vim.health.start('nodecode')
   check_version()
   check_registered()

@@ -4,9 +4,12 @@
 -- Nothing it shows stops Neovim at "Press ENTER": a message that fits the
 -- command line is a plain notification; a longer or multi-line one (a
 -- receipt, :NodecodeBudget) is its first line, cut to fit, plus the whole
--- text in a small float that does not take the cursor and closes at the next
--- key. A vim.notify replaced by a plugin (nvim-notify, noice…) gets the
--- whole text: those show any length without blocking.
+-- text in a float, as tall as its wrapped lines, that does not take the
+-- cursor and closes at the next key. :messages keeps the whole text: each
+-- line goes in as an :echomsg, which Neovim cuts on screen ('shortmess' "T")
+-- but keeps whole in the history. A vim.notify replaced by a plugin
+-- (nvim-notify, noice…) gets the whole text: those show any length without
+-- blocking.
 
 local M = {}
 
@@ -41,7 +44,12 @@ local function open_float(lines, level)
     width = math.max(width, vim.fn.strdisplaywidth(l))
   end
   width = math.min(width, vim.o.columns - 4)
-  local height = math.min(#lines, math.max(1, math.floor(vim.o.lines / 2)))
+  local rows = 0 -- the rows its lines take once wrapped at `width`
+  for _, l in ipairs(lines) do
+    rows = rows + math.max(1, math.ceil(vim.fn.strdisplaywidth(l) / width))
+  end
+  local room = vim.o.lines - vim.o.cmdheight - 4 -- below the top line, inside its border
+  local height = math.max(1, math.min(rows, room))
   local buf = api.nvim_create_buf(false, true)
   api.nvim_buf_set_lines(buf, 0, -1, false, lines)
   vim.bo[buf].bufhidden, vim.bo[buf].modifiable = 'wipe', false
@@ -69,6 +77,29 @@ local function open_float(lines, level)
   end, ns)
 end
 
+---@type table<integer, string>
+local HL = {
+  [vim.log.levels.WARN] = 'WarningMsg',
+  [vim.log.levels.ERROR] = 'ErrorMsg',
+}
+
+--- Put `lines` whole into :messages without a "Press ENTER": an :echomsg
+--- from a scheduled callback is cut on screen when 'shortmess' has "T" and
+--- kept whole in the history (each line is its own message: an :echomsg
+--- shows a newline as "^@").
+---@param lines string[]
+---@param level integer
+local function remember(lines, level)
+  local shortmess = vim.o.shortmess
+  vim.o.shortmess = shortmess .. 'T'
+  vim.cmd.echohl(HL[level] or 'None')
+  for _, l in ipairs(lines) do
+    vim.cmd.echomsg(vim.fn.string(l))
+  end
+  vim.cmd.echohl('None')
+  vim.o.shortmess = shortmess
+end
+
 --- Show `text` (already prefixed) without ever asking for ENTER.
 ---@param text string
 ---@param level integer
@@ -88,7 +119,8 @@ function M.show(text, level)
       first = vim.fn.strcharpart(first, 0, vim.fn.strchars(first) - 3) .. ' …'
     end
   end
-  vim.notify(first, level, { title = TITLE })
+  remember(lines, level)
+  api.nvim_echo({ { first, HL[level] } }, false, {})
   open_float(lines, level)
 end
 

@@ -24,8 +24,10 @@ local function tokens(n)
   if type(n) ~= 'number' then
     return 'window unknown'
   end
+  -- Rounded only where rounding loses little: 1570 is not "2k".
   return n >= 1e6 and ('%.1fM window'):format(n / 1e6)
-    or ('%dk window'):format(math.floor(n / 1e3 + 0.5))
+    or n >= 1e4 and ('%dk window'):format(math.floor(n / 1e3 + 0.5))
+    or ('%d-token window'):format(n)
 end
 
 --- Work with `name` (PROVIDER/MODEL) from the next request on.

@@ -87,6 +87,7 @@ def test_context_buffer_holds_the_export_with_a_fold_per_block(nvim, two_turns):
 def test_headers_show_token_counts_and_the_cached_prefix_is_marked(nvim, two_turns):
     nvim.ui_attach(72, 16, rgb=True)
     open_context(nvim)
+    nvim.command("only")  # the whole screen (it opens beside the file)
 
     shown = screen(nvim, 12)
     nonce = nvim.current.buffer[0].split()[-1].rstrip("]")

@@ -47,6 +47,7 @@ def test_the_mark_and_status_agree_and_an_edit_above_moves_the_mark(nvim, two_tu
     nvim.ui_attach(140, 24, rgb=True)
     nvim.exec_lua("require('nodecode').setup({ context = { open_newest = 9 } })")
     open_context(nvim)
+    nvim.command("only")  # the whole screen (it opens beside the file)
 
     through, tokens, read, prompt = mark(nvim)
     text = status_text(nvim)
@@ -93,7 +94,8 @@ def test_the_mark_says_what_the_last_request_missed_and_why(nvim, home, workspac
 
     nvim.ui_attach(300, 24, rgb=True)
     nvim.exec_lua("require('nodecode').setup({ context = { open_newest = 9 } })")
-    nvim.command("NodecodeContext")
+    open_context(nvim)
+    nvim.command("only")  # the whole screen (it opens beside the file)
     line = wait_for(lambda: next((x for x in screen(nvim, 20) if "──── cached" in x), None))
     assert (
         f"· the last request read {third['cache_read']} of {prompt} · missed {missed}: the context changed above the cache mark (message 4): "

@@ -29,6 +29,7 @@ def test_a_folded_block_shows_its_count_once_and_its_text_is_not_overwritten(nvi
     nvim.exec_lua("require('nodecode').setup({ context = { open_newest = 1 } })")
     nvim.ui_attach(72, 12, rgb=True)
     open_context(nvim)
+    nvim.command("only")  # the whole screen (it opens beside the file)
 
     shown = screen(nvim, 6)
 

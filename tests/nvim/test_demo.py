@@ -1,6 +1,7 @@
-"""`make demo`: its scripted model has a small known window, so the 85%
-warning and an eviction show in two asks; its home stays between runs, so
-the session comes back; `make demo-clean` starts it afresh."""
+"""`make demo`: its scripted model answers three questions, its edit and test
+run ask approval, and it has a small known window, so the 85% warning and an
+eviction show in two asks; its home stays between runs, so the session comes
+back (offered the questions left); `make demo-clean` starts it afresh."""
 
 from __future__ import annotations
 
@@ -42,19 +43,38 @@ def demo_dir(tmp_path: Path, nvim_env, monkeypatch: pytest.MonkeyPatch):
     return tmp_path / ".demo"
 
 
-def test_the_demo_warns_then_evicts_and_its_session_comes_back(demo_dir, monkeypatch):
+def approve(nv: pynvim.Nvim, kind: str) -> None:
+    """Wait for the approval float whose title names ``kind`` and accept it with `a`."""
+    title = """local win = require('nodecode.ui.approval').win
+        if not (win and vim.api.nvim_win_is_valid(win)) then return '' end
+        local t = vim.api.nvim_win_get_config(win).title
+        return type(t) == 'table' and t[1][1] or ''"""
+    wait_for(lambda: kind in nv.exec_lua(title), timeout=30)
+    nv.input("a")
+
+
+def test_the_demo_asks_approvals_answers_three_questions_and_comes_back(demo_dir, monkeypatch):
     first = prepare(demo_dir, {})
     try:
         nv = start(first, monkeypatch)
+        assert "fix the bug in calc.py" in chat(nv)  # the welcome suggests it
         notified(nv)
         nv.command("Nodecode fix the bug in calc.py")
-        wait_for(lambda: idle(nv) and "The tests pass now." in chat(nv), timeout=30)
+        approve(nv, "write calc.py")
+        approve(nv, "run a command")
+        wait_for(lambda: idle(nv) and "Done: `mean`" in chat(nv), timeout=30)
+        assert "> write: approved" in chat(nv) and "all tests passed" in chat(nv)
         warned = [n for n in notes(nv) if "context at" in n]
         assert warned and ":NodecodeEvict" in warned[0], notes(nv)
 
-        nv.command("Nodecode thanks")
+        nv.command("Nodecode what does mean do with an empty list?")
 
-        wait_for(lambda: idle(nv) and "_evicted at seq " in chat(nv), timeout=30)
+        wait_for(lambda: idle(nv) and "ZeroDivisionError" in chat(nv), timeout=30)
+        assert "_evicted at seq " in chat(nv)
+        nv.command("Nodecode add a median function")
+        approve(nv, "write median.py")
+        wait_for(lambda: idle(nv) and "Added median.py" in chat(nv), timeout=30)
+        assert "no more rounds" not in chat(nv)
         shutdown(nv)
     finally:
         first.stop()
@@ -62,9 +82,14 @@ def test_the_demo_warns_then_evicts_and_its_session_comes_back(demo_dir, monkeyp
     again = prepare(demo_dir, {})
     try:
         nv = start(again, monkeypatch)
-        text = chat(nv)
+        lines = buffer_lines(nv, "nodecode://chat")
+        text = "\n".join(lines)
         assert "fix the bug in calc.py" in text and "_evicted at seq " in text
         assert "len(values) - 1" not in (again.workspace / "calc.py").read_text()  # kept too
+        welcome = next(i for i, x in enumerate(lines) if x.startswith("> Welcome"))
+        assert lines[welcome - 1] == "", lines[welcome - 2 : welcome + 1]  # set apart
+        assert "calc.py is fixed already" in text
+        assert ":Nodecode what does mean do with an empty list?" in lines[welcome + 2]
         shutdown(nv)
     finally:
         again.stop()
@@ -82,7 +107,9 @@ def test_slash_commands_typed_in_the_demos_chat_work(demo_dir, monkeypatch):
         nv = start(prepared, monkeypatch)
         assert "/help lists the slash commands" in chat(nv)
         nv.command("Nodecode fix the bug in calc.py")
-        wait_for(lambda: idle(nv) and "The tests pass now." in chat(nv), timeout=30)
+        approve(nv, "write calc.py")
+        approve(nv, "run a command")
+        wait_for(lambda: idle(nv) and "Done: `mean`" in chat(nv), timeout=30)
         fixed = (prepared.workspace / "calc.py").read_text()
 
         typed(nv, "/help")
@@ -123,3 +150,18 @@ def test_demo_clean_starts_afresh(demo_dir):
 
     assert done.returncode == 0, done.stderr
     assert not demo_dir.exists() and str(demo_dir) in done.stdout
+
+
+def test_the_demos_calc_py_has_its_filetype_and_a_range_ask_names_it(demo_dir, monkeypatch):
+    prepared = prepare(demo_dir, {})
+    try:
+        nv = start(prepared, monkeypatch)
+        nv.command("wincmd t")  # calc.py, as the demo opened it
+        assert nv.current.buffer.name.endswith("calc.py")
+
+        assert nv.eval("&filetype") == "python"
+        block = nv.exec_lua("return require('nodecode.ask').block(0, 1, 2)")
+        assert block.startswith("```python calc.py:1-2\n"), block
+        shutdown(nv)
+    finally:
+        prepared.stop()

@@ -13,9 +13,24 @@ from nodecode.context import take
 from nodecode.views import status
 
 from .conftest import configure, open_context, wait_for
-from .ui_helpers import notes, notified
+from .ui_helpers import after_scheduled, messages_of, no_press_enter, notes, notified, screen
 
 READ = {"text": "reading", "calls": [{"code": ';; read a\n(read-file "a.txt")'}]}
+
+
+def floats(nv) -> list[dict]:
+    """Every floating window: its lines and its size."""
+    return nv.exec_lua("""
+        local out = {}
+        for _, w in ipairs(vim.api.nvim_list_wins()) do
+          local c = vim.api.nvim_win_get_config(w)
+          if c.relative ~= '' then
+            local lines = vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(w), 0, -1, false)
+            out[#out + 1] = { lines = lines, width = c.width, height = c.height }
+          end
+        end
+        return out
+    """)
 
 
 def ask_all(home: Path, workspace: Path, asks: list[str]) -> str:
@@ -119,3 +134,25 @@ def test_evict_to_a_percent_below_the_fixed_part_says_what_it_is(
 
     again = wait_for(lambda: next((n for n in notes(nvim) if "nothing to evict" in n), None))
     assert f"the system prompt and tools alone are {share}%" in again, again
+
+
+def test_a_message_wider_than_the_screen_is_whole_in_a_float_and_in_messages(
+    nvim, small_window, home, workspace
+):
+    nvim.ui_attach(80, 24)
+    nvim.command("NodecodeEvict 10")
+    after_scheduled(nvim)
+
+    with no_press_enter(nvim):
+        nvim.command("NodecodeEvict 10")  # nothing left: a reason three screen lines long
+
+        said = wait_for(
+            lambda: next((x for x in messages_of(nvim).splitlines() if "nothing to evict" in x), "")
+        )
+        shown = wait_for(lambda: floats(nvim))
+    assert len(said) > 80 and said.endswith(")"), said  # :messages keeps it whole
+    assert "…" not in said
+    (win,) = shown
+    assert "\n".join(win["lines"]) == said
+    assert win["height"] >= -(-len(said) // win["width"]), win  # every wrapped row shows
+    assert not any("@@@" in row for row in screen(nvim, 24))

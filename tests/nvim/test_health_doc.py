@@ -3,6 +3,7 @@ without warnings and cover every command, option and key."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 
@@ -137,3 +138,29 @@ def test_every_highlight_group_links_to_a_standard_one_and_is_documented(nvim):
         )
         == "Comment"
     )
+
+
+def test_checkhealth_says_a_missing_provider_once(nvim, home, monkeypatch):
+    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+        assert key not in os.environ  # the child Neovim inherits ours
+
+    nvim.command("checkhealth nodecode")
+
+    report = "\n".join(nvim.current.buffer[:])
+    (line,) = [x for x in report.splitlines() if "no provider configured" in x]
+    assert line.count("no provider configured") == 1, line
+    assert line.startswith("- ⚠️ WARNING no provider configured: expected"), line
+
+
+def test_checkhealth_names_an_unset_key_without_calling_it_no_provider(nvim, home, loopback):
+    configure(home, loopback([]))
+    config = home / "config.jsonc"
+    config.write_text(
+        config.read_text().replace('"api_key_env": null', '"api_key_env": "NC_UNSET_KEY"')
+    )
+
+    nvim.command("checkhealth nodecode")
+
+    report = "\n".join(nvim.current.buffer[:])
+    assert "WARNING provider 'loopback' needs its key in $NC_UNSET_KEY, which is not set" in report
+    assert "no provider configured" not in report

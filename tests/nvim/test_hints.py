@@ -41,10 +41,46 @@ def test_question_mark_in_the_chat_lists_its_keys_as_configured(nvim, home, work
         "<localleader>e  evict down to 50% of the budget",
         "<localleader>c  export the context and open it",
         "?               these keys",
+        "<localleader> is \\ here (:help maplocalleader)",
     ]
     assert shown["title"] == " keys · chat " and not shown["focused"]
     nvim.input("j")  # the next key closes it
     wait_for(lambda: hints(nvim) is None)
+
+
+def test_the_key_that_closes_the_list_does_nothing_else(nvim, home, workspace, loopback):
+    configure(home, loopback([{"text": "hello"}]))
+    make_session(home, workspace, ["hi"])
+    nvim.command("Nodecode")
+    nvim.command("stopinsert")
+    nvim.command("wincmd k")
+    nvim.input("?")
+    wait_for(lambda: hints(nvim))
+
+    nvim.input("qa")  # q closes the list; it does not then record into register a
+
+    wait_for(lambda: hints(nvim) is None)
+    assert nvim.funcs.reg_recording() == ""
+    nvim.input("?")
+    wait_for(lambda: hints(nvim))
+    nvim.input("q?")  # q closes it, ? opens it again: no command-line window
+    wait_for(lambda: hints(nvim))
+    assert nvim.funcs.getcmdwintype() == ""
+    assert nvim.current.buffer.name == "nodecode://chat"
+
+
+def test_the_list_says_what_localleader_is(nvim, home, workspace, loopback):
+    configure(home, loopback([{"text": "hello"}]))
+    make_session(home, workspace, ["hi"])
+    nvim.command("let maplocalleader = ' '")
+    nvim.command("Nodecode")
+    nvim.command("stopinsert")
+    nvim.command("wincmd k")
+
+    nvim.input("?")
+
+    lines = wait_for(lambda: hints(nvim))["lines"]
+    assert lines[-1] == "<localleader> is <Space> here (:help maplocalleader)"
 
 
 def test_the_input_area_and_the_context_buffer_list_their_own_keys(nvim, home, workspace, loopback):
@@ -61,7 +97,10 @@ def test_the_input_area_and_the_context_buffer_list_their_own_keys(nvim, home, w
         "<C-s>           send the ask (insert mode)",
         "<C-c>           stop the running turn",
     ]
-    assert lines[-1] == "g?              these keys"
+    assert lines[-2:] == [
+        "g?              these keys",
+        "<localleader> is \\ here (:help maplocalleader)",
+    ]
 
     nvim.command("wincmd k")
     open_context(nvim)
@@ -69,7 +108,7 @@ def test_the_input_area_and_the_context_buffer_list_their_own_keys(nvim, home, w
     lines = wait_for(
         lambda: (hints(nvim) or {}).get("title") == " keys · context " and hints(nvim)
     )["lines"]
-    assert lines[-3:] == [
+    assert lines[-4:-1] == [
         "<localleader>n  open the chat and its input area",
         "<localleader>m  restore a removed message into the context buffer",
         "g?              these keys",
@@ -135,3 +174,17 @@ def test_the_empty_chat_says_how_to_ask_until_it_has_text(nvim, home, loopback):
     )
     nvim.command("Nodecode hello")
     wait_for(lambda: nvim.exec_lua(shown) is None)
+
+
+def test_the_empty_input_area_shows_a_placeholder_until_it_has_text(nvim, home, loopback):
+    configure(home, loopback([{"text": "hello"}]))
+    nvim.command("Nodecode")
+    placeholder = "return require('nodecode.ui.input').shown_placeholder()"
+
+    shown = wait_for(lambda: nvim.exec_lua(placeholder))
+
+    assert shown == "Ask here · <CR> sends, <C-s> in insert mode · #file:PATH, #buffer · /help"
+    nvim.input("hi")
+    wait_for(lambda: nvim.exec_lua(placeholder) is None)
+    nvim.input("<C-s>")  # sent: the input is empty again
+    wait_for(lambda: nvim.exec_lua(placeholder) == shown)

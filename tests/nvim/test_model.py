@@ -14,6 +14,7 @@ from .ui_helpers import idle, notes, notified
 MODELS = [
     {"id": "small", "context_window": 50000, "max_tokens": 4000},
     {"id": "big", "context_window": 400000, "max_tokens": 8000},
+    {"id": "demo-size", "context_window": 1570, "max_tokens": 400},
 ]
 
 
@@ -83,10 +84,11 @@ def test_the_picker_lists_config_and_models_dev_models_and_applies_the_choice(nv
             return st and vim.api.nvim_buf_get_lines(st.lbuf, 0, -1, false)
         """)
     )
-    assert rows[:3] == [
+    assert rows[:4] == [
         "* loopback/loopback-model  window unknown · config",
         "  loopback/small  50k window · config",
         "  loopback/big  400k window · config",
+        "  loopback/demo-size  1570-token window · config",  # not "2k"
     ]
     assert "  loopback/claude-haiku-4-5  200k window · models.dev" in rows
     nvim.input("claude-haiku-4-5")
@@ -119,7 +121,7 @@ def test_a_bad_name_is_one_clear_error_and_changes_nothing(nvim, home, loopback)
         "(got 'loopback')",
         "nodecode: model: no provider 'nope' is configured (expected one of loopback)",
         "nodecode: model: loopback has no model 'tiny' (its config.jsonc models and "
-        "models.dev list 3: :NodecodeModel shows them; add others to providers.loopback.models)",
+        "models.dev list 4: :NodecodeModel shows them; add others to providers.loopback.models)",
     ]
 
 

@@ -77,7 +77,8 @@ def test_the_85_percent_warning_is_a_notification_naming_the_neovim_commands(
 
 
 def test_a_stale_write_is_refused_naming_nodecode_context(nvim, home, workspace, loopback):
-    configure(home, loopback([{"text": "one"}, {"text": "two"}]))
+    # Replies long enough that evicting one shrinks the context (a stub costs some).
+    configure(home, loopback([{"text": "one " + LONG}, {"text": "two " + LONG}]))
     make_session(home, workspace, ["first ask", "second ask"])
     open_context(nvim)
     buf = nvim.current.buffer

@@ -221,11 +221,24 @@ def test_sessions_picker_resumes_another_session(nvim, sessions):
     assert nvim.exec_lua("return require('nodecode.rpc').call('info').id") == current
     nvim.command("NodecodeSessions")
     rows = wait_rows(nvim, lambda rows: len(rows) == 3)["rows"]
-    assert rows[0] == "+ new session" and rows[1].startswith(f"* {current}")
+    assert rows[0].startswith(f"* {current}") and rows[-1] == "+ new session"
 
     nvim.input("where is<CR>")
 
     wait_for(lambda: nvim.exec_lua("return require('nodecode.rpc').call('info').id") == older)
+
+
+def test_enter_at_once_in_the_sessions_picker_stays_in_the_current_session(nvim, sessions):
+    _, current = sessions
+    before = nvim.exec_lua("return #require('nodecode.rpc').call('sessions')")
+    nvim.command("NodecodeSessions")
+    wait_rows(nvim, lambda rows: len(rows) == 3)
+
+    nvim.input("<CR>")
+
+    wait_for(lambda: nvim.exec_lua("return vim.bo.filetype") != "nodecode-prompt")
+    assert nvim.exec_lua("return require('nodecode.rpc').call('info').id") == current
+    assert nvim.exec_lua("return #require('nodecode.rpc').call('sessions')") == before
 
 
 @pytest.mark.skipif(
@@ -289,13 +302,13 @@ def test_select_sends_the_simple_choices_to_vim_ui_select(nvim, sessions):
         require('nodecode').setup({ picker = { backend = 'select' } })
         vim.ui.select = function(items, opts, on_choice)
           _G.asked = { prompt = opts.prompt, rows = vim.tbl_map(opts.format_item, items) }
-          on_choice(items[3])
+          on_choice(items[2])
         end""")
 
     nvim.command("NodecodeSessions")
 
     wait_for(lambda: nvim.exec_lua("return require('nodecode.rpc').call('info').id") == older)
     asked = nvim.exec_lua("return _G.asked")
-    assert asked["prompt"] == "sessions" and asked["rows"][0] == "+ new session"
+    assert asked["prompt"] == "sessions" and asked["rows"][-1] == "+ new session"
     nvim.command("NodecodeRecall")  # a search with actions: the built-in picker
     assert wait_rows(nvim, lambda rows: len(rows) >= 2)

@@ -169,6 +169,56 @@ def test_open_action(nvim, sessions, b):  # noqa: F811
     assert nvim.current.buffer[1:] == ["did they pass"]
 
 
+SPLIT_KEYS = {"telescope": ["<C-v>", "<C-x>", "<C-t>"], "mini.pick": ["<C-v>", "<C-s>", "<C-t>"]}
+
+
+@pytest.mark.parametrize("b", [p for p in PARAMS if p.values[0].name in SPLIT_KEYS])
+def test_the_split_and_tab_keys_open_the_entry_and_no_empty_window(nvim, sessions, b):  # noqa: F811
+    load(nvim, b)
+    windows = nvim.exec_lua("return #vim.api.nvim_list_wins()")
+    for key in SPLIT_KEYS[b.name]:
+        open_recall(nvim, b, "did they")
+        wait_rows(nvim, b, lambda r: len(r) == 1)
+
+        nvim.input(key)
+
+        wait_for(lambda: nvim.current.buffer.name.startswith("nodecode://entry/"))
+        assert nvim.current.buffer[1:] == ["did they pass"], key
+        assert nvim.exec_lua("return #vim.api.nvim_list_wins()") == windows + 1, key
+        assert len(nvim.api.list_tabpages()) == 1, key
+        nvim.command("close")
+
+
+FZF = BACKENDS[2]
+
+
+@pytest.mark.skipif(bool(missing(FZF)), reason=missing(FZF) or "")
+def test_fzf_shows_the_query_after_a_short_prompt_and_the_title_follows_the_toggle(
+    nvim,
+    sessions,  # noqa: F811
+):
+    load(nvim, FZF)
+    open_recall(nvim, FZF, "did they")
+    wait_rows(nvim, FZF, lambda r: len(r) == 1)
+    fzf = """local w = require('fzf-lua.win').__SELF()
+        local title = vim.api.nvim_win_get_config(w.fzf_winid).title
+        local text = {}
+        for _, chunk in ipairs(type(title) == 'table' and title or {}) do text[#text + 1] = chunk[1] end
+        local prompt = ''
+        for _, l in ipairs(vim.api.nvim_buf_get_lines(w.fzf_bufnr, 0, -1, false)) do
+          if l:find('did they', 1, true) and not l:find('seq', 1, true) then prompt = vim.trim(l) end
+        end
+        return { title = table.concat(text), prompt = prompt }"""
+
+    shown = wait_for(lambda: (f := nvim.exec_lua(fzf))["prompt"] and f)
+    assert shown["prompt"].startswith("> did they"), shown
+    assert "recall: this session (text)" in shown["title"], shown
+
+    nvim.input(keys(nvim)["toggle"])
+
+    wait_for(lambda: "recall: every session (words)" in nvim.exec_lua(fzf)["title"])
+
+
 @pytest.mark.parametrize("b", PARAMS)
 def test_insert_action(nvim, sessions, b):  # noqa: F811
     load(nvim, b)
@@ -342,3 +392,42 @@ def test_auto_takes_the_first_installed_in_the_documented_order(nvim):
         "mini.pick",
     ]
     assert nvim.exec_lua("return require('nodecode.ui.picker').backend()") == "telescope"
+
+
+@pytest.mark.skipif(bool(missing(TELESCOPE)), reason=missing(TELESCOPE) or "")
+def test_a_backend_that_needs_a_newer_neovim_is_skipped_and_checkhealth_says_why(
+    nvim,
+    sessions,  # noqa: F811
+    tmp_path,
+):
+    # The real telescope checkout, its plugin/ guard asking for a Neovim newer
+    # than this one: what telescope's own guard does on Neovim 0.10 (its modules
+    # still load, so require() succeeds, and a picker then fails half-way).
+    assert DEPS is not None
+    newer = tmp_path / "telescope.nvim"
+    shutil.copytree(DEPS / "telescope.nvim", newer, ignore=shutil.ignore_patterns(".git"))
+    guard = newer / "plugin" / "telescope.lua"
+    text = guard.read_text()
+    assert text.startswith('if 1 ~= vim.fn.has "nvim-0.11" then')
+    guard.write_text(text.replace('"nvim-0.11"', '"nvim-0.99"', 1))
+    for path in (DEPS / "plenary.nvim", newer):
+        nvim.exec_lua("vim.opt.rtp:append(...)", str(path))
+    nvim.exec_lua("pcall(vim.cmd, 'runtime! plugin/telescope.lua')")  # errors, as lazy.nvim's load
+    assert nvim.exec_lua("return (pcall(require, 'telescope.pickers'))")
+    windows = len(nvim.api.list_wins())
+
+    nvim.command("NodecodeRecall", async_=True)
+
+    wait_for(lambda: nvim.exec_lua("return vim.bo.filetype") == "nodecode-prompt")
+    assert nvim.exec_lua("return require('nodecode.ui.picker').backend()") == "builtin"
+    nvim.input("<Esc>")
+    wait_for(lambda: len(nvim.api.list_wins()) == windows)
+    nvim.command("checkhealth nodecode")
+    report = "\n".join(nvim.current.buffer[:])
+    this = nvim.exec_lua(
+        "local v = vim.version() return ('%d.%d.%d'):format(v.major, v.minor, v.patch)"
+    )
+    assert (
+        f"WARNING telescope skipped: telescope.nvim needs Neovim 0.99 (this is {this})" in report
+    ), report
+    assert 'OK pickers use builtin (picker.backend = "auto"; installed: telescope)' in report

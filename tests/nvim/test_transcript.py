@@ -38,7 +38,9 @@ def idle(nv: pynvim.Nvim) -> bool:
 
 
 def test_eviction_leaves_the_chat_as_it_happened_and_marks_it(nvim, home, workspace, loopback):
-    configure(home, loopback([{"text": "the first answer"}, {"text": "the second answer"}]))
+    long = " with enough words that a stub is smaller" * 8  # else nothing is evicted
+    replies = [{"text": "the first answer" + long}, {"text": "the second answer"}]
+    configure(home, loopback(replies))
     make_session(home, workspace, ["the first ask", "the second ask"])
     open_chat(nvim)
     before = buffer_lines(nvim, "nodecode://chat")

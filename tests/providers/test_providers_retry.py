@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 from email.utils import formatdate
 from pathlib import Path
@@ -248,10 +249,13 @@ def test_x_should_retry_false_is_obeyed(server: ReplayServer, anthropic: Provide
     assert len(server.requests) == 1
 
 
-def test_connection_refused_is_retried_then_fails(unused_url: str) -> None:
+def test_connection_refused_is_retried_then_fails_naming_the_server(unused_url: str) -> None:
     provider = anthropic_provider(unused_url, "k", max_retries=1, backoff_base=0.01)
+    server = unused_url.rstrip("/").split("/v1")[0]
     failed = pytest.raises(
-        ProviderFailed, match="after 1 retries: connection dropped: ConnectError"
+        ProviderFailed,
+        match=re.escape(f"after 1 retries: cannot connect to {server}: ")
+        + r".*\(is the server running, and its base_url right\?\)$",
     )
     with provider, failed:
         provider.stream(BODY)

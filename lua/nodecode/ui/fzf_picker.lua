@@ -108,10 +108,21 @@ function M.pick(source, opts)
     end
   end
   if source.toggle and type(source.toggle.key) == 'string' and source.toggle.key ~= '' then
-    actions[M.fzf_key(source.toggle.key)] = { fn = source.toggle.fn, reload = true }
+    actions[M.fzf_key(source.toggle.key)] = {
+      fn = function()
+        source.toggle.fn()
+        local win = require('fzf-lua.win').__SELF() -- the title says what is searched now
+        if win and win.update_main_title then
+          pcall(win.update_main_title, win, ' ' .. title_of(source) .. ' ')
+        end
+      end,
+      reload = true,
+    }
   end
+  -- The title (up to ~85 characters for recall) is the window's: as the
+  -- prompt it would push the typed query out of sight.
   local spec = vim.tbl_deep_extend('force', {
-    prompt = title_of(source) .. '> ',
+    prompt = '> ',
     query = source.query,
     winopts = { title = ' ' .. title_of(source) .. ' ' },
     fzf_opts = { ['--delimiter'] = '\t', ['--with-nth'] = '2..', ['--no-multi'] = true },

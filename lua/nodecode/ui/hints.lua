@@ -1,6 +1,6 @@
 -- Key hints: the help key (`?`; `<C-/>` in the picker) opens a float listing
 -- the keys of the buffer it was pressed in, made from the configured keymaps so
--- remaps show; the float takes no focus and closes at the next key. An empty
+-- remaps show; the float takes no focus and the next key closes it (only). An empty
 -- chat shows a one-line hint of how to ask.
 
 local M = {}
@@ -128,6 +128,19 @@ function M.lines(rows)
   end, rows)
 end
 
+--- The line saying what <localleader> is, when a key of `rows` uses it.
+---@param rows { [1]: string, [2]: string }[]
+---@return string?
+function M.localleader(rows)
+  for _, r in ipairs(rows) do
+    if r[1]:lower():find('<localleader>', 1, true) then
+      local key = vim.g.maplocalleader
+      key = vim.fn.keytrans((type(key) == 'string' and key ~= '') and key or '\\')
+      return ('<localleader> is %s here (:help maplocalleader)'):format(key)
+    end
+  end
+end
+
 local FILETYPES = {
   ['nodecode-chat'] = 'chat',
   ['nodecode-input'] = 'input',
@@ -152,7 +165,12 @@ function M.open(kind, source)
     error('nodecode: key hints work in the chat, input, context, tree and picker buffers', 0)
   end
   M.close()
-  local lines = M.lines(M.rows(kind, source))
+  local rows = M.rows(kind, source)
+  local lines = M.lines(rows)
+  local leader = M.localleader(rows)
+  if leader then
+    lines[#lines + 1] = leader
+  end
   local width = 10
   for _, l in ipairs(lines) do
     width = math.max(width, vim.fn.strdisplaywidth(l))
@@ -174,8 +192,9 @@ function M.open(kind, source)
     row = math.floor((vim.o.lines - height) / 2) - 1,
     col = math.floor((vim.o.columns - width) / 2),
   })
-  -- The next key closes it (and still does what it does); only this float,
-  -- which that key may already have replaced with another.
+  -- The next key closes it and does nothing else (`q` closes it, it does
+  -- not then start a recording): an on_key callback returning '' discards
+  -- the key (Neovim 0.11; on 0.10 the key still runs). Only this float.
   local win = M.win
   vim.on_key(function()
     vim.on_key(nil, ns)
@@ -184,6 +203,7 @@ function M.open(kind, source)
         M.close()
       end
     end)
+    return ''
   end, ns)
   return win
 end

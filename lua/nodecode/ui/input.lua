@@ -37,6 +37,46 @@ function M.send()
   end
 end
 
+local placeholder_ns = vim.api.nvim_create_namespace('nodecode_input_placeholder')
+
+--- The dimmed line an empty input shows: how to send, and what it takes.
+---@return string
+function M.placeholder()
+  local keys = require('nodecode.config').get().keymaps
+  local send = {}
+  if keys.send then
+    send[#send + 1] = keys.send .. ' sends'
+  end
+  if keys.send_insert then
+    send[#send + 1] = keys.send_insert .. ' in insert mode'
+  end
+  return ('Ask here · %s · #file:PATH, #buffer · /help'):format(table.concat(send, ', '))
+end
+
+--- Show the placeholder while `b` is empty, and only then.
+---@param b integer
+local function placeholder(b)
+  vim.api.nvim_buf_clear_namespace(b, placeholder_ns, 0, -1)
+  if
+    vim.api.nvim_buf_line_count(b) == 1 and vim.api.nvim_buf_get_lines(b, 0, 1, false)[1] == ''
+  then
+    vim.api.nvim_buf_set_extmark(b, placeholder_ns, 0, 0, {
+      virt_text = { { M.placeholder(), 'Comment' } },
+      virt_text_pos = 'overlay',
+    })
+  end
+end
+
+--- The placeholder shown now, if any (tests look at it).
+---@return string?
+function M.shown_placeholder()
+  if not (buf and vim.api.nvim_buf_is_valid(buf)) then
+    return nil
+  end
+  local m = vim.api.nvim_buf_get_extmarks(buf, placeholder_ns, 0, -1, { details = true })[1]
+  return m and m[4].virt_text[1][1] or nil
+end
+
 ---@return integer
 local function input_buf()
   if buf and vim.api.nvim_buf_is_valid(buf) then
@@ -51,6 +91,17 @@ local function input_buf()
       require('nodecode.slash').offer()
     end,
   })
+  local b = buf
+  vim.api.nvim_buf_attach(b, false, { -- typed or set by us (send, undo): either way
+    on_lines = function()
+      vim.schedule(function()
+        if vim.api.nvim_buf_is_valid(b) then
+          placeholder(b)
+        end
+      end)
+    end,
+  })
+  placeholder(b)
   local keys = require('nodecode.config').get().keymaps
   if keys.send then
     vim.keymap.set('n', keys.send, M.send, { buffer = buf, desc = 'nodecode: send the ask' })

@@ -50,6 +50,16 @@ local function mappings(source)
       out['nodecode_' .. a.name] = { char = a.key, func = on_current(a.fn) }
     end
   end
+  -- mini.pick's <C-s>/<C-v>/<C-t> open a split or tab, then choose: our
+  -- actions open their own window, so that split would stay empty. Those
+  -- keys run the first action instead (as <CR> does).
+  local keys = pick().config.mappings
+  for _, name in ipairs({ 'choose_in_split', 'choose_in_vsplit', 'choose_in_tabpage' }) do
+    if type(keys[name]) == 'string' and keys[name] ~= '' then
+      out[name] = ''
+      out['nodecode_' .. name] = { char = keys[name], func = on_current(source.actions[1].fn) }
+    end
+  end
   if source.toggle and type(source.toggle.key) == 'string' and source.toggle.key ~= '' then
     out.nodecode_toggle = {
       char = source.toggle.key,

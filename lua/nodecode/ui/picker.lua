@@ -22,12 +22,14 @@ end
 ---@field module string the module whose pick(source, opts) shows a source
 ---@field what string what to install
 ---@field installed fun(asked: boolean): boolean asked: named by picker.backend
+---@field plugin? string its plugin/ script, whose guard says the Neovim it needs
 
 ---@type table<string, nodecode.PickerBackend>
 M.BACKENDS = {
   telescope = {
     module = 'nodecode.ui.telescope_picker',
     what = 'telescope.nvim',
+    plugin = 'plugin/telescope.lua',
     installed = function()
       return (pcall(require, 'telescope.pickers'))
     end,
@@ -35,6 +37,7 @@ M.BACKENDS = {
   ['fzf-lua'] = {
     module = 'nodecode.ui.fzf_picker',
     what = 'fzf-lua and the fzf program',
+    plugin = 'plugin/fzf-lua.lua',
     installed = function()
       return pcall(require, 'fzf-lua') and vim.fn.executable('fzf') == 1
     end,
@@ -42,6 +45,7 @@ M.BACKENDS = {
   snacks = {
     module = 'nodecode.ui.snacks_picker',
     what = 'snacks.nvim',
+    plugin = 'plugin/snacks.lua',
     -- snacks.nvim is often installed for its other parts: 'auto' takes its
     -- picker only when the person enabled it (setup{ picker = { enabled = true } }).
     installed = function(asked)
@@ -63,6 +67,51 @@ M.ORDER = { 'telescope', 'fzf-lua', 'snacks', 'mini.pick' }
 
 local warned = {} ---@type table<string, boolean>
 
+--- Backends that failed to open a picker in this Neovim, and how.
+---@type table<string, string>
+local broken = {}
+
+--- The Neovim version a plugin script's guard asks for (`if vim.fn.has
+--- "nvim-0.11" ~= 1 then error …`, as telescope's does) when this Neovim is
+--- older. Its Lua modules still load on the older Neovim (so require()
+--- succeeding says nothing), then fail once a picker opens.
+---@param file string
+---@return string?
+local function unmet(file)
+  for _, path in ipairs(api.nvim_get_runtime_file(file, true)) do
+    local ok, lines = pcall(vim.fn.readfile, path, '', 20)
+    for _, l in ipairs(ok and lines or {}) do
+      local v = l:match('^%s*if.-has%s*%(?%s*["\']nvim%-(%d+%.%d+[%.%d]*)["\']')
+      if v and vim.fn.has('nvim-' .. v) ~= 1 then
+        return v
+      end
+    end
+  end
+end
+
+--- Why backend `name` cannot show pickers here; nil when it can.
+---@param name string
+---@param asked boolean named by picker.backend
+---@return string?
+function M.unusable(name, asked)
+  local b = M.BACKENDS[name]
+  if not b.installed(asked) then
+    return ('%s is not installed'):format(b.what)
+  end
+  local v = b.plugin and unmet(b.plugin)
+  if v then
+    local this = vim.version()
+    return ('%s needs Neovim %s (this is %d.%d.%d)'):format(
+      b.what,
+      v,
+      this.major,
+      this.minor,
+      this.patch
+    )
+  end
+  return broken[name]
+end
+
 --- The backend that shows pickers now: a name of M.BACKENDS, 'builtin' or 'select'.
 ---@return string
 function M.backend()
@@ -71,21 +120,22 @@ function M.backend()
     return want
   end
   if want ~= 'auto' then
-    if M.BACKENDS[want].installed(true) then
+    local why = M.unusable(want, true)
+    if not why then
       return want
     end
     if not warned[want] then
       warned[want] = true
       require('nodecode.message').warn(
-        'picker.backend is %q but %s is not installed: using the built-in picker',
+        'picker.backend is %q but %s: using the built-in picker',
         want,
-        M.BACKENDS[want].what
+        why
       )
     end
     return 'builtin'
   end
   for _, name in ipairs(M.ORDER) do
-    if M.BACKENDS[name].installed(false) then
+    if not M.unusable(name, false) then
       return name
     end
   end
@@ -122,7 +172,29 @@ function M.pick(source, opts)
   elseif name == 'select' or name == 'builtin' then
     return require('nodecode.ui.float_picker').open(source, keys())
   end
-  return require(M.BACKENDS[name].module).pick(source, opts)
+  -- A backend that fails half-way leaves its windows open: close the ones it
+  -- opened, remember why (:checkhealth says it) and use the built-in picker.
+  local before = {} ---@type table<integer, boolean>
+  for _, w in ipairs(api.nvim_list_wins()) do
+    before[w] = true
+  end
+  local ok, err = pcall(function()
+    return require(M.BACKENDS[name].module).pick(source, opts)
+  end)
+  if ok then
+    return
+  end
+  for _, w in ipairs(api.nvim_list_wins()) do
+    if not before[w] and api.nvim_win_is_valid(w) then
+      pcall(api.nvim_win_close, w, true)
+    end
+  end
+  broken[name] = ('%s failed to open: %s'):format(
+    M.BACKENDS[name].what,
+    vim.split(require('nodecode.message').reason(err), '\n', { plain = true })[1]
+  )
+  require('nodecode.message').warn('%s: using the built-in picker', broken[name])
+  return require('nodecode.ui.float_picker').open(source, keys())
 end
 
 ---@param text string
@@ -344,13 +416,23 @@ function M.removed(items, on_choice)
   })
 end
 
---- Pick a session to work in, or a new one.
+--- Pick a session to work in, or a new one. The sessions come first (the
+--- current one at the top, so <CR> at once stays in it), "+ new session"
+--- last: a new, empty session is never one key away.
 ---@param rows table[] rpc.call('sessions')
 ---@param on_choice fun(item: table) item.id is nil for a new session
 ---@param opts? table the backend's own options
 function M.sessions(rows, on_choice, opts)
-  local items = { { id = nil, new = true } }
-  vim.list_extend(items, rows)
+  local items = vim.tbl_filter(function(r)
+    return r.pinned == true
+  end, rows)
+  vim.list_extend(
+    items,
+    vim.tbl_filter(function(r)
+      return r.pinned ~= true
+    end, rows)
+  )
+  items[#items + 1] = { id = nil, new = true }
   return M.pick({
     title = 'sessions',
     items = items,

@@ -128,6 +128,26 @@ local function report_lines(r)
   return lines
 end
 
+--- The screen rows `line` takes in a window `width` wide wrapping at words
+--- (continuation rows indented by 2, as breakindentopt shift:2 does).
+---@param line string
+---@param width integer
+---@return integer
+function M.wrapped_rows(line, width)
+  local rows, col = 1, 0
+  for word in line:gmatch('%S+%s*') do
+    local w = vim.fn.strdisplaywidth(word)
+    if col > 0 and col + vim.fn.strdisplaywidth(vim.trim(word)) > width then
+      rows, col = rows + 1, 2
+    end
+    col = col + w
+    while col > width do -- a word longer than the row
+      rows, col = rows + 1, 2 + (col - width)
+    end
+  end
+  return rows
+end
+
 --- :NodecodeStatus — the /context report in a float; q or <Esc> closes it.
 ---@return integer win
 function M.open()
@@ -139,7 +159,13 @@ function M.open()
     width = math.max(width, vim.fn.strdisplaywidth(l))
   end
   width = math.min(width + 2, vim.o.columns - 4)
-  local height = math.min(#lines, vim.o.lines - 6)
+  -- A line wider than the screen wraps at a word (linebreak), in rows counted
+  -- here so the float shows them all.
+  local rows = 0
+  for _, l in ipairs(lines) do
+    rows = rows + M.wrapped_rows(l, width)
+  end
+  local height = math.max(1, math.min(rows, vim.o.lines - 6))
   local buf = api.nvim_create_buf(false, true)
   api.nvim_buf_set_lines(buf, 0, -1, false, lines)
   vim.bo[buf].modifiable, vim.bo[buf].bufhidden = false, 'wipe'
@@ -154,6 +180,8 @@ function M.open()
     row = math.floor((vim.o.lines - height) / 2) - 1,
     col = math.floor((vim.o.columns - width) / 2),
   })
+  vim.wo[win][0].wrap, vim.wo[win][0].linebreak = true, true
+  vim.wo[win][0].breakindent, vim.wo[win][0].breakindentopt = true, 'shift:2'
   for _, lhs in ipairs({ 'q', '<Esc>' }) do
     vim.keymap.set('n', lhs, function()
       pcall(api.nvim_win_close, win, true)

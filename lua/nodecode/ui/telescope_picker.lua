@@ -98,6 +98,11 @@ function M.pick(source, opts)
           end
         end
         actions.select_default:replace(run(source.actions[1]))
+        -- Telescope's split, vsplit and tab selects would open a buffer named
+        -- after the row's text: our rows are no files, they run <CR>'s action.
+        actions.select_horizontal:replace(run(source.actions[1]))
+        actions.select_vertical:replace(run(source.actions[1]))
+        actions.select_tab:replace(run(source.actions[1]))
         for i, a in ipairs(source.actions) do
           -- The first action is telescope's own select (<CR>); the rest get their keys.
           if i > 1 and type(a.key) == 'string' and a.key ~= '' then

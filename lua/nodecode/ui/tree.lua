@@ -43,7 +43,9 @@ end
 ---@param t table a tree row
 ---@return string left, string right, string hl
 local function label(t)
-  local ask = vim.split(tostring(nonil(t.ask) or ''), '\n', { plain = true })[1]
+  -- The title the core made of the ask (no fences, no #file markup), as in
+  -- `nodecode tree` and the sessions picker.
+  local ask = vim.split(tostring(nonil(t.title) or nonil(t.ask) or ''), '\n', { plain = true })[1]
   if vim.fn.strchars(ask) > 60 then
     ask = vim.fn.strcharpart(ask, 0, 59) .. '…'
   end

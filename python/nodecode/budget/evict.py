@@ -358,9 +358,11 @@ def evict(
     only: set[int | None] | None = None,
     receipts: list[str] | None = None,
     explain: Callable[[int], str | None] | None = None,
+    why: list[str] | None = None,
 ) -> Eviction | None:
     """Evict units of the context ``at`` read until the fill is at most ``target``
-    (or, with ``only``, every finished turn in it). None when nothing went.
+    (or, with ``only``, every finished turn in it). None when nothing went, also
+    when evicting would grow the context (``why`` then gets the reason).
     ``explain`` gives the receipt's last line from the fill after, if it has one."""
     st, meter = at.read.state, at.meter
     count = meter.count(st.messages)
@@ -387,7 +389,25 @@ def evict(
         )  # its line in the stub
     if not chosen:
         return None
+    if _after(meter, st, tokens, chosen, count.total) >= count.total:
+        if why is not None:  # a stub would cost more than the little it replaces
+            why.append("its stub would be larger than what it replaces, so the context would grow")
+        return None
     return _apply(at, chosen, before, ratio, reason, receipts, explain)
+
+
+def _after(
+    meter: meters.Meter, st: State, tokens: dict[int, int], chosen: list[Unit], total: int
+) -> float:
+    """About the fill after evicting ``chosen``: less their tokens, plus the stub
+    (its header and a line per call or note it keeps)."""
+    ids = {i for u in chosen for i in u.ids}
+    kept = sum(
+        meter.text(cell_line(m.text) if m.role == "call" else note_lines(m.text)) + 1
+        for m in st.messages
+        if m.id in ids and m.role in ("call", "note")
+    )
+    return total + _stub_head(meter, st) + kept - sum(tokens.get(i, 0) for i in ids)
 
 
 def _stub_head(meter: meters.Meter, st: State) -> int:
@@ -541,6 +561,7 @@ def manual(
         }
         ratio = meter.ratio()
         explain: Callable[[int], str | None] | None = None
+        why: list[str] = []
         if through is not None:
             only, target = _turns_through(store, sid, through, head), None
         else:
@@ -566,8 +587,11 @@ def manual(
             reason="manual",
             only=only,
             explain=explain,
+            why=why,
         )
         said = done.receipt if done is not None else _nothing(meter, plan, st, ratio, explain)
+        if done is None and why:
+            said = f"{said}; {why[0]}"
         return "\n".join([*edits, said])
 
 

@@ -283,9 +283,10 @@ def _beneath(step: _Step) -> tuple[str, Path]:
 
 
 def restore(
-    ws: Workspace, step: _Step, force: bool, show_blob: str = BLOB_COMMAND
+    ws: Workspace, step: _Step, force: bool, show_blob: str = BLOB_COMMAND, op: str = "undo"
 ) -> dict[str, Any] | None:
-    """Bring one file to ``step.target``; the report entry, or None when it already is."""
+    """Bring one file to ``step.target``; the report entry, or None when it already is.
+    A redo says "reapplied" where an undo or a rewind says "restored"."""
     shown = _shown(step)
     refusal = _refusal(ws, step)
     if refusal is not None:
@@ -319,7 +320,8 @@ def restore(
     except OSError as e:
         line = f"failed {shown}: {e.strerror or e}"
         return {"path": step.path, "action": "failed", "line": line, "retry": True}
-    action = "deleted" if data is None else "recreated" if current is None else "restored"
+    rewrote = "reapplied" if op == "redo" else "restored"
+    action = "deleted" if data is None else "recreated" if current is None else rewrote
     line = f"{action} {shown}"
     if now != step.expect:
         line += f" (forced: {step.why}" + (
@@ -352,7 +354,7 @@ def _move(
     if files:
         leave, enter = plan(store, sid, target)
         steps, notes = _steps(store, sid, leave, enter, os.path.realpath(ws.cwd))
-        report, pending = _restore_all(ws, steps, force, show_blob)
+        report, pending = _restore_all(ws, steps, force, show_blob, op)
         report += [
             {"path": None, "action": "untracked" if untracked else "note", "line": n}
             for n, untracked in notes
@@ -401,13 +403,13 @@ def _left(report: list[dict[str, Any]]) -> list[str]:
 
 
 def _restore_all(
-    ws: Workspace, steps: list[_Step], force: bool, show_blob: str = BLOB_COMMAND
+    ws: Workspace, steps: list[_Step], force: bool, show_blob: str = BLOB_COMMAND, op: str = "undo"
 ) -> tuple[list[dict[str, Any]], list[_Step]]:
     """Restore each step: the report, and the steps a ``--force`` could still finish
     (skipped as changed by the person, or failed; not those refused outright)."""
     report, pending = [], []
     for step in steps:
-        entry = restore(ws, step, force, show_blob)
+        entry = restore(ws, step, force, show_blob, op)
         if entry is None:
             continue
         report.append(entry)
@@ -445,7 +447,7 @@ def _finish(
     if found is None:
         return None
     move, pending = found
-    report, left = _restore_all(ws, [_Step(**p) for p in pending], True, show_blob)
+    report, left = _restore_all(ws, [_Step(**p) for p in pending], True, show_blob, op)
     lines = [r["line"] for r in report]
     source = move.payload.get("from")
     ws.store.append(

@@ -10,6 +10,7 @@ from nodecode.app import App
 from nodecode.cli.common import EXIT_OK, Command
 from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
+from nodecode.views.titles import session_title
 
 
 def cmd_new(app: App, args: argparse.Namespace) -> int:
@@ -26,7 +27,7 @@ def cmd_sessions(app: App, args: argparse.Namespace) -> int:
                 "parent": info.parent,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(info.created)),
                 "turns": len(turn_tree.turns(app.store, info.id)),
-                "title": info.title or "",
+                "title": session_title(app.store, info),
             }
         )
     if args.json:

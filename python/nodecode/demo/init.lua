@@ -18,12 +18,26 @@ require('nodecode').setup({ chat = { position = 'right' } })
 
 vim.api.nvim_create_autocmd('VimEnter', {
   once = true,
+  nested = true, -- :edit inside it runs the FileType autocommands (python, colours)
   callback = function()
     vim.cmd.edit('calc.py')
     local chat = require('nodecode.ui.chat')
     chat.open()
-    chat.say('Welcome to the nodecode demo (' .. (vim.env.NODECODE_DEMO_MODEL or '?') .. ').')
-    chat.say('Type  :Nodecode fix the bug in calc.py  and watch the reply stream in here.')
+    -- The scripted model answers three questions; a kept workspace whose bug
+    -- is fixed already is offered the other two.
+    local fixed =
+      not table.concat(vim.fn.readfile('calc.py'), '\n'):find('len(values) - 1', 1, true)
+    local asks = fixed
+        and ':Nodecode what does mean do with an empty list?  then  :Nodecode add a median function'
+      or ':Nodecode fix the bug in calc.py  then  :Nodecode what does mean do with an empty list?'
+    chat.say('Welcome to the nodecode demo (' .. (vim.env.NODECODE_DEMO_MODEL or '?') .. ').', true)
+    if fixed then
+      chat.say('calc.py is fixed already (the workspace is kept between runs).')
+    end
+    chat.say('Type  ' .. asks .. '  and watch the replies stream in here.')
+    chat.say('Writes and commands ask first: a accepts, r rejects, R rejects with a reason,')
+    chat.say('A accepts that kind for the rest of the session. The window is small: the')
+    chat.say('second question evicts the first (:NodecodeContext shows the stub).')
     chat.say('In the input area (:Nodecode alone), /help lists the slash commands: /context,')
     chat.say('/tree, /undo… run there without asking the model.')
     chat.say(

@@ -7,8 +7,10 @@ in the reply (Anthropic thinking blocks, signed; an OpenAI-compatible reply's
 reasoning). Text, tool input and thinking may hold lone UTF-16 surrogates (a
 JSON script's ``"\\ud800"``): they go on the wire as JSON ``\\ud800`` escapes, as
 from a gateway that cuts strings between UTF-16 units. A request takes the
-first remaining round whose ``match`` (if any) is in its last user text;
-skipped rounds stay for later.
+first remaining round whose ``match`` (if any) is in its last user text and
+whose ``match_any`` (if any) is in any of its user texts (a whole turn's
+rounds keep matching its ask when a notice follows it); skipped rounds stay
+for later.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class Round:
     calls: tuple[tuple[str, dict], ...] = ()
     match: str | None = None
     chunks: tuple[str, ...] = ()
+    match_any: str | None = None
     thinking: tuple[tuple[str, str], ...] = ()  # ("text", thought) or ("redacted", "")
 
 
@@ -65,7 +68,7 @@ def parse_round(raw: Any, where: str = "round") -> Round:
     calls = raw.get("calls") or []
     if not isinstance(calls, list):
         raise ValueError(f"{where}: 'calls' must be a list (got {calls!r})")
-    match = raw.get("match")
+    match, match_any = raw.get("match"), raw.get("match_any")
     chunks = raw.get("chunks") or []
     if not isinstance(chunks, list) or not all(isinstance(c, str) for c in chunks):
         raise ValueError(f"{where}: 'chunks' must be a list of strings (got {chunks!r})")
@@ -74,6 +77,7 @@ def parse_round(raw: Any, where: str = "round") -> Round:
         calls=tuple(_parse_call(c, where) for c in calls),
         match=str(match) if match is not None else None,
         chunks=tuple(chunks),
+        match_any=str(match_any) if match_any is not None else None,
         thinking=_parse_thinking(raw.get("thinking"), where),
     )
 
@@ -104,18 +108,20 @@ class ScriptQueue:
     def __init__(self, rounds: list[Round]) -> None:
         self.rounds = list(rounds)
 
-    def _find(self, user_text: str) -> int | None:
+    def _find(self, user_text: str, every: str) -> int | None:
         for i, rnd in enumerate(self.rounds):
-            if rnd.match is None or rnd.match in user_text:
+            if (rnd.match is None or rnd.match in user_text) and (
+                rnd.match_any is None or rnd.match_any in every
+            ):
                 return i
         return None
 
-    def peek(self, user_text: str) -> Round:
-        i = self._find(user_text)
+    def peek(self, user_text: str, every: str = "") -> Round:
+        i = self._find(user_text, every)
         return Round(text=EXHAUSTED_TEXT) if i is None else self.rounds[i]
 
-    def take(self, user_text: str) -> Round:
-        i = self._find(user_text)
+    def take(self, user_text: str, every: str = "") -> Round:
+        i = self._find(user_text, every)
         return Round(text=EXHAUSTED_TEXT) if i is None else self.rounds.pop(i)
 
 
@@ -127,6 +133,18 @@ def _texts(content: Any) -> str:
         str(p.get("text", ""))
         for p in parts
         if isinstance(p, dict) and p.get("type", "text") in ("text", "input_text") and "text" in p
+    )
+
+
+def user_texts(body: dict) -> str:
+    """Every user text of a request, oldest first, one per line (any wire format)."""
+    items = body.get("input")
+    if isinstance(items, str):
+        return items
+    return "\n".join(
+        _texts(m.get("content") or m.get("parts"))
+        for m in body.get("messages") or items or body.get("contents") or []
+        if isinstance(m, dict) and m.get("role") == "user"
     )
 
 

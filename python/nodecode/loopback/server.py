@@ -12,7 +12,8 @@ the demo (``make demo`` without an API key). Endpoints: ``POST /v1/messages``
 A script is a list of rounds (or a JSONL file of them): ``{"text": ...,
 "calls": [{"code": "(read-file \\"a.txt\\")"} | {"name": ..., "input": {...}}],
 "match"?: "substring"}``. Each model request takes the first remaining round
-whose ``match`` (if any) is in the request's last user text; rounds skipped
+whose ``match`` (if any) is in the request's last user text, and whose
+``match_any`` (if any) is in any of its user texts; rounds skipped
 for not matching stay for later requests. Rejected and faulted requests take
 no round. The script queue, token counting and the simulated Anthropic
 prompt cache live in ``script``, ``tokens`` and ``cache``; the wire formats
@@ -77,7 +78,14 @@ from nodecode.loopback.cache import (
 )
 from nodecode.loopback.diagnostics import Diagnoses
 from nodecode.loopback.prefix import PrefixCache
-from nodecode.loopback.script import Round, ScriptQueue, last_user_text, load_script, parse_round
+from nodecode.loopback.script import (
+    Round,
+    ScriptQueue,
+    last_user_text,
+    load_script,
+    parse_round,
+    user_texts,
+)
 from nodecode.loopback.thinking import (
     CANNOT_MODIFY,
     DEEPSEEK_NEEDS_REASONING,
@@ -493,7 +501,7 @@ class LoopbackServer:
         if self.window is not None and scaled > self.window:
             return overflow_reply(flavor, scaled, self.window)
         with self._lock:
-            rnd = self._script.take(last_user_text(body))
+            rnd = self._script.take(last_user_text(body), user_texts(body))
             first_id = self._next_tool
             self._next_tool += len(rnd.calls)
             model = str(body.get("model") or "")
@@ -588,7 +596,10 @@ class LoopbackServer:
         # The partial reply shows the round that would come next, without taking it.
         total = anthropic_tokens(body) if flavor == ANTHROPIC else _tokens(flavor, body)
         with self._lock:
-            rnd, first_id = self._script.peek(last_user_text(body)), self._next_tool
+            rnd, first_id = (
+                self._script.peek(last_user_text(body), user_texts(body)),
+                self._next_tool,
+            )
         reply = self._render(
             flavor, body, rnd, first_id, self._usage(total, CacheUsage(), rnd), index
         )

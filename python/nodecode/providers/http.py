@@ -470,10 +470,27 @@ def _transport_error(exc: BaseException) -> BaseException:
         return ProviderError(f"cannot send the request: {exc}")
     if isinstance(exc, httpx.TimeoutException):
         return ProviderError(f"timed out ({type(exc).__name__})", retryable=True)
+    if isinstance(exc, httpx.ConnectError):  # no connection was made: nothing dropped
+        detail = str(exc) or type(exc).__name__
+        return ProviderError(
+            f"cannot connect to {_server(exc)}: {detail} (is the server running, and its "
+            "base_url right?)",
+            retryable=True,
+        )
     if isinstance(exc, (httpx.TransportError, OSError)):
         detail = str(exc) or "connection closed"
         return ProviderError(f"connection dropped: {type(exc).__name__}: {detail}", retryable=True)
     return exc
+
+
+def _server(exc: httpx.ConnectError) -> str:
+    """The scheme, host and port the request went to (no path, no query: no key)."""
+    try:
+        url = exc.request.url
+    except RuntimeError:  # raised outside a request: no URL to name
+        return "the provider"
+    port = f":{url.port}" if url.port else ""
+    return f"{url.scheme}://{url.host}{port}"
 
 
 def _summary(body: str) -> tuple[str, str]:

@@ -26,6 +26,7 @@ from nodecode.log import turns as turn_tree
 from nodecode.log.store import Store
 from nodecode.providers.types import Usage
 from nodecode.providers.wire import WireFormat
+from nodecode.views.titles import session_title
 from nodecode.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -233,7 +234,7 @@ def session_rows(store: Store, pinned: str | None) -> list[dict[str, Any]]:
             {
                 "id": info.id,
                 "parent": info.parent,
-                "title": info.title or "",
+                "title": session_title(store, info),
                 "first_ask": first_line(asks[0][0]) if asks else "",
                 "created": time.strftime("%Y-%m-%d %H:%M", time.localtime(info.created)),
                 "turns": len(turn_tree.turns(store, info.id)),

@@ -21,8 +21,7 @@ from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
 from nodecode.log.store import Store
 from nodecode.providers import pricing
-
-ASK_WIDTH = 60
+from nodecode.views.titles import ask_title
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,12 @@ class Node:
         return pricing.money(self.cost) if self.cost is not None else None
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "span": self.span, "spent": self.spent}
+        return {
+            **asdict(self),
+            "span": self.span,
+            "spent": self.spent,
+            "title": ask_title(self.ask),
+        }
 
 
 def ask_text(store: Store, turn: turn_tree.Turn) -> str:
@@ -59,11 +63,6 @@ def ask_text(store: Store, turn: turn_tree.Turn) -> str:
         (turn.session, turn.number, turn.first_seq),
     )
     return rows[0][0] if rows else ""
-
-
-def first_line(text: str, width: int = ASK_WIDTH) -> str:
-    line = text.strip().split("\n", 1)[0].rstrip()
-    return line[:width] + "…" if len(line) > width else line
 
 
 def nodes(store: Store, sid: str) -> list[Node]:
@@ -125,4 +124,4 @@ def _chain(
 def _label(n: Node) -> str:
     mark = " ← head" if n.head else ("" if n.on_path else " (undone)")
     spent = f" · {n.spent}" if n.spent is not None else ""
-    return f"{n.number}  {first_line(n.ask)} · {n.span} · {n.status}{spent}{mark}"
+    return f"{n.number}  {ask_title(n.ask)} · {n.span} · {n.status}{spent}{mark}"

@@ -279,7 +279,21 @@ function M.cache_of(c)
   }
 end
 
---- The window to open the buffer in, per context.position.
+--- The window of this tab showing a buffer of filetype `ft`, if any.
+---@param ft string
+---@return integer?
+local function shown(ft)
+  for _, w in ipairs(api.nvim_tabpage_list_wins(0)) do
+    if vim.bo[api.nvim_win_get_buf(w)].filetype == ft then
+      return w
+    end
+  end
+end
+
+--- The window to open the buffer in, per context.position. 'chat' (the
+--- default): the context buffer's window in this tab if there is one, else
+--- a split above the chat when the chat is shown, else a window at the right;
+--- the window you were in keeps its file.
 ---@return integer
 function M.target_window()
   local pos = require('nodecode.config').get().context.position
@@ -288,8 +302,24 @@ function M.target_window()
     pos == 'current' and (ft == 'nodecode-chat' or ft == 'nodecode-input' or ft == 'nodecode-tree')
   then
     pos = 'above'
+  elseif pos == 'chat' then
+    local here, chat = shown('nodecode-context'), shown('nodecode-chat')
+    if here then
+      api.nvim_set_current_win(here)
+      return here
+    end
+    if chat then
+      api.nvim_set_current_win(chat)
+    end
+    pos = chat and 'above' or 'right'
   end
-  local cmds = { split = 'split', vsplit = 'vsplit', tab = 'tabnew', above = 'aboveleft split' }
+  local cmds = {
+    split = 'split',
+    vsplit = 'vsplit',
+    tab = 'tabnew',
+    above = 'aboveleft split',
+    right = 'vertical botright split',
+  }
   local cmd = cmds[pos]
   if cmd then
     vim.cmd(cmd)
