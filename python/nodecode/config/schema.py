@@ -322,6 +322,19 @@ SETTINGS = Table(
             "Anthropic prompt-cache entries: auto (1h where it pays), 1h or 5m",
         ),
         Setting(
+            "evict_summary",
+            Text(),
+            "off",
+            "a summary of evicted history in its stub: off, auto (the session's model) or a "
+            "model id of the same provider",
+        ),
+        Setting(
+            "evict_summary_timeout",
+            Number(0, above=True, unit="seconds"),
+            60.0,
+            "how long an eviction's summary request may take before the plain stub is used",
+        ),
+        Setting(
             "shadow_max_mb",
             Number(0, unit="MB"),
             200.0,

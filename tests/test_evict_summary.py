@@ -1,0 +1,142 @@
+"""Eviction with ``evict_summary`` on, through the CLI against the loopback server
+(doc/design.md "Budget and eviction"): the stub keeps a summary as a note with
+its cost, the originals stay recallable, and any failed summary leaves the
+plain stub and says so."""
+
+from __future__ import annotations
+
+import pytest
+from nodecode.budget import summary as summaries
+from nodecode.context.derived import state
+from test_budget_support import Session, check_valid, cli, texts
+from test_cost import anthropic_dollars, listed, money
+from test_evict import first_turns
+
+SUMMARY = "Turns 1-3 read f1, f2 and f3; f2 holds the words."
+ASKED = "are leaving the context"  # in the summary request's instruction
+
+
+@pytest.fixture
+def session(loopback, tmp_path):
+    made: list[Session] = []
+
+    def make(**config) -> Session:
+        srv = loopback([], cache_min_tokens=1)
+        s = Session(tmp_path / f"s{len(made)}", srv, window=20000, config=config)
+        made.append(s)
+        first_turns(s)
+        s.read_turn(4)
+        s.close()
+        return s
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def evict_through_3(s: Session) -> tuple[int, str, str]:
+    return cli("evict", "through", "3", home=s.home, env={"NODECODE_SESSION": s.sid})
+
+
+def plain(blocks: list[dict]) -> list[dict]:
+    return [{k: v for k, v in b.items() if k != "cache_control"} for b in blocks]
+
+
+def stub_of(s: Session):
+    s.reopen()
+    (stub,) = [m for m in state(s.app.store, s.sid).messages if m.role == "stub"]
+    return stub
+
+
+def test_an_eviction_with_a_summary_keeps_it_in_the_stub_with_its_cost(session):
+    s = session(evict_summary="auto")
+    before = s.srv.model_requests[-1].body
+    s.srv.add_rounds([{"text": SUMMARY, "match": ASKED}])
+    code, out, err = evict_through_3(s)
+    assert code == 0, err
+    asked = s.srv.model_requests[-1]
+    body = asked.body
+    check_valid("anthropic", body)
+    assert body["max_tokens"] == summaries.MAX_TOKENS
+    # The context as the last request sent it and its reply (the prefix the cache
+    # holds), then the ask naming the span.
+    sent, last = texts(body), texts(before)
+    assert sent[: len(last)] == last and sent[len(last) : -1] == ["f4 read."]
+    assert sent[-1].startswith("[nodecode: the messages above from seq 1 to seq ")
+    assert ASKED in sent[-1]
+    assert plain(body["system"]) == plain(before["system"]) and body["tools"] == before["tools"]
+    assert asked.usage["cache_read"] > 0
+
+    stub = stub_of(s)
+    head, *rest = stub.text.split("\n")
+    assert head.startswith("[history evicted: seq 1–") and '(recall-log :match "text"' in head
+    output = asked.usage["output"]
+    note = next(k for k, line in enumerate(rest) if line.startswith("note: summary of seq 1–"))
+    assert rest[note].endswith(f"(loopback-model, {output} tokens):")
+    assert rest[note + 1] == "  " + SUMMARY
+    assert stub.payload["summary"] == {"model": "loopback-model", "tokens": output}
+    assert "failed" not in out
+
+    # The originals are still there for recall.
+    read2 = next(e for e in s.events("tool") if "word2x0" in e.text)
+    code, entry, err = cli(
+        "recall-entry", str(read2.seq), home=s.home, env={"NODECODE_SESSION": s.sid}
+    )
+    assert code == 0 and "word2x0" in entry
+    code, found, err = cli("recall-search", "word1x5", home=s.home)
+    assert code == 0 and "word1x5" in found
+
+    # The next request sends the stub with the summary.
+    s.read_turn(5)
+    assert SUMMARY in "\n".join(texts(s.srv.model_requests[-2].body))
+
+
+def test_a_summary_by_a_named_model_shows_what_it_cost(session):
+    s = session(evict_summary="claude-sonnet-4-5")
+    s.set_provider(models_dev="anthropic")
+    s.srv.add_rounds([{"text": SUMMARY, "match": ASKED}])
+    code, out, err = evict_through_3(s)
+    assert code == 0, err
+    asked = s.srv.model_requests[-1]
+    assert asked.body["model"] == "claude-sonnet-4-5"
+    dollars = anthropic_dollars(asked.usage, listed("anthropic", "claude-sonnet-4-5"))
+    stub = stub_of(s)
+    line = next(x for x in stub.text.split("\n") if x.startswith("note: summary of seq"))
+    output = asked.usage["output"]
+    assert line.endswith(f"(claude-sonnet-4-5, {output} tokens · {money(dollars)}):")
+    assert stub.payload["summary"]["cost"] == pytest.approx(dollars)
+
+
+@pytest.mark.parametrize(
+    ("setup", "why"),
+    [
+        (dict(max_retries=0), "failed (loopback: still failing after 0 retries: HTTP 500"),
+        (dict(evict_summary_timeout=0.5), "failed (no reply within 0.5 s)"),
+    ],
+)
+def test_a_failed_summary_leaves_the_plain_stub_and_says_so(session, setup, why):
+    s = session(evict_summary="auto", **setup)
+    if "max_retries" in setup:
+        s.srv.add_fault({"kind": "500"})
+    else:
+        s.srv.add_fault({"kind": "stall", "seconds": 5})
+    s.srv.add_rounds([{"text": SUMMARY, "match": ASKED}])
+    code, out, err = evict_through_3(s)
+    assert code == 0, err
+    assert "summary of seq 1–" in out and "the plain stub stands" in out
+    assert why in out, out
+    stub = stub_of(s)
+    assert SUMMARY not in stub.text and "summary" not in stub.payload
+    assert not any(x.startswith("note: summary") for x in stub.text.split("\n"))
+    (evict,) = s.events("evict")
+    assert "the plain stub stands" in evict.text  # in the log too
+
+
+def test_with_summaries_off_no_summary_is_asked_for(session):
+    s = session()
+    n = len(s.srv.model_requests)
+    code, out, err = evict_through_3(s)
+    assert code == 0, err
+    assert len(s.srv.model_requests) == n
+    stub = stub_of(s)
+    assert "summary" not in stub.payload and "note: summary" not in stub.text
