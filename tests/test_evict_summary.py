@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from nodecode.budget import summary as summaries
+from nodecode.context import take as takes
 from nodecode.context.derived import state
 from test_budget_support import Session, check_valid, cli, texts
 from test_cost import anthropic_dollars, listed, money
@@ -140,3 +141,28 @@ def test_with_summaries_off_no_summary_is_asked_for(session):
     assert len(s.srv.model_requests) == n
     stub = stub_of(s)
     assert "summary" not in stub.payload and "note: summary" not in stub.text
+
+
+def test_a_summary_the_person_edits_stays_edited_when_the_stub_merges(session):
+    s = session(evict_summary="auto")
+    env = {"NODECODE_SESSION": s.sid}
+    s.srv.add_rounds([{"text": "First summary.", "match": ASKED}])
+    code, out, err = cli("evict", "through", "2", home=s.home, env=env)
+    assert code == 0, err
+    s.reopen()
+    path = takes.export(s.app.workspace, s.sid)
+    text = path.read_text()
+    assert "\n  First summary.\n" in text
+    path.write_text(text.replace("\n  First summary.\n", "\n  f2 matters; f1 does not.\n"))
+    s.close()
+    s.srv.add_rounds([{"text": "Second summary.", "match": ASKED}])
+    code, out, err = evict_through_3(s)  # takes the edit first, then merges the stub
+    assert code == 0, err
+    stub = stub_of(s)
+    notes = [x for x in stub.text.split("\n") if x.startswith("note: summary of seq")]
+    assert len(notes) == 2 and notes[0].startswith("note: summary of seq 1–")
+    assert "\n  f2 matters; f1 does not.\n" in stub.text
+    assert "First summary." not in stub.text and stub.text.endswith("\n  Second summary.")
+    first = s.events("stub")[0]  # the stub as first written stays in the log
+    code, entry, err = cli("recall-entry", str(first.seq), home=s.home, env=env)
+    assert code == 0 and "First summary." in entry
