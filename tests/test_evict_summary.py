@@ -5,6 +5,8 @@ plain stub and says so."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from nodecode.budget import summary as summaries
 from nodecode.context import take as takes
@@ -166,3 +168,47 @@ def test_a_summary_the_person_edits_stays_edited_when_the_stub_merges(session):
     first = s.events("stub")[0]  # the stub as first written stays in the log
     code, entry, err = cli("recall-entry", str(first.seq), home=s.home, env=env)
     assert code == 0 and "First summary." in entry
+
+
+def test_context_counts_the_summary_as_the_stubs(session):
+    def stubs_part(s: Session) -> int:
+        env = {"NODECODE_SESSION": s.sid, "NODECODE_CONTEXT_TOKENS": "20000"}
+        code, out, err = cli("status", "--json", home=s.home, env=env)
+        assert code == 0, err
+        return json.loads(out)["parts"]["stubs"]
+
+    plain_stub, summed = session(), session(evict_summary="auto")
+    summed.srv.add_rounds([{"text": SUMMARY, "match": ASKED}])
+    for s in (plain_stub, summed):
+        code, out, err = evict_through_3(s)
+        assert code == 0, err
+    note = next(x for x in stub_of(summed).text.split("\n") if x.startswith("note: summary"))
+    more = stubs_part(summed) - stubs_part(plain_stub)
+    assert more >= len(f"{note} {SUMMARY}".split())  # about a token a word, at least
+
+
+def test_an_automatic_eviction_asks_for_the_summary_before_the_request(loopback, tmp_path):
+    s = Session(
+        tmp_path / "auto",
+        loopback([], cache_min_tokens=1),
+        window=4000,
+        config={"evict_summary": "auto"},
+    )
+    try:
+        s.srv.add_rounds([{"text": SUMMARY, "match": ASKED}])  # waits for its request
+        first_turns(s)
+        n = 4
+        while not s.events("evict"):
+            assert s.read_turn(n).status == "done"
+            n += 1
+            assert n < 30
+        (stub,) = s.events("stub")
+        assert f"\n  {SUMMARY}" in stub.text and stub.payload["summary"]["tokens"] > 0
+        bodies = [r.body for r in s.srv.model_requests]
+        asking = next(k for k, b in enumerate(bodies) if ASKED in texts(b)[-1])
+        assert stub.text in texts(bodies[asking + 1])  # the request the eviction was for
+        assert stub.text not in texts(bodies[asking])
+        (evict,) = s.events("evict")
+        assert evict.text in s.cb.notices and "failed" not in evict.text
+    finally:
+        s.close()
