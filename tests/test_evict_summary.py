@@ -212,3 +212,27 @@ def test_an_automatic_eviction_asks_for_the_summary_before_the_request(loopback,
         assert evict.text in s.cb.notices and "failed" not in evict.text
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("ptype", ["openai", "openai-responses", "google"])
+def test_a_summary_over_the_other_wire_formats(loopback, tmp_path, ptype):
+    s = Session(
+        tmp_path / ptype,
+        loopback([]),
+        ptype=ptype,
+        window=20000,
+        config={"evict_summary": "auto"},
+    )
+    try:
+        first_turns(s)
+        s.read_turn(4)
+        s.close()
+        s.srv.add_rounds([{"text": SUMMARY, "match": ASKED}])
+        code, out, err = evict_through_3(s)
+        assert code == 0, err
+        assert "failed" not in out, out
+        if ptype == "openai":
+            check_valid(ptype, s.srv.model_requests[-1].body)
+        assert f"\n  {SUMMARY}" in stub_of(s).text
+    finally:
+        s.close()
