@@ -331,7 +331,7 @@ SETTINGS = Table(
         Setting(
             "evict_summary_timeout",
             Number(0, above=True, unit="seconds"),
-            60.0,
+            30.0,
             "how long an eviction's summary request may take before the plain stub is used",
         ),
         Setting(
