@@ -108,6 +108,12 @@ def test_a_summary_by_a_named_model_shows_what_it_cost(session):
     output = asked.usage["output"]
     assert line.endswith(f"(claude-sonnet-4-5, {output} tokens · {money(dollars)}):")
     assert stub.payload["summary"]["cost"] == pytest.approx(dollars)
+    # The session's spending counts it: loopback-model has no price, the summary has.
+    env = {"NODECODE_SESSION": s.sid}
+    code, out, err = cli("recall-cost", "--json", home=s.home, env=env)
+    spent = json.loads(out)
+    assert spent["dollars"] == pytest.approx(dollars) and spent["priced"] == 1
+    assert spent["unpriced"] == len(s.srv.model_requests) - 1
 
 
 @pytest.mark.parametrize(
