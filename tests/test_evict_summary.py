@@ -78,7 +78,8 @@ def test_an_eviction_with_a_summary_keeps_it_in_the_stub_with_its_cost(session):
     assert rest[note].endswith(f"(loopback-model, {output} tokens):")
     assert rest[note + 1] == "  " + SUMMARY
     assert stub.payload["summary"] == {"model": "loopback-model", "tokens": output}
-    assert "failed" not in out
+    b = stub.payload["span"][1]
+    assert out.endswith(f"\nsummary of seq 1–{b} in the stub (loopback-model, {output} tokens)\n")
 
     # The originals are still there for recall.
     read2 = next(e for e in s.events("tool") if "word2x0" in e.text)

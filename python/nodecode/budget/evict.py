@@ -438,7 +438,7 @@ def _apply(
         unit = unit_of.get(partner) if partner is not None else None
         unit_of[i] = unit or Unit(("pair", i), m.turn, None)
     items = runs(st.messages, evicted)
-    summaries, failed = _summaries(at, items, unit_of)
+    summaries, said = _summaries(at, items, unit_of)
     with store.atomic():
         order: list[Message] = []
         stubs: list[Message] = []
@@ -472,7 +472,7 @@ def _apply(
         line = _receipt_line(chosen, stubs, before, after, plan)
         why = explain(after) if explain is not None else None
         line += f"\n{why}" if why else ""
-        line += "".join(f"\n{f}" for f in failed)
+        line += "".join(f"\n{x}" for x in said)
         event = store.append(
             sid,
             "evict",
@@ -496,11 +496,12 @@ def _summaries(
     at: Evicting, items: list[Any], unit_of: dict[int, Unit]
 ) -> tuple[dict[int, Summary], list[str]]:
     """Each evicted run's summary by its place in ``items`` (none when the setting
-    is off), and a line for each that failed: its stub is then the plain one."""
+    is off), and the receipt's line for each: what it cost, or why it failed
+    (its stub is then the plain one)."""
     if at.summarize is None:
         return {}, []
     done: dict[int, Summary] = {}
-    failed: list[str] = []
+    lines: list[str] = []
     st = at.read.state
     for k, item in enumerate(items):
         if isinstance(item, Message):
@@ -510,14 +511,13 @@ def _summaries(
         if not fresh:
             continue
         got = at.summarize(st.messages, (span[0], span[1]))
+        said = f"summary of seq {span[0]}\u2013{span[1]}"
         if got.text is None:
-            failed.append(
-                f"summary of seq {span[0]}\u2013{span[1]} failed ({got.failed}): "
-                "the plain stub stands"
-            )
+            lines.append(f"{said} failed ({got.failed}): the plain stub stands")
         else:
+            lines.append(f"{said} in the stub ({got.model}, {got.spent()})")
             done[k] = got
-    return done, failed
+    return done, lines
 
 
 def _ranges(numbers: list[int]) -> str:

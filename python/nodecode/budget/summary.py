@@ -23,7 +23,7 @@ from nodecode.providers.wire import Request
 
 if TYPE_CHECKING:
     from nodecode.app import App
-    from nodecode.config import Config
+    from nodecode.config import Config, ProviderConfig
 
 OFF, AUTO = "off", "auto"
 MAX_TOKENS = 512  # the summary's token limit
@@ -47,10 +47,15 @@ class Summary:
 
     def note(self, span: tuple[int, int]) -> str:
         """The note the stub keeps: the summary, headed by what it cost."""
-        spent = f"{self.tokens} tokens"
-        if self.cost is not None:
-            spent += f" \u00b7 {pricing.money(self.cost)}"
-        return f"summary of seq {span[0]}\u2013{span[1]} ({self.model}, {spent}):\n{self.text}"
+        return (
+            f"summary of seq {span[0]}\u2013{span[1]} ({self.model}, {self.spent()}):\n{self.text}"
+        )
+
+    def spent(self) -> str:
+        """``12 tokens`` and, when priced, `` · $0.0012``."""
+        return f"{self.tokens} tokens" + (
+            f" \u00b7 {pricing.money(self.cost)}" if self.cost is not None else ""
+        )
 
 
 Summarize = Callable[[list[Message], tuple[int, int]], Summary]
@@ -63,10 +68,11 @@ def summarizer(app: App, config: Config) -> Summarize | None:
         return None
     model = config.model if chosen == AUTO else chosen
     limit = float(config.setting("evict_summary_timeout"))
+    provider = config.provider
 
     def summarize(prefix: list[Message], span: tuple[int, int]) -> Summary:
         try:
-            return _request(app, config, model or "", limit, prefix, span)
+            return _request(app, config, provider, model or "", limit, prefix, span)
         except Exception as e:  # noqa: BLE001 - any failure leaves the plain stub, said
             line = " ".join(str(e).split()) or type(e).__name__
             return Summary(None, model=model or "", failed=app.redactor.apply(line))
@@ -77,6 +83,7 @@ def summarizer(app: App, config: Config) -> Summarize | None:
 def _request(
     app: App,
     config: Config,
+    p: ProviderConfig,
     model: str,
     limit: float,
     prefix: list[Message],
@@ -85,8 +92,7 @@ def _request(
     wire = config.wire()
     prompt = app.prompt()
     ask = Message(0, "user", INSTRUCTION.format(a=span[0], b=span[1]))
-    assert config.provider is not None
-    entry: dict[str, Any] = config.provider.model_entry(model)
+    entry: dict[str, Any] = p.model_entry(model)
     built = wire.build(
         Request(
             [*prefix, ask],
@@ -95,7 +101,7 @@ def _request(
             tools=prompt.tools,
             max_tokens=MAX_TOKENS,
             entry=entry,
-            where=f"providers.{config.provider.id}.models[{model}]",
+            where=f"providers.{p.id}.models[{model}]",
         )
     )
     cancel = threading.Event()
@@ -111,7 +117,6 @@ def _request(
     text = app.redactor.apply(reply.text.strip())
     if not text:
         return Summary(None, model=model, failed="the reply was empty")
-    p = config.provider
     rates = pricing.model_rates(app.home, p.models_dev or p.id, model, wire)
     cost = pricing.request_cost(reply.usage, wire, rates)
     return Summary(text, reply.usage.output, cost, model)
