@@ -11,6 +11,7 @@ import pytest
 from nodecode.budget import summary as summaries
 from nodecode.context import take as takes
 from nodecode.context.derived import state
+from test_budget import REJECTIONS, Rejecting
 from test_budget_support import Session, check_valid, cli, texts
 from test_cost import anthropic_dollars, listed, money
 from test_evict import first_turns
@@ -243,3 +244,24 @@ def test_a_summary_over_the_other_wire_formats(loopback, tmp_path, ptype):
         assert f"\n  {SUMMARY}" in stub_of(s).text
     finally:
         s.close()
+
+
+def test_an_eviction_after_a_too_large_rejection_asks_for_no_summary(tmp_path):
+    srv = Rejecting([], cache_min_tokens=1).start()
+    s = Session(tmp_path / "s", srv, window=None, config={"evict_summary": "auto"})
+    try:
+        for k in range(1, 7):
+            s.read_turn(k)
+        srv.reject(json.dumps(REJECTIONS["anthropic"]))
+        s.srv.add_rounds([{"text": SUMMARY, "match": ASKED}])  # never taken
+        n = len(srv.model_requests)
+        assert s.read_turn(7).status == "done"
+        (evict,) = s.events("evict")
+        assert evict.payload["reason"] == "overflow"
+        assert evict.text.endswith("not asked for: the provider rejected the context as too large")
+        assert not any(ASKED in texts(r.body)[-1] for r in srv.model_requests[n:])
+        (stub,) = s.events("stub")
+        assert "summary" not in stub.payload and SUMMARY not in stub.text
+    finally:
+        s.close()
+        srv.stop()

@@ -438,7 +438,7 @@ def _apply(
         unit = unit_of.get(partner) if partner is not None else None
         unit_of[i] = unit or Unit(("pair", i), m.turn, None)
     items = runs(st.messages, evicted)
-    summaries, said = _summaries(at, items, unit_of)
+    summaries, said = _summaries(at, items, unit_of, asked=reason != "overflow")
     with store.atomic():
         order: list[Message] = []
         stubs: list[Message] = []
@@ -493,11 +493,12 @@ def _apply(
 
 
 def _summaries(
-    at: Evicting, items: list[Any], unit_of: dict[int, Unit]
+    at: Evicting, items: list[Any], unit_of: dict[int, Unit], *, asked: bool = True
 ) -> tuple[dict[int, Summary], list[str]]:
     """Each evicted run's summary by its place in ``items`` (none when the setting
     is off), and the receipt's line for each: what it cost, or why it failed
-    (its stub is then the plain one)."""
+    (its stub is then the plain one). Not ``asked`` (the provider just rejected
+    the context as too large, and the summary would send it again): none."""
     if at.summarize is None:
         return {}, []
     done: dict[int, Summary] = {}
@@ -510,8 +511,11 @@ def _summaries(
         fresh = [m for m in item.evicted if m.role != "stub"]
         if not fresh:
             continue
-        got = at.summarize(st.messages, (span[0], span[1]))
         said = f"summary of seq {span[0]}\u2013{span[1]}"
+        if not asked:
+            lines.append(f"{said} not asked for: the provider rejected the context as too large")
+            continue
+        got = at.summarize(st.messages, (span[0], span[1]))
         if got.text is None:
             lines.append(f"{said} failed ({got.failed}): the plain stub stands")
         else:
