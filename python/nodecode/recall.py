@@ -371,18 +371,25 @@ class Spent:
 
 
 def spent(store: Store, sid: str) -> Spent:
-    """The session's spending, read from its request events; events are never
-    changed, so a second call reads only the requests logged since the first."""
+    """The session's spending, read from its request events and the summary
+    requests its stubs record (``budget.summary``); events are never changed, so
+    a second call reads only the events logged since the first."""
     key = ("cost", sid)
     seen, done = store.derived.get(key) or (0, Spent(pricing.NONE, {}))
-    new = store.events(sid, after=seen, kinds=("request",))
+    new = store.events(sid, after=seen, kinds=("request", "stub"))
     if not new:
         return done
     whole, turns = done.total, dict(done.turns)
     for e in new:
-        whole = whole.plus(e.payload.get("cost"))
+        if e.kind == "stub":
+            if "summary" not in e.payload:
+                continue
+            cost = e.payload["summary"].get("cost")
+        else:
+            cost = e.payload.get("cost")
+        whole = whole.plus(cost)
         if e.turn is not None:
-            turns[e.turn] = turns.get(e.turn, pricing.NONE).plus(e.payload.get("cost"))
+            turns[e.turn] = turns.get(e.turn, pricing.NONE).plus(cost)
     done = Spent(whole, turns)
     store.derived[key] = (new[-1].seq, done)
     return done

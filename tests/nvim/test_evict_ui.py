@@ -156,3 +156,26 @@ def test_a_message_wider_than_the_screen_is_whole_in_a_float_and_in_messages(
     assert "\n".join(win["lines"]) == said
     assert win["height"] >= -(-len(said) // win["width"]), win  # every wrapped row shows
     assert not any("@@@" in row for row in screen(nvim, 24))
+
+
+def test_evict_with_summaries_on_shows_the_summary_in_the_stub_of_the_context_buffer(
+    nvim, home, workspace, loopback
+):
+    (workspace / "a.txt").write_text("hello\n")
+    summary = {"text": "Turn 1 read a.txt: it says hello.", "match": "are leaving the context"}
+    srv = loopback([summary, READ, {"text": "done reading"}, {"text": "second answer"}])
+    configure(home, srv, evict_summary="auto")
+    ask_all(home, workspace, ["new", "first question", "second question"])
+    notified(nvim)
+
+    nvim.command("NodecodeEvict through 1")
+
+    receipt = wait_for(lambda: next((n for n in notes(nvim) if "evicted at seq" in n), None))
+    assert "failed" not in receipt, receipt
+    (stub,) = stubs_in_buffer(nvim)
+    head, cell, note, text = stub.split("\n")
+    assert head.startswith("[history evicted: seq 1–") and cell == ";; read a"
+    output = srv.model_requests[-1].usage["output"]
+    assert note.startswith("note: summary of seq 1–")
+    assert note.endswith(f"(loopback-model, {output} tokens):")
+    assert text == "  Turn 1 read a.txt: it says hello."

@@ -17,6 +17,7 @@ from typing import Any
 from nodecode import budget as budgets
 from nodecode.app import App
 from nodecode.budget import evict as evictions
+from nodecode.budget.summary import summarizer
 from nodecode.cache import ledger
 from nodecode.cache import miss as cache_miss
 from nodecode.cells.approval import Approval
@@ -295,7 +296,14 @@ class _Turn:
         for receipt in report.receipts:
             self.cb.on_receipt(receipt)
         # The session as the take left it: read once for the eviction and the request.
-        at = evictions.Evicting(ws, derived.read(self.store, self.sid), self.number, meter, plan)
+        at = evictions.Evicting(
+            ws,
+            derived.read(self.store, self.sid),
+            self.number,
+            meter,
+            plan,
+            summarizer(self.app, self.config),
+        )
         ready = evictions.before_request(at, report.receipts)
         try:
             return self.send(ready, prompt, views)

@@ -32,6 +32,7 @@ from nodecode.budget.stubs import (
     stub_payload,
     stub_text,
 )
+from nodecode.budget.summary import Summarize, Summary
 from nodecode.context import derived
 from nodecode.context import take as takes
 from nodecode.context.arrange import Arranged
@@ -80,13 +81,15 @@ def warned(requests: RequestLog) -> bool:
 @dataclass
 class Evicting:
     """What an eviction works with: the workspace, the session as read for the
-    operation, the turn the eviction belongs to, the meter and the budget."""
+    operation, the turn the eviction belongs to, the meter and the budget, and
+    what summarizes each evicted span (None: ``evict_summary`` is off)."""
 
     ws: Workspace
     read: Read
     turn: int | None
     meter: meters.Meter
     plan: budgets.Budget
+    summarize: Summarize | None = None
 
     def again(self) -> None:
         """Read the session again, after this operation wrote to it."""
@@ -454,14 +457,24 @@ def _apply(
         )
         unit = unit_of.get(partner) if partner is not None else None
         unit_of[i] = unit or Unit(("pair", i), m.turn, None)
+    items = runs(st.messages, evicted)
+    summaries, said = _summaries(at, items, unit_of, asked=reason != "overflow")
     with store.atomic():
         order: list[Message] = []
         stubs: list[Message] = []
-        for item in runs(st.messages, evicted):
+        for k, item in enumerate(items):
             if isinstance(item, Message):
                 order.append(item)
                 continue
             payload = stub_payload(item, unit_of)
+            summary = summaries.get(k)
+            if summary is not None:
+                payload["notes"].append(summary.note(tuple(payload["span"])))
+                payload["summary"] = {
+                    "model": summary.model,
+                    "tokens": summary.tokens,
+                    **({"cost": summary.cost} if summary.cost is not None else {}),
+                }
             text = stub_text(
                 tuple(payload["span"]),
                 payload["turns"],
@@ -479,6 +492,7 @@ def _apply(
         line = _receipt_line(chosen, stubs, before, after, plan)
         why = explain(after) if explain is not None else None
         line += f"\n{why}" if why else ""
+        line += "".join(f"\n{x}" for x in said)
         event = store.append(
             sid,
             "evict",
@@ -496,6 +510,38 @@ def _apply(
         )
     write_private(ws.receipt_file(sid), "\n\n".join([*(receipts or []), event.text]) + "\n")
     return Eviction(event.seq, event.text, sorted(evicted), [s.id for s in stubs], before, after)
+
+
+def _summaries(
+    at: Evicting, items: list[Any], unit_of: dict[int, Unit], *, asked: bool = True
+) -> tuple[dict[int, Summary], list[str]]:
+    """Each evicted run's summary by its place in ``items`` (none when the setting
+    is off), and the receipt's line for each: what it cost, or why it failed
+    (its stub is then the plain one). Not ``asked`` (the provider just rejected
+    the context as too large, and the summary would send it again): none."""
+    if at.summarize is None:
+        return {}, []
+    done: dict[int, Summary] = {}
+    lines: list[str] = []
+    st = at.read.state
+    for k, item in enumerate(items):
+        if isinstance(item, Message):
+            continue
+        span = tuple(stub_payload(item, unit_of)["span"])
+        fresh = [m for m in item.evicted if m.role != "stub"]
+        if not fresh:
+            continue
+        said = f"summary of seq {span[0]}\u2013{span[1]}"
+        if not asked:
+            lines.append(f"{said} not asked for: the provider rejected the context as too large")
+            continue
+        got = at.summarize(st.messages, (span[0], span[1]))
+        if got.text is None:
+            lines.append(f"{said} failed ({got.failed}): the plain stub stands")
+        else:
+            lines.append(f"{said} in the stub ({got.model}, {got.spent()})")
+            done[k] = got
+    return done, lines
 
 
 def _ranges(numbers: list[int]) -> str:
@@ -541,6 +587,7 @@ def manual(
     *,
     percent: float | None = None,
     through: int | None = None,
+    summarize: Summarize | None = None,
 ) -> str:
     """``/evict [PERCENT | through TURN]``: at once, with a receipt. The newest
     turn always stays. Returns the receipt, or why nothing went, after a line for
@@ -580,7 +627,7 @@ def manual(
                 return _out_of_reach(meter, plan, st, protect, ratio, share, fill)
 
         done = evict(
-            Evicting(ws, r, head, meter, plan),
+            Evicting(ws, r, head, meter, plan, summarize),
             target=target,
             protect=protect,
             ratio=ratio,

@@ -50,6 +50,26 @@ def note_lines(text: str) -> str:
     return "note: " + lines[0] + "".join("\n  " + line for line in lines[1:])
 
 
+def read_lines(text: str) -> tuple[list[str], list[str]]:
+    """A stub's cell lines and notes read back from its text (one the person
+    rewrote): ``note_lines`` undone; any other line the person wrote is a note."""
+    cells: list[str] = []
+    notes: list[list[str]] = []
+    lines = text.split("\n")
+    if lines and lines[0].startswith("[history evicted: "):
+        lines = lines[1:]
+    for line in lines:
+        if line.startswith("  ") and notes:
+            notes[-1].append(line[2:])
+        elif line.startswith(";; "):
+            cells.append(line)
+        elif line.startswith("note: "):
+            notes.append([line[len("note: ") :]])
+        elif line.strip():
+            notes.append([line])
+    return cells, ["\n".join(n) for n in notes]
+
+
 def stub_text(
     span: tuple[int, int], turns: int, rounds: int, cells: list[str], notes: list[str]
 ) -> str:
@@ -85,8 +105,13 @@ def stub_payload(run: Run, unit_of: dict[int, Unit]) -> dict[str, Any]:
             highs.append(p.get("span", [m.id, m.id])[1])
             of_turns.update(p.get("of_turns", []))
             of_rounds.update(tuple(r) for r in p.get("of_rounds", []))
-            cells += p.get("cells", [])
-            notes += p.get("notes", [])
+            if m.rewritten:  # as the person left it: an edited or deleted note stays so
+                kept_cells, kept_notes = read_lines(m.text)
+                cells += kept_cells
+                notes += kept_notes
+            else:
+                cells += p.get("cells", [])
+                notes += p.get("notes", [])
             replaces.append(m.id)
             continue
         unit = unit_of[m.id]

@@ -329,6 +329,19 @@ SETTINGS = Table(
             "a fingerprint of each request: hashes and token counts, never its text)",
         ),
         Setting(
+            "evict_summary",
+            Text(),
+            "off",
+            "a summary of evicted history in its stub: off, auto (the session's model) or a "
+            "model id of the same provider",
+        ),
+        Setting(
+            "evict_summary_timeout",
+            Number(0, above=True, unit="seconds"),
+            30.0,
+            "how long an eviction's summary request may take before the plain stub is used",
+        ),
+        Setting(
             "shadow_max_mb",
             Number(0, unit="MB"),
             200.0,

@@ -1,0 +1,122 @@
+"""A summary of an evicted span, kept as a note in its stub (doc/design.md
+"Budget and eviction"; the setting ``evict_summary``).
+
+The request is the context before the eviction (the last request's messages
+and its reply: a prefix the provider's cache already holds), then one
+instruction naming the span and asking for its summary; it has a time limit
+and a token limit.
+Any failure (an error, the time limit, an empty reply) gives no summary and
+one line saying why: the stub is then the plain one. The originals stay on
+the path either way, one recall away.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nodecode.context.message import Message
+from nodecode.providers import pricing
+from nodecode.providers.wire import Request
+
+if TYPE_CHECKING:
+    from nodecode.app import App
+    from nodecode.config import Config, ProviderConfig
+
+OFF, AUTO = "off", "auto"
+MAX_TOKENS = 512  # the summary's token limit
+INSTRUCTION = (
+    "[nodecode: the messages above from seq {a} to seq {b} are leaving the context. "
+    "Write a summary of them for the rest of this session, at most about 300 words: "
+    "what was asked, what was found and decided, which files and facts matter. "
+    "Plain text, no preamble, no tool calls.]"
+)
+
+
+@dataclass
+class Summary:
+    """What one summary request gave: the text (None when it failed), its cost, or why not."""
+
+    text: str | None
+    tokens: int = 0  # the summary's output tokens
+    cost: float | None = None  # the whole request's, when the model is priced
+    model: str = ""
+    failed: str | None = None
+
+    def note(self, span: tuple[int, int]) -> str:
+        """The note the stub keeps: the summary, headed by what it cost."""
+        return (
+            f"summary of seq {span[0]}\u2013{span[1]} ({self.model}, {self.spent()}):\n{self.text}"
+        )
+
+    def spent(self) -> str:
+        """``12 tokens`` and, when priced, `` · $0.0012``."""
+        return f"{self.tokens} tokens" + (
+            f" \u00b7 {pricing.money(self.cost)}" if self.cost is not None else ""
+        )
+
+
+Summarize = Callable[[list[Message], tuple[int, int]], Summary]
+
+
+def summarizer(app: App, config: Config) -> Summarize | None:
+    """What eviction calls to summarize a span, or None with ``evict_summary`` off."""
+    chosen = str(config.setting("evict_summary") or OFF).strip()
+    if chosen == OFF or config.provider is None:
+        return None
+    model = config.model if chosen == AUTO else chosen
+    limit = float(config.setting("evict_summary_timeout"))
+    provider = config.provider
+
+    def summarize(prefix: list[Message], span: tuple[int, int]) -> Summary:
+        try:
+            return _request(app, config, provider, model or "", limit, prefix, span)
+        except Exception as e:  # noqa: BLE001 - any failure leaves the plain stub, said
+            line = " ".join(str(e).split()) or type(e).__name__
+            return Summary(None, model=model or "", failed=app.redactor.apply(line))
+
+    return summarize
+
+
+def _request(
+    app: App,
+    config: Config,
+    p: ProviderConfig,
+    model: str,
+    limit: float,
+    prefix: list[Message],
+    span: tuple[int, int],
+) -> Summary:
+    wire = config.wire()
+    prompt = app.prompt()
+    ask = Message(0, "user", INSTRUCTION.format(a=span[0], b=span[1]))
+    entry: dict[str, Any] = p.model_entry(model)
+    built = wire.build(
+        Request(
+            [*prefix, ask],
+            model=model,
+            system=prompt.system,
+            tools=prompt.tools,
+            max_tokens=MAX_TOKENS,
+            entry=entry,
+            where=f"providers.{p.id}.models[{model}]",
+        )
+    )
+    cancel = threading.Event()
+    timer = threading.Timer(limit, cancel.set)
+    timer.daemon = True
+    timer.start()
+    try:
+        reply = app.provider().stream(built.body, cancel=cancel)
+    finally:
+        timer.cancel()
+    if cancel.is_set():
+        return Summary(None, model=model, failed=f"no reply within {limit:g} s")
+    text = app.redactor.apply(reply.text.strip())
+    if not text:
+        return Summary(None, model=model, failed="the reply was empty")
+    rates = pricing.model_rates(app.home, p.models_dev or p.id, model, wire)
+    cost = pricing.request_cost(reply.usage, wire, rates)
+    return Summary(text, reply.usage.output, cost, model)
