@@ -97,7 +97,9 @@ def test_a_stale_write_is_refused_naming_nodecode_context(nvim, home, workspace,
 def test_a_stale_edit_refused_at_the_request_is_a_warning_naming_nodecode_context(
     nvim, home, workspace, loopback
 ):
-    configure(home, loopback([{"text": "one"}, {"text": "two"}, {"text": "three"}]))
+    # The first reply is long: a turn smaller than its stub is not evicted.
+    long_reply = "one " + " ".join(f"word{i}" for i in range(200))
+    configure(home, loopback([{"text": long_reply}, {"text": "two"}, {"text": "three"}]))
     sid = make_session(home, workspace, ["first ask", "second ask"])
     app = App.open(home=home, cwd=workspace)
     path = take.export(app.workspace, sid)

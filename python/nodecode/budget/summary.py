@@ -15,15 +15,34 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nodecode.context.message import Message
 from nodecode.providers import pricing
 from nodecode.providers.wire import Request
 
 if TYPE_CHECKING:
-    from nodecode.app import App
     from nodecode.config import Config, ProviderConfig
+    from nodecode.providers.http import Provider
+    from nodecode.secrets.redact import Redactor
+    from nodecode.verbs.prompt import Prompt
+
+
+class AppNeeds(Protocol):
+    """What a summary needs of the App (budget/ sits below app.py): its prompt,
+    its provider's client, its redactor and its home."""
+
+    @property
+    def redactor(self) -> Redactor: ...
+
+    @property
+    def home(self) -> Path: ...
+
+    def prompt(self) -> Prompt: ...
+
+    def provider(self) -> Provider: ...
+
 
 OFF, AUTO = "off", "auto"
 MAX_TOKENS = 512  # the summary's token limit
@@ -61,7 +80,7 @@ class Summary:
 Summarize = Callable[[list[Message], tuple[int, int]], Summary]
 
 
-def summarizer(app: App, config: Config) -> Summarize | None:
+def summarizer(app: AppNeeds, config: Config) -> Summarize | None:
     """What eviction calls to summarize a span, or None with ``evict_summary`` off."""
     chosen = str(config.setting("evict_summary") or OFF).strip()
     if chosen == OFF or config.provider is None:
@@ -81,7 +100,7 @@ def summarizer(app: App, config: Config) -> Summarize | None:
 
 
 def _request(
-    app: App,
+    app: AppNeeds,
     config: Config,
     p: ProviderConfig,
     model: str,
