@@ -12,7 +12,7 @@ import openai
 import pytest
 from google import genai
 from google.genai import types as gtypes
-from nodecode.loopback.server import stream_error_frame
+from nodecode.loopback.replies import stream_error_frame
 from openai.types.responses import ResponseStreamEvent
 
 # The SDK's model class of each event type: validating against the one class gives

@@ -25,6 +25,7 @@ import pytest
 from helpers import ROOT, wait_for_request, write_config
 from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
+from nodecode.context import rendered
 from nodecode.context import take as takes
 from nodecode.context.fileformat import parse_first, split
 
@@ -97,7 +98,7 @@ def check_store(home: Path, before: dict[tuple[str, int], tuple]) -> App:
         assert seqs == list(range(1, len(seqs) + 1)), f"seq gaps or duplicates in {sid}"
     assert not app.store.read("SELECT session, number FROM turns WHERE status = 'running'")
     for e in app.store.events(app.current_session(), kinds=("export", "edit")):
-        assert takes.file_bytes(app.store, e.payload["blob"]) is not None, (
+        assert rendered.file_bytes(app.store, e.payload["blob"]) is not None, (
             f"the bytes of seq {e.seq} cannot be read back"
         )
     return app

@@ -105,3 +105,12 @@ class ProviderFailed(ProviderError):
 
 class Stopped(NodecodeError):
     """The person stopped the running turn."""
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as the one line a person reads (the type only when unexpected)."""
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    if isinstance(exc, NodecodeError):
+        return first or type(exc).__name__
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

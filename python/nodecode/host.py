@@ -29,14 +29,14 @@ from __future__ import annotations
 import functools
 import itertools
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from nodecode.agent import warm
-from nodecode.errors import NodecodeError, Stopped, UserError
+from nodecode.agent import relay, warm
+from nodecode.agent.relay import Job
+from nodecode.errors import UserError, one_line
 
 FLUSH_INTERVAL = 0.025  # seconds between streamed-text updates sent to Neovim
 SHOW_BLOB = ":NodecodeBlob"  # how Neovim shows a file version a forced move kept
@@ -84,147 +84,6 @@ def history_parts(rows: list[dict[str, Any]], size: int) -> list[list[dict[str, 
             parts.append(rows[start:end])
             end = start
     return parts
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception as the one line a person reads (the type only when unexpected)."""
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
-    if isinstance(exc, NodecodeError):
-        return first or type(exc).__name__
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-
-
-class _Batcher:
-    """Coalesces streamed text (reply text or thinking, one kind at a time); any
-    other event flushes the text before it, so Neovim sees events in the order
-    the agent produced them."""
-
-    def __init__(self, emit: Callable[[dict[str, Any]], None], interval: float):
-        self._emit = emit
-        self._interval = interval
-        self._lock = threading.Lock()
-        self._parts: list[str] = []
-        self._kind = "text"
-        self._last = 0.0
-        self._timer: threading.Timer | None = None
-
-    def text(self, chunk: str, kind: str = "text") -> None:
-        with self._lock:
-            if kind != self._kind:
-                self._flush_locked()
-                self._kind = kind
-            self._parts.append(chunk)
-            wait = self._interval - (time.monotonic() - self._last)
-            if wait <= 0:
-                self._flush_locked()
-            elif self._timer is None:
-                self._timer = threading.Timer(wait, self.flush)
-                self._timer.daemon = True
-                self._timer.start()
-
-    def event(self, event: dict[str, Any]) -> None:
-        with self._lock:
-            self._flush_locked()
-            self._emit(event)
-
-    def flush(self) -> None:
-        with self._lock:
-            self._flush_locked()
-
-    def _flush_locked(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._parts:
-            text = "".join(self._parts)
-            self._parts.clear()
-            self._last = time.monotonic()
-            self._emit({"kind": self._kind, "text": text})
-
-
-@dataclass
-class _Approval:
-    answered: threading.Event = field(default_factory=threading.Event)
-    yes: bool = False
-    reason: str = ""  # why the person refused (becomes the call's result)
-    always: bool = False  # allow this kind for the rest of the session
-
-
-@dataclass
-class Job:
-    """One running (or finished) ask of this Neovim."""
-
-    id: int
-    app: Any
-    session: str
-    batcher: _Batcher  # every event of the job goes out through it
-    cancel: threading.Event = field(default_factory=threading.Event)
-    status: str = "running"
-    thread: threading.Thread | None = None
-    approvals: dict[int, _Approval] = field(default_factory=dict)
-
-    @property
-    def running(self) -> bool:
-        return self.status == "running"
-
-
-class _Relay:
-    """The agent's callbacks for one job: everything goes out through the batcher."""
-
-    def __init__(self, host: Host, job: Job):
-        self._host = host
-        self._job = job
-        self._out = job.batcher
-
-    def on_text(self, chunk: str) -> None:
-        self._out.text(chunk)
-
-    def on_thinking(self, chunk: str) -> None:
-        self._out.text(chunk, "thinking")
-
-    def on_call(self, seq: int, code: str) -> None:
-        self._out.event({"kind": "call", "seq": seq, "code": code})
-
-    def on_result(self, seq: int, text: str, error: bool) -> None:
-        self._out.event({"kind": "result", "seq": seq, "text": text, "error": bool(error)})
-
-    def on_retry(self, message: str) -> None:
-        self._out.event({"kind": "retry", "message": message})
-
-    def on_discard(self, text: str) -> None:
-        self._out.event({"kind": "discard", "text": text})
-
-    def on_notice(self, text: str) -> None:
-        from nodecode.views.notices import notification
-
-        self._out.event({"kind": "notice", "text": text, **notification(text)})
-
-    def on_receipt(self, text: str) -> None:
-        from nodecode.views.notices import notification
-
-        self._out.event({"kind": "notice", "text": text, "receipt": True, **notification(text)})
-
-    def on_phase(self, phase: str) -> None:
-        self._out.event({"kind": "phase", "phase": phase})
-
-    def on_request(self, info: dict[str, Any]) -> None:
-        self._out.event({"kind": "request", "state": "started", **info})
-
-    def on_request_done(self, info: dict[str, Any]) -> None:
-        self._out.event({"kind": "request", "state": "finished", **info})
-
-    def review(self, request: Any) -> bool:
-        return self._host._review(self._job, request)
-
-
-@functools.cache
-def _callbacks_type() -> type:
-    """The relay as a TurnCallbacks subclass (imported late: the agent pulls in
-    httpx, which the host should not pay for at start-up)."""
-    from nodecode.agent.loop import TurnCallbacks
-
-    return type("HostCallbacks", (_Relay, TurnCallbacks), {})
 
 
 def _moved(moved: Any, command: str) -> dict[str, Any]:
@@ -290,7 +149,7 @@ class Host:
             if any(j.running and j.session == session for j in self._jobs.values()):
                 raise UserError(BUSY)
             job_id = next(self._job_ids)
-            batcher = _Batcher(functools.partial(self._emit, job_id), self._flush_interval)
+            batcher = relay.Batcher(functools.partial(self._emit, job_id), self._flush_interval)
             job = Job(id=job_id, app=app, session=session, batcher=batcher)
             job.thread = threading.Thread(
                 target=self._run, args=(job, text), name=f"nodecode-job-{job.id}", daemon=True
@@ -726,25 +585,7 @@ class Host:
         self._port.emit({"job": job_id, **event})
 
     def _run(self, job: Job, text: str) -> None:
-        relay = _callbacks_type()(self, job)
-        try:
-            from nodecode.agent.loop import Agent
-
-            result = Agent(job.app, job.session).ask(text, relay, job.cancel)
-            done = {
-                "status": result.status,
-                "turn": result.turn,
-                "text": result.text or "",
-                "error": result.error,
-            }
-        except Stopped:
-            done = {"status": "stopped", "turn": None, "text": "", "error": None}
-        except Exception as e:  # noqa: BLE001 -- a worker must always report back
-            done = {"status": "failed", "turn": None, "text": "", "error": one_line(e)}
-        job.status = str(done["status"])
-        for pending in job.approvals.values():
-            pending.answered.set()
-        job.batcher.event({"kind": "done", **done})
+        relay.run(job, text, functools.partial(self._review, job))
 
     def _review(self, job: Job, request: Any) -> bool:
         """Called on the worker thread: allowed already (config, or "always" for
@@ -755,23 +596,7 @@ class Host:
         kind = request.kind
         if kind in job.app.config.auto_approve or kind in self._always.get(job.session, ()):
             return True
-        pending = _Approval()
-        approval_id = next(self._approval_ids)
-        job.approvals[approval_id] = pending
-        job.batcher.event(
-            {
-                "kind": "approve",
-                "id": approval_id,
-                "approval": kind,
-                "detail": request.detail,
-                "diff": request.diff,
-                "cwd": request.cwd,
-            }
-        )
-        while not pending.answered.wait(0.05):
-            if job.cancel.is_set():
-                break
-        del job.approvals[approval_id]
+        pending = job.ask_person(next(self._approval_ids), request)
         yes = pending.yes and not job.cancel.is_set()
         if yes and pending.always:
             with self._lock:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 
 import pytest
+from nodecode.agent.relay import Batcher
 from nodecode.errors import UserError
-from nodecode.host import Host, _Batcher
+from nodecode.host import Host
 
 from .conftest import configure, wait_for
 
@@ -38,7 +39,7 @@ def start(answer: bool | None = None) -> tuple[Host, RecordingPort]:
 
 def test_batcher_coalesces_text_and_flushes_it_before_any_other_event():
     out: list[dict] = []
-    batch = _Batcher(out.append, interval=60.0)
+    batch = Batcher(out.append, interval=60.0)
 
     for i in range(100):
         batch.text(f"{i} ")

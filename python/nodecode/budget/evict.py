@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nodecode.budget import meter as meters
+from nodecode.budget import summary as summaries_of
 from nodecode.budget import window as budgets
 from nodecode.budget.stubs import (
     CONTENT,
@@ -32,7 +33,7 @@ from nodecode.budget.stubs import (
     stub_payload,
     stub_text,
 )
-from nodecode.budget.summary import Summarize, Summary
+from nodecode.budget.summary import Summarize
 from nodecode.context import derived
 from nodecode.context import take as takes
 from nodecode.context.arrange import Arranged
@@ -458,7 +459,10 @@ def _apply(
         unit = unit_of.get(partner) if partner is not None else None
         unit_of[i] = unit or Unit(("pair", i), m.turn, None)
     items = runs(st.messages, evicted)
-    summaries, said = _summaries(at, items, unit_of, asked=reason != "overflow")
+    asked = reason != "overflow"
+    summaries, said = summaries_of.of_stubs(
+        at.summarize, at.read.state.messages, items, unit_of, asked
+    )
     with store.atomic():
         order: list[Message] = []
         stubs: list[Message] = []
@@ -510,38 +514,6 @@ def _apply(
         )
     write_private(ws.receipt_file(sid), "\n\n".join([*(receipts or []), event.text]) + "\n")
     return Eviction(event.seq, event.text, sorted(evicted), [s.id for s in stubs], before, after)
-
-
-def _summaries(
-    at: Evicting, items: list[Any], unit_of: dict[int, Unit], *, asked: bool = True
-) -> tuple[dict[int, Summary], list[str]]:
-    """Each evicted run's summary by its place in ``items`` (none when the setting
-    is off), and the receipt's line for each: what it cost, or why it failed
-    (its stub is then the plain one). Not ``asked`` (the provider just rejected
-    the context as too large, and the summary would send it again): none."""
-    if at.summarize is None:
-        return {}, []
-    done: dict[int, Summary] = {}
-    lines: list[str] = []
-    st = at.read.state
-    for k, item in enumerate(items):
-        if isinstance(item, Message):
-            continue
-        span = tuple(stub_payload(item, unit_of)["span"])
-        fresh = [m for m in item.evicted if m.role != "stub"]
-        if not fresh:
-            continue
-        said = f"summary of seq {span[0]}\u2013{span[1]}"
-        if not asked:
-            lines.append(f"{said} not asked for: the provider rejected the context as too large")
-            continue
-        got = at.summarize(st.messages, (span[0], span[1]))
-        if got.text is None:
-            lines.append(f"{said} failed ({got.failed}): the plain stub stands")
-        else:
-            lines.append(f"{said} in the stub ({got.model}, {got.spent()})")
-            done[k] = got
-    return done, lines
 
 
 def _ranges(numbers: list[int]) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from nodecode.budget.stubs import Unit, stub_payload
 from nodecode.context.message import Message
 from nodecode.providers import pricing
 from nodecode.providers.wire import Request
@@ -139,3 +140,39 @@ def _request(
     rates = pricing.model_rates(app.home, p.models_dev or p.id, model, wire)
     cost = pricing.request_cost(reply.usage, wire, rates)
     return Summary(text, reply.usage.output, cost, model)
+
+
+def of_stubs(
+    summarize: Summarize | None,
+    messages: list[Message],
+    items: list[Any],
+    unit_of: dict[int, Unit],
+    asked: bool = True,
+) -> tuple[dict[int, Summary], list[str]]:
+    """Each evicted run's summary by its place in ``items`` (none when the setting
+    is off: ``summarize`` None), and the receipt's line for each: what it cost,
+    or why it failed (its stub is then the plain one). Not ``asked`` (the
+    provider just rejected the context as too large, and the summary would send
+    it again): none. ``messages``: the context as the eviction found it."""
+    if summarize is None:
+        return {}, []
+    done: dict[int, Summary] = {}
+    lines: list[str] = []
+    for k, item in enumerate(items):
+        if isinstance(item, Message):
+            continue
+        span = tuple(stub_payload(item, unit_of)["span"])
+        fresh = [m for m in item.evicted if m.role != "stub"]
+        if not fresh:
+            continue
+        said = f"summary of seq {span[0]}\u2013{span[1]}"
+        if not asked:
+            lines.append(f"{said} not asked for: the provider rejected the context as too large")
+            continue
+        got = summarize(messages, (span[0], span[1]))
+        if got.text is None:
+            lines.append(f"{said} failed ({got.failed}): the plain stub stands")
+        else:
+            lines.append(f"{said} in the stub ({got.model}, {got.spent()})")
+            done[k] = got
+    return done, lines

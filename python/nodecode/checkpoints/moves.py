@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from nodecode.checkpoints import shadow
-from nodecode.context import derived, model
+from nodecode.context import derived, model, rendered
 from nodecode.context import take as takes
 from nodecode.context.message import Message
 from nodecode.errors import UserError
@@ -657,7 +657,7 @@ def find_blob(store: Store, prefix: str) -> bytes:
     )
     found = [r[0] for r in rows]
     if not found:  # an export's bytes are rendered again, not kept
-        found = takes.export_digests(store, prefix)[:2]
+        found = rendered.export_digests(store, prefix)[:2]
     if len(set(found)) != 1:
         raise UserError(f"blob: {'no' if not found else 'more than one'} blob matches {prefix}")
-    return takes.file_bytes(store, found[0]) or b""
+    return rendered.file_bytes(store, found[0]) or b""

@@ -25,10 +25,10 @@ from nodecode.context import derived, fileformat
 from nodecode.context.derived import Read
 from nodecode.context.edits import Applied, Edit, apply, read_file_edit, read_form_edit
 from nodecode.context.message import Message, message_of
-from nodecode.context.model import State, blob_text, decoded, snapshot
+from nodecode.context.model import State, snapshot
+from nodecode.context.rendered import export_bytes, export_split, keep_export
 from nodecode.errors import UserError
 from nodecode.log import sessions
-from nodecode.log import turns as turn_tree
 from nodecode.log.store import Event, Store
 from nodecode.paths import write_private, write_private_over
 from nodecode.workspace import Workspace
@@ -163,7 +163,7 @@ def _log_export(ws: Workspace, sid: str) -> tuple[Read, bytes]:
                 "context": snapshot(store, st.messages, st),
             },
         )
-        _keep_export(store, digest, raw, first, st.messages)
+        keep_export(store, digest, raw, first, st.messages)
     return r, raw
 
 
@@ -317,106 +317,6 @@ def read_edit(r: Read, e: Event, order: list[Message], st: State) -> Edit:
 
 
 _UNRENDERED = "export {} no longer renders to the bytes it wrote: run (context) again"
-
-
-# -- an export's bytes, rendered again --------------------------------------------
-
-
-def export_bytes(store: Store, exp: Event, known: dict[int, Message] | None = None) -> bytes | None:
-    """The bytes export ``exp`` wrote: rendered again from the order it recorded
-    (or, for an export logged before issue 12, its blob). None if they no
-    longer hash to its digest. ``known`` holds messages already read, by id."""
-    digest = exp.payload["blob"]
-    kept = store.fact("exports", 2).get(digest)
-    if kept is not None:
-        return kept[0]
-    if "context" not in exp.payload:
-        return store.blob(digest)
-    snap = decoded(store, exp.session, exp.seq)
-    sid = exp.session
-    texts = _original_texts(store, sid, snap.order, known or {})
-    messages = [
-        Message(i, role, blob_text(store, snap.texts[i]) if i in snap.texts else text)
-        for i, (role, text) in ((i, texts[i]) for i in snap.order)
-    ]
-    parsed = fileformat.parse_first(exp.text)
-    name, number, nonce = parsed[0] if parsed else "", exp.payload["number"], exp.payload["nonce"]
-    raw = fileformat.render(name, sid, number, nonce, messages)
-    data = raw.encode("utf-8", "surrogatepass")
-    if hashlib.sha256(data).hexdigest() != digest:
-        return None
-    _keep_export(store, digest, data, fileformat.first_line(name, sid, number, nonce), messages)
-    return data
-
-
-def export_split(store: Store, exp: Event, data: bytes) -> tuple[str, fileformat.Split]:
-    """Export ``exp``'s text (its bytes ``data``) and ``fileformat.split`` of it:
-    made from the messages it was rendered from when this process rendered them
-    (no parse of 2,000 blocks at each take, and with the blocks' offsets, so
-    the edited file is read against it), else by splitting the text."""
-    kept = store.fact("exports", 2).get(exp.payload["blob"])
-    nonce = exp.payload["nonce"]
-    if kept is None or kept[2] is None:
-        text = data.decode("utf-8", "surrogatepass")
-        return text, fileformat.split(text, nonce)
-    if kept[3] is None:
-        kept[3] = (
-            data.decode("utf-8", "surrogatepass"),
-            fileformat.rendered_split(kept[1], nonce, kept[2]),
-        )
-    return kept[3]
-
-
-def _original_texts(
-    store: Store, sid: str, ids: list[int], known: dict[int, Message]
-) -> dict[int, tuple[str, str]]:
-    """(role, text) of each message id as logged, from ``known`` or the log
-    (this session's, then its ancestors' up to each fork point)."""
-    out = {i: (known[i].role, known[i].text) for i in ids if i in known}
-    for owner, upto in turn_tree.scopes(store, sid):
-        missing = [i for i in ids if i not in out and (upto is None or i <= upto)]
-        for k in range(0, len(missing), 500):
-            part = missing[k : k + 500]
-            rows = store.read(
-                f"SELECT seq, role, kind, text FROM events WHERE session = ? "
-                f"AND seq IN ({','.join('?' * len(part))})",
-                (owner, *part),
-            )
-            out.update((seq, (role or kind, text)) for seq, role, kind, text in rows)
-    return out
-
-
-def _keep_export(
-    store: Store, digest: str, data: bytes, first: str = "", messages: list[Message] | None = None
-) -> None:
-    """Keep the newest exports' bytes (and the first line and messages they
-    were rendered from, for ``export_split``): the edit recorded and taken next
-    reads them."""
-    # the last: its text and split, once made
-    store.fact("exports", 2).keep(digest, [data, first, messages, None])
-
-
-def file_bytes(store: Store, digest: str) -> bytes | None:
-    """Any blob's bytes, a file edit's and a re-rendered export's included."""
-    return store.blob(digest, bases=lambda d: _rendered(store, d))
-
-
-def export_digests(store: Store, prefix: str) -> list[str]:
-    """Digests of exports (of any session) starting with ``prefix``."""
-    found = []
-    for sid, seq in store.read("SELECT session, seq FROM events WHERE kind = 'export'"):
-        e = store.event(sid, seq)
-        if e is not None and str(e.payload.get("blob", "")).startswith(prefix):
-            found.append(e.payload["blob"])
-    return found
-
-
-def _rendered(store: Store, digest: str) -> bytes | None:
-    for sid, seq in store.read("SELECT session, seq FROM events WHERE kind = 'export'"):
-        e = store.event(sid, seq)
-        if e is not None and e.payload.get("blob") == digest:
-            return export_bytes(store, e)
-    return None
 
 
 def _export(r: Read, number: int) -> Event:

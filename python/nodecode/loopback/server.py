@@ -78,6 +78,20 @@ from nodecode.loopback.cache import (
 )
 from nodecode.loopback.diagnostics import Diagnoses
 from nodecode.loopback.prefix import PrefixCache
+from nodecode.loopback.replies import (
+    ANTHROPIC,
+    GOOGLE,
+    OPENAI,
+    RESPONSES,
+    SSE_TYPE,
+    Reply,
+    endless_frame,
+    error_reply,
+    json_reply,
+    openai_error,
+    overflow_reply,
+    stream_error_frame,
+)
 from nodecode.loopback.script import (
     Round,
     ScriptQueue,
@@ -114,7 +128,6 @@ __all__ = [
     "main",
 ]
 
-ANTHROPIC, OPENAI, RESPONSES, GOOGLE = "anthropic", "openai", "openai-responses", "google"
 MODEL_ROUTES = (ANTHROPIC, OPENAI, RESPONSES, GOOGLE)
 STREAM_KINDS = ("drop", "stall", "sse_error", "garbage", "ping", "drip")
 ENDLESS_KINDS = ("ping", "drip")
@@ -123,8 +136,6 @@ GARBAGE_FRAMES = [
     b"\x00\xff\xfe\r\n",
     b'data: {"type": "content_block_delta", "delta": {"text": "cut\n\n',
 ]
-SSE_TYPE = "text/event-stream; charset=utf-8"
-JSON_TYPE = "application/json"
 _ROUTES = {
     ("POST", "/v1/messages"): ANTHROPIC,
     ("POST", "/v1/chat/completions"): OPENAI,
@@ -158,127 +169,6 @@ class Recorded:
     body: dict
     status: int
     usage: dict = field(default_factory=dict)
-
-
-def _zero_usage() -> dict:
-    return {
-        "input": 0, "output": 0, "cache_read": 0,
-        "cache_write": 0, "cache_write_1h": 0, "cache_write_5m": 0,
-    }  # fmt: skip
-
-
-@dataclass
-class Reply:
-    """What the handler writes: a whole ``body``, or SSE ``frames`` sent one
-    chunk each. ``cut`` sends only the first bytes of ``body``; ``abort``
-    closes the socket without finishing, after ``stall`` seconds of silence."""
-
-    status: int
-    body: bytes = b""
-    frames: list[bytes] | None = None
-    content_type: str = JSON_TYPE
-    headers: dict[str, str] = field(default_factory=dict)
-    usage: dict = field(default_factory=_zero_usage)
-    cut: int | None = None
-    abort: bool = False
-    stall: float = 0.0
-    endless: tuple[bytes, float] | None = None  # a frame sent every so many seconds, forever
-
-
-_ANTHROPIC_ERRORS = {
-    400: ("invalid_request_error", "Invalid request"),
-    404: ("not_found_error", "Not found"),
-    429: ("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"),
-    500: ("api_error", "Internal server error"),
-    529: ("overloaded_error", "Overloaded"),
-}
-_OPENAI_ERRORS = {  # (type, message, code)
-    400: ("invalid_request_error", "Invalid request", None),
-    404: ("invalid_request_error", "Not found", None),
-    429: ("requests", "Rate limit reached for requests. Try again later.", "rate_limit_exceeded"),
-    500: ("server_error", "The server had an error while processing your request.", None),
-    529: ("server_error", "Overloaded", None),
-}
-
-
-def _json_reply(
-    status: int, body: dict, headers: dict | None = None, usage: dict | None = None
-) -> Reply:
-    reply = Reply(status, json.dumps(body).encode(), headers=dict(headers or {}))
-    reply.usage = usage or reply.usage
-    return reply
-
-
-def anthropic_error(status: int, message: str | None = None) -> dict:
-    """Anthropic's error body (the overloaded one without request_id, as recorded)."""
-    default_kind, default_message = _ANTHROPIC_ERRORS.get(
-        status, ("api_error", "Internal server error")
-    )
-    body: dict[str, Any] = {
-        "type": "error",
-        "error": {"type": default_kind, "message": message or default_message},
-    }
-    if body["error"]["type"] != "overloaded_error":
-        body["request_id"] = "req_loopback"
-    return body
-
-
-def openai_error(
-    status: int, message: str | None = None, param: str | None = None, code: str | None = None
-) -> dict:
-    kind, default_message, default_code = _OPENAI_ERRORS.get(
-        status, ("server_error", "Server error", None)
-    )
-    return {
-        "error": {
-            "message": message or default_message,
-            "type": kind,
-            "param": param,
-            "code": code or default_code,
-        }
-    }
-
-
-def error_reply(
-    flavor: str, status: int, message: str | None = None, headers: dict | None = None
-) -> Reply:
-    if flavor == ANTHROPIC:
-        body = anthropic_error(status, message)
-    elif flavor == GOOGLE:
-        body = gemini.google_error(status, message)
-    else:
-        body = openai_error(status, message)
-    return _json_reply(status, body, headers)
-
-
-def overflow_reply(flavor: str, tokens: int, window: int) -> Reply:
-    """The provider's exact context-overflow error (HTTP 400)."""
-    if flavor == ANTHROPIC:
-        return error_reply(
-            ANTHROPIC, 400, f"prompt is too long: {tokens} tokens > {window} maximum"
-        )
-    if flavor == GOOGLE:
-        return error_reply(GOOGLE, 400, gemini.overflow_message(tokens, window))
-    if flavor == RESPONSES:  # no numbers: the Responses API names neither size
-        error = openai_error(400, responses.CONTEXT_WINDOW_EXCEEDED, "input")
-        error["error"]["code"] = "context_length_exceeded"
-        return _json_reply(400, error)
-    message = (
-        f"This model's maximum context length is {window} tokens. However, your messages "
-        f"resulted in {tokens} tokens. Please reduce the length of the messages."
-    )
-    return _json_reply(400, openai_error(400, message, "messages", "context_length_exceeded"))
-
-
-def stream_error_frame(flavor: str, message: str | None = None) -> bytes:
-    """An overloaded error inside a 200 stream (``message``: its text, else the provider's)."""
-    if flavor == ANTHROPIC:
-        return anthropic_frame(anthropic_error(529, message))
-    if flavor == GOOGLE:
-        return gemini.frame(gemini.google_error(503, message))
-    if flavor == RESPONSES:
-        return responses.frame(responses.error_event("server_error", message or "Overloaded"))
-    return openai_frame(openai_error(529, message))
 
 
 def _flavor_of(path: str) -> str:
@@ -447,7 +337,7 @@ class LoopbackServer:
 
     def _route(self, route: str, body: dict, index: int, headers: dict[str, str]) -> Reply:
         if route == "count_tokens":
-            return _json_reply(
+            return json_reply(
                 200, {"input_tokens": round(anthropic_tokens(body) * self.usage_scale)}
             )
         fault = self._fault_for(index)
@@ -479,11 +369,11 @@ class LoopbackServer:
             if refused is None:
                 return None
             text, param, code = refused
-            return _json_reply(400, openai_error(400, text, param, code))
+            return json_reply(400, openai_error(400, text, param, code))
         message = reasoning_refusal(body, self.reasoning_field) if self.reasoning_required else None
         if message is None:
             return None
-        return _json_reply(400, openai_error(400, message, None, "invalid_request_error"))
+        return json_reply(400, openai_error(400, message, None, "invalid_request_error"))
 
     def _model_reply(self, flavor: str, body: dict, index: int, headers: dict[str, str]) -> Reply:
         refused = self._thinking_refusal(flavor, body)
@@ -552,7 +442,7 @@ class LoopbackServer:
             reply = anthropic_reply(rnd, first_id, model, msg_id, usage, thinking)
             if diagnosed is not None:
                 reply["diagnostics"] = diagnosed
-            return _json_reply(200, reply, headers, usage)
+            return json_reply(200, reply, headers, usage)
         if flavor == RESPONSES:
             return self._responses(body, rnd, first_id, model, usage, index)
         if flavor == GOOGLE:
@@ -566,7 +456,7 @@ class LoopbackServer:
             return Reply(
                 200, frames=[openai_frame(c) for c in chunks], content_type=SSE_TYPE, usage=usage
             )
-        return _json_reply(200, openai_reply(rnd, first_id, model, cid, usage, field), None, usage)
+        return json_reply(200, openai_reply(rnd, first_id, model, cid, usage, field), None, usage)
 
     def _responses(
         self, body: dict, rnd: Round, first_id: int, model: str, usage: dict, index: int
@@ -578,7 +468,7 @@ class LoopbackServer:
         if body.get("stream"):
             frames = [responses.frame(e) for e in events]
             return Reply(200, frames=frames, content_type=SSE_TYPE, usage=usage)
-        return _json_reply(200, events[-1]["response"], None, usage)
+        return json_reply(200, events[-1]["response"], None, usage)
 
     def _fault_reply(self, flavor: str, fault: dict, body: dict, index: int) -> Reply:
         kind = fault["kind"]
@@ -619,25 +509,6 @@ class LoopbackServer:
         else:
             reply.frames, reply.abort, reply.stall = frames[:cut], True, stall
         return reply
-
-
-def endless_frame(flavor: str, kind: str) -> bytes:
-    """What a "ping" or "drip" fault sends again and again: a keep-alive, or one
-    character of reply text (a keep-alive where the format has no simple delta)."""
-    if kind == "drip" and flavor == ANTHROPIC:
-        return anthropic_frame(
-            {
-                "type": "content_block_delta",
-                "index": 0,
-                "delta": {"type": "text_delta", "text": "."},
-            }
-        )
-    if kind == "drip" and flavor == OPENAI:
-        delta = {"index": 0, "delta": {"content": "."}, "finish_reason": None}
-        return openai_frame({"id": "drip", "object": "chat.completion.chunk", "choices": [delta]})
-    if flavor == ANTHROPIC:
-        return anthropic_frame({"type": "ping"})
-    return b": ping\n\n"
 
 
 def _tokens(flavor: str, body: dict) -> int:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from nodecode.budget.meter import Basis
 from nodecode.cache import ledger
 from nodecode.config import schema
-from nodecode.context import derived, fileformat
+from nodecode.context import derived, fileformat, rendered
 from nodecode.context import take as takes
 from nodecode.context.derived import Read
 from nodecode.context.message import Message
@@ -93,7 +93,7 @@ def describe(
         )
     # An export's bytes are rendered again from the order it recorded (it keeps
     # no blob since issue 12): reading them as a blob found none, and no blocks.
-    data = takes.export_bytes(ws.store, exp)
+    data = rendered.export_bytes(ws.store, exp)
     if data is None:
         raise UserError(
             f"context.txt: export {exp.payload['number']} no longer renders to the bytes it "
@@ -101,7 +101,7 @@ def describe(
         )
     blocks = [
         {"id": b.id, "role": b.role, "line": b.line, "tokens": count_tokens(b.body, encoding)}
-        for b in takes.export_split(ws.store, exp, data)[1].blocks
+        for b in rendered.export_split(ws.store, exp, data)[1].blocks
     ]
     return _described(ws, sid, exp, ws.context_file(sid), blocks, basis)
 
