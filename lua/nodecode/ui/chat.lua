@@ -23,129 +23,10 @@ local function message()
   return require('nodecode.message')
 end
 
--- Approvals -------------------------------------------------------------
-
----@param kind string write | shell
----@param detail string
----@param done fun(yes: boolean)
----@param ev table the approve event (with diff and cwd)
-local function prompt(kind, detail, done, ev)
-  local how = config().approve
-  if type(how) == 'function' then
-    return how(kind, detail, done, ev)
-  end
-  local question = ('nodecode wants to %s:\n%s'):format(kind == 'shell' and 'run' or kind, detail)
-  if how == 'select' then
-    vim.ui.select(
-      { 'Yes', 'No' },
-      { prompt = question, kind = 'nodecode_approval' },
-      function(choice)
-        done(choice == 'Yes')
-      end
-    )
-  else
-    done(vim.fn.confirm(question, '&Yes\n&No', 2, 'Question') == 1)
-  end
-end
-
---- Ask the person (outside the RPC callback), then answer the waiting worker.
----@param ev { job: integer, id: integer, approval: string, detail: string }
-local function approve(ev)
-  vim.schedule(function()
-    if config().approve == 'diff' then
-      return require('nodecode.ui.approval').open(ev, function(said)
-        if state.view then
-          state.view:quote(ev.approval, said)
-        end
-      end)
-    end
-    prompt(ev.approval, ev.detail, function(yes)
-      local ok, err = pcall(require('nodecode.rpc').call, 'approval', ev.job, ev.id, yes)
-      local said = (yes and 'approved' or 'refused')
-        .. (ok and '' or (' (' .. message().reason(err) .. ')'))
-      if state.view then
-        state.view:quote(ev.approval, said)
-      end
-    end, ev)
-  end)
-end
-
--- Notices ---------------------------------------------------------------
-
---- A notice of the agent's: the whole text in the chat (as the agent read it;
---- an eviction as a marker), one line for the person as a notification.
----@param view nodecode.Transcript
----@param ev { text: string, about?: string, level?: string, say?: string }
-local function notice(view, ev)
-  local evicted = ev.about == 'evicted' and ev.text:match('\n(evicted at seq [^\n]*)')
-  if evicted then
-    view:mark(evicted)
-  elseif ev.about == 'taken' or ev.about == 'refused' then
-    view:quote('receipt', ev.text)
-  else
-    view:quote('notice', ev.text)
-  end
-  if type(ev.say) == 'string' then
-    local tell = ev.level == 'warn' and message().warn or message().info
-    tell('%s', ev.say)
-  end
-end
-
--- History ---------------------------------------------------------------
-
---- Ask the host for the session's history, which arrives in parts, newest
---- first (M.on_history): Neovim never waits for the host to start nor for a
---- long history to be read and drawn. A history asked for before is dropped.
-local function load_history()
-  state.token = (state.token or 0) + 1
-  local ok, err = pcall(require('nodecode.rpc').notify, 'history', state.token, 1)
-  if not ok then
-    state.token = nil
-    state.view:quote('error', message().reason(err))
-    message().caught(err)
-  end
-end
-
---- Is the session's history still arriving? (Tests and :checkhealth look.)
----@return boolean
-function M.loading()
-  return state.token ~= nil
-end
-
---- The host died before it answered: the history asked for never comes.
----@param why string
-function M.without_host(why)
-  if state.token and state.buf and vim.api.nvim_buf_is_valid(state.buf) then
-    state.token = nil
-    state.view:quote('error', why)
-  end
-end
-
---- A part of the history (the host's `history` event): drawn above what the
---- chat shows, then the next older part is asked for.
----@param ev { token: integer, part: integer, rows?: table[], last: boolean, error?: string }
-function M.on_history(ev)
-  if ev.token ~= state.token or not (state.buf and vim.api.nvim_buf_is_valid(state.buf)) then
-    return -- asked for by a chat since reloaded or wiped
-  end
-  if type(ev.error) == 'string' then
-    state.token = nil
-    state.view:quote('error', ev.error)
-    return message().error('%s', ev.error)
-  end
-  local older = Transcript.lines()
-  older:history(ev.rows or {})
-  state.view:prepend(older)
-  if ev.last then
-    state.token = nil
-    return require('nodecode.ui.hints').empty_chat(state.buf)
-  end
-  local ok, err = pcall(require('nodecode.rpc').notify, 'history', ev.token, ev.part + 1)
-  if not ok then
-    state.token = nil
-    message().caught(err)
-  end
-end
+-- Approvals and notices: ui/chat_events.lua. The history: ui/chat_history.lua
+-- (M.loading, M.without_host, M.on_history).
+local events = require('nodecode.ui.chat_events')
+local load_history = require('nodecode.ui.chat_history').install(M, state)
 
 -- Buffer and window -----------------------------------------------------
 
@@ -458,9 +339,11 @@ function M.on_event(ev)
     -- The chat only grows: say that the text above it does not count.
     view:quote('dropped', 'the attempt above was discarded')
   elseif kind == 'notice' then
-    notice(view, ev)
+    events.notice(view, ev)
   elseif kind == 'approve' then
-    approve(ev)
+    events.approve(ev, function()
+      return state.view
+    end)
   elseif kind == 'request' and ev.state == 'finished' and ev.status ~= 'failed' then
     view:request_done(ev)
   elseif kind == 'done' then

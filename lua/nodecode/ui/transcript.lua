@@ -16,6 +16,10 @@
 -- writes it the same way into a list of lines, and T:prepend puts that list
 -- above the buffer's text in one change (the chat loads the newest part
 -- first, then each older part above it).
+--
+-- Parts live beside this file: transcript_lines.lua (the list writer L),
+-- transcript_cost.lua (the cost beside a reply's header), transcript_folds.lua
+-- (folds, T:prepend, T.foldtext).
 
 ---@class nodecode.Spent
 ---@field dollars number
@@ -39,12 +43,13 @@ local T = {}
 T.__index = T
 
 --- A transcript written into a list of lines (`rows`), for T:prepend: the
---- same methods, with rows in place of extmarks and no windows to follow.
-local L = setmetatable({}, { __index = T })
-L.__index = L
+--- same methods, with rows in place of extmarks and no windows to follow
+--- (ui/transcript_lines.lua).
+local L = require('nodecode.ui.transcript_lines').class(T)
+require('nodecode.ui.transcript_cost').install(T, L) -- the running turn's cost
+require('nodecode.ui.transcript_folds').install(T) -- folds, T:prepend, T.foldtext
 
 local ns = vim.api.nvim_create_namespace('nodecode_transcript')
-local ns_cost = vim.api.nvim_create_namespace('nodecode_cost')
 
 --- A transcript writing into `buf` (which it keeps 'nomodifiable' between writes).
 ---@param buf integer
@@ -60,7 +65,7 @@ function T.lines()
   return setmetatable({ rows = { '' }, folds = {}, need_header = false, after_block = false }, L)
 end
 
--- Where the writing goes: the buffer (T) or the list of lines (L) ----------
+-- Where the writing goes: the buffer (T; the list of lines: L) -------------
 
 ---@return integer
 function T:count()
@@ -84,41 +89,6 @@ end
 ---@return integer? row
 function T:row(anchor)
   return vim.api.nvim_buf_get_extmark_by_id(self.buf, ns, anchor, {})[1]
-end
-
-function L:count()
-  return #self.rows
-end
-
-function L:line(row)
-  return self.rows[row + 1]
-end
-
-function L:anchor(row)
-  return row -- nothing is written above it
-end
-
-function L:row(anchor)
-  return anchor
-end
-
-function L:followers()
-  return {}
-end
-
-function L:follow_all() end
-
-function L:write(text)
-  local parts = vim.split(text, '\n', { plain = true })
-  local rows = self.rows
-  rows[#rows] = rows[#rows] .. parts[1]
-  for i = 2, #parts do
-    rows[#rows + 1] = parts[i]
-  end
-end
-
-function L:add_fold(first, last)
-  self.folds[#self.folds + 1] = { first, last }
 end
 
 -- Writing ---------------------------------------------------------------
@@ -214,164 +184,6 @@ function T:reply_header()
   end
 end
 
---- `$0.0123` under a dollar, `$4.56` from one on (as the host writes money).
----@param x number
----@return string
-local function money(x)
-  return x >= 1 and ('$%.2f'):format(x) or ('$%.4f'):format(x)
-end
-
----@param n integer
----@return string
-local function thousands(n)
-  local s = tostring(math.floor(n))
-  return (s:reverse():gsub('(%d%d%d)', '%1,'):reverse():gsub('^,', ''))
-end
-
---- What the turn's requests cost so far, beside its reply's header: money when
---- the model has a price, else its tokens only.
----@return string?
-function T:spent_text()
-  local s = self.spent
-  if not s then
-    return nil
-  end
-  local n = ('%d request%s'):format(s.requests, s.requests == 1 and '' or 's')
-  if s.priced == 0 then
-    return ('%s in · %s out · %s'):format(thousands(s.input), thousands(s.output), n)
-  end
-  local unpriced = s.requests - s.priced
-  return money(s.dollars)
-    .. ' · '
-    .. n
-    .. (unpriced > 0 and (' (%d without a price)'):format(unpriced) or '')
-end
-
----@param row integer (0-based) the header's line
----@return integer
-function T:cost_mark(row)
-  return vim.api.nvim_buf_set_extmark(self.buf, ns_cost, row, 0, {})
-end
-
-function L:cost_mark(row)
-  return row -- drawn when the lines are put in the buffer (T:prepend)
-end
-
-function L:draw_spent()
-  local text = self:spent_text()
-  if self.header and text then
-    self.costs = self.costs or {}
-    self.costs[self.header] = text
-  end
-end
-
-function T:draw_spent()
-  local text = self:spent_text()
-  if not (self.header and text) then
-    return
-  end
-  local row = vim.api.nvim_buf_get_extmark_by_id(self.buf, ns_cost, self.header, {})[1]
-  if row then
-    vim.api.nvim_buf_set_extmark(self.buf, ns_cost, row, 0, {
-      id = self.header,
-      virt_text = { { '  ' .. text, 'NodecodeTokens' } },
-      virt_text_pos = 'eol',
-    })
-  end
-end
-
---- A request of the running turn ended ({cost?, usage {prompt, output}}).
----@param ev table
-function T:request_done(ev)
-  local s = self.spent or { dollars = 0, priced = 0, requests = 0, input = 0, output = 0 }
-  s.requests = s.requests + 1
-  if type(ev.cost) == 'number' then
-    s.dollars, s.priced = s.dollars + ev.cost, s.priced + 1
-  end
-  local usage = type(ev.usage) == 'table' and ev.usage or {}
-  s.input = s.input + (tonumber(usage.prompt) or 0)
-  s.output = s.output + (tonumber(usage.output) or 0)
-  self.spent = s
-  self:draw_spent()
-end
-
--- Folds -----------------------------------------------------------------
-
---- Fold rows [first, last] (0-based) in every window showing the buffer.
----@param first integer
----@param last integer
-function T:add_fold(first, last)
-  local a = vim.api.nvim_buf_set_extmark(self.buf, ns, first, 0, {})
-  local b = vim.api.nvim_buf_set_extmark(self.buf, ns, last, 0, {})
-  table.insert(self.folds, { a, b })
-  local follow = self:followers()
-  for _, win in ipairs(vim.fn.win_findbuf(self.buf)) do
-    vim.api.nvim_win_call(win, function()
-      vim.cmd(('%d,%dfold'):format(first + 1, last + 1))
-    end)
-  end
-  self:show_end(follow)
-end
-
---- Recreate every fold in `win` (a window that just started showing the buffer).
----@param win integer
-function T:refold(win)
-  vim.api.nvim_win_call(win, function()
-    vim.cmd('normal! zE')
-    for _, pair in ipairs(self.folds) do
-      local a = vim.api.nvim_buf_get_extmark_by_id(self.buf, ns, pair[1], {})
-      local b = vim.api.nvim_buf_get_extmark_by_id(self.buf, ns, pair[2], {})
-      if a[1] and b[1] and b[1] > a[1] then
-        vim.cmd(('%d,%dfold'):format(a[1] + 1, b[1] + 1))
-      end
-    end
-  end)
-end
-
---- Put `older` (a T.lines() transcript of what came before) above the text,
---- with its folds, in one change; each window keeps what it showed (a
---- following one, the end). The join is the blank line an ask starts with.
----@param older nodecode.Transcript
-function T:prepend(older)
-  local n, last = self:tail()
-  local empty = n == 1 and last == ''
-  if empty then -- nothing here yet: the buffer takes older's state as well
-    self.need_header, self.after_block = older.need_header, older.after_block
-  else
-    older:paragraph()
-  end
-  local rows = older.rows
-  if not empty then
-    rows[#rows] = nil -- the line the text here starts on
-  end
-  if #rows == 0 then
-    return
-  end
-  local follow = self:followers()
-  vim.bo[self.buf].modifiable = true
-  vim.api.nvim_buf_set_lines(self.buf, 0, empty and -1 or 0, true, rows)
-  vim.bo[self.buf].modifiable = false
-  local commands = {}
-  for _, f in ipairs(older.folds) do
-    table.insert(self.folds, { self:anchor(f[1]), self:anchor(f[2]) })
-    commands[#commands + 1] = ('%d,%dfold'):format(f[1] + 1, f[2] + 1)
-  end
-  for row, text in pairs(older.costs or {}) do
-    vim.api.nvim_buf_set_extmark(self.buf, ns_cost, row, 0, {
-      virt_text = { { '  ' .. text, 'NodecodeTokens' } },
-      virt_text_pos = 'eol',
-    })
-  end
-  for _, win in ipairs(vim.fn.win_findbuf(self.buf)) do
-    vim.api.nvim_win_call(win, function()
-      for _, c in ipairs(commands) do
-        vim.cmd(c)
-      end
-    end)
-  end
-  self:show_end(follow)
-end
-
 --- Thinking that has stopped streaming: its fence closed, the block folded.
 function T:close_thinking()
   if not self.think then
@@ -399,20 +211,6 @@ function T:close_call()
   if row and n - 2 > row then
     self:add_fold(row, n - 2)
   end
-end
-
---- Fold text: `▸ call #5  ;; what it is for  · 7 lines` (for 'foldtext').
----@return table chunks
-function T.foldtext()
-  local s, e = vim.v.foldstart, vim.v.foldend
-  local lines = vim.api.nvim_buf_get_lines(0, s - 1, math.min(s + 1, e), false)
-  local label = (lines[1] or ''):match('^```%S*%s*(.-)%s*$') or ''
-  return {
-    { '▸ ', 'Comment' },
-    { label, 'Title' },
-    { '  ' .. vim.trim(lines[2] or ''), 'Normal' },
-    { ('  · %d lines'):format(e - s + 1), 'Comment' },
-  }
 end
 
 -- Parts of a conversation -------------------------------------------------
