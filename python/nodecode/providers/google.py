@@ -28,7 +28,7 @@ from nodecode.context.message import Message
 from nodecode.errors import ConfigError, ProviderError
 from nodecode.providers.overflow import parse_overflow, unwrap_error
 from nodecode.providers.sse import DONE, ServerSentEvent
-from nodecode.providers.types import EncodedList, Thinking, ThinkingSetting, ToolCall, dumpb
+from nodecode.providers.types import EncodedList, Thinking, ThinkingSetting, ToolCall, count, dumpb
 from nodecode.providers.wire import (
     Built,
     Request,
@@ -179,10 +179,10 @@ class GoogleParser(StreamParser):
         self._r.thinking.append(Thinking(SIGNED, block))
 
     def _set_usage(self, usage: dict[str, Any]) -> None:
-        thoughts = _int(usage.get("thoughtsTokenCount"))
-        self.usage.input = _int(usage.get("promptTokenCount"))
-        self.usage.cache_read = _int(usage.get("cachedContentTokenCount"))
-        self.usage.output = _int(usage.get("candidatesTokenCount")) + thoughts
+        thoughts = count(usage.get("thoughtsTokenCount"))
+        self.usage.input = count(usage.get("promptTokenCount"))
+        self.usage.cache_read = count(usage.get("cachedContentTokenCount"))
+        self.usage.output = count(usage.get("candidatesTokenCount")) + thoughts
         self.usage.thinking = thoughts
 
     def _tool_calls(self, *, partial: bool) -> list[ToolCall]:
@@ -193,10 +193,6 @@ class GoogleParser(StreamParser):
         if open_ is None or partial:
             return list(self._r.thinking)
         return [*self._r.thinking, Thinking(str(open_.get("text") or ""), open_)]
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _stream_error(raw: str) -> ProviderError:

@@ -26,7 +26,7 @@ from nodecode.context.message import Message
 from nodecode.errors import ConfigError, ProviderError
 from nodecode.providers.overflow import parse_overflow, unwrap_error
 from nodecode.providers.sse import DONE, ServerSentEvent
-from nodecode.providers.types import EncodedList, Thinking, ThinkingSetting, ToolCall, dumpb
+from nodecode.providers.types import EncodedList, Thinking, ThinkingSetting, ToolCall, count, dumpb
 from nodecode.providers.wire import (
     Built,
     Request,
@@ -166,13 +166,13 @@ class OpenAIParser(StreamParser):
 
     def _set_usage(self, usage: dict[str, Any]) -> None:
         details = usage.get("prompt_tokens_details") or {}
-        self.usage.input = _int(usage.get("prompt_tokens"))
-        self.usage.output = _int(usage.get("completion_tokens"))
-        self.usage.cache_read = _int(details.get("cached_tokens"))
-        self.usage.cache_write = _int(
+        self.usage.input = count(usage.get("prompt_tokens"))
+        self.usage.output = count(usage.get("completion_tokens"))
+        self.usage.cache_read = count(details.get("cached_tokens"))
+        self.usage.cache_write = count(
             details.get("cache_write_tokens") or usage.get("cache_write_tokens")
         )
-        self.usage.thinking = _int(
+        self.usage.thinking = count(
             (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
         )
         self._usage_seen = True
@@ -218,8 +218,8 @@ class OpenAIParser(StreamParser):
                 )
             )
         if data.get("done"):
-            self.usage.input = _int(data.get("prompt_eval_count"))
-            self.usage.output = _int(data.get("eval_count"))
+            self.usage.input = count(data.get("prompt_eval_count"))
+            self.usage.output = count(data.get("eval_count"))
             self._usage_seen = True
             self.stop_reason = data.get("done_reason") or "stop"
             self.finished = True
@@ -308,10 +308,6 @@ class _Reasoning:
 def _input(call: _Call) -> Any:
     """Arguments as parsed JSON: ``""`` is ``{}``, unparsable stays the raw string."""
     return call.obj if call.obj is not None else parse_input("".join(call.args))
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _stream_error(raw: str) -> ProviderError:

@@ -23,7 +23,7 @@ from nodecode.context.message import Message
 from nodecode.errors import ConfigError, ProviderError
 from nodecode.providers.overflow import parse_overflow
 from nodecode.providers.sse import DONE, ServerSentEvent
-from nodecode.providers.types import EncodedList, Thinking, ThinkingSetting, ToolCall, dumpb
+from nodecode.providers.types import EncodedList, Thinking, ThinkingSetting, ToolCall, count, dumpb
 from nodecode.providers.wire import (
     Built,
     Request,
@@ -176,10 +176,12 @@ class ResponsesParser(StreamParser):
         raise _stream_error({"error": (data.get("response") or {}).get("error") or {}})
 
     def _set_usage(self, usage: dict[str, Any]) -> None:
-        self.usage.input = _int(usage.get("input_tokens"))
-        self.usage.output = _int(usage.get("output_tokens"))
-        self.usage.cache_read = _int((usage.get("input_tokens_details") or {}).get("cached_tokens"))
-        self.usage.thinking = _int(
+        self.usage.input = count(usage.get("input_tokens"))
+        self.usage.output = count(usage.get("output_tokens"))
+        self.usage.cache_read = count(
+            (usage.get("input_tokens_details") or {}).get("cached_tokens")
+        )
+        self.usage.thinking = count(
             (usage.get("output_tokens_details") or {}).get("reasoning_tokens")
         )
 
@@ -230,10 +232,6 @@ def _summary(item: dict[str, Any]) -> str:
         if isinstance(c, dict) and c.get("type") == "reasoning_text" and c.get("text")
     ]
     return "\n\n".join(texts) or ENCRYPTED_REASONING
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _stream_error(data: dict[str, Any]) -> ProviderError:

@@ -89,6 +89,12 @@ class Reply:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+def count(value: Any) -> int:
+    """A usage field's token count: a whole number as sent, else 0 (a bool, a
+    float or a string is no count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def dumps(value: Any) -> str:
     """Compact JSON, as a request body is sent (httpx's ``json=`` writes the same)."""
     return _ENCODER.encode(value)
