@@ -1,0 +1,194 @@
+"""A chat per tab: two tabpages, two sessions, two turns at once, each streaming
+into its own tab's chat; undo, the statusline and :NodecodeContext act on the
+current tab's session; closing a tab stops only its turn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .conftest import configure, open_context, wait_for
+from .ui_helpers import messages_of, user_texts
+
+SLOW = 0.08  # seconds between SSE events: each reply streams for about a second
+
+
+def streamed(word: str, n: int = 12) -> list[str]:
+    return [f"{word}{i} " for i in range(n)]
+
+
+@pytest.fixture
+def two_turns(home: Path, workspace: Path, loopback):
+    """The loopback answers the ask naming "alpha" by writing one.txt and the
+    one naming "beta" by writing two.txt, each reply streamed slowly."""
+    srv = loopback(
+        [
+            {"match_any": "alpha", "calls": [{"code": '(write-file "one.txt" "1")'}]},
+            {"match_any": "alpha", "chunks": streamed("alpha")},
+            {"match_any": "beta", "calls": [{"code": '(write-file "two.txt" "2")'}]},
+            {"match_any": "beta", "chunks": streamed("beta")},
+        ],
+        chunk_delay=SLOW,
+    )
+    configure(home, srv, auto_approve=["write"])
+    return srv
+
+
+def in_tab(nv, n: int, lua: str, *args):
+    """``lua`` run in tabpage number ``n`` (the cursor goes there)."""
+    nv.command(f"tabnext {n}")
+    return nv.exec_lua(lua, *args)
+
+
+def session_of(nv, n: int) -> str:
+    return in_tab(nv, n, "return require('nodecode.rpc').call('info').id")
+
+
+def job_of(nv, n: int):
+    return nv.exec_lua(
+        "return require('nodecode.ui.chat').job(vim.api.nvim_list_tabpages()[...])", n
+    )
+
+
+def chat_lines(nv, n: int) -> list[str]:
+    return nv.exec_lua(
+        """
+        local chat = require('nodecode.ui.chat')
+        local b = chat.buf(vim.api.nvim_list_tabpages()[...])
+        return b and vim.api.nvim_buf_get_lines(b, 0, -1, false) or {}
+        """,
+        n,
+    )
+
+
+def tokens(short: str) -> float:
+    """A statusline's count (`812`, `1.2k`, `41k`) as a number."""
+    return float(short[:-1]) * 1000 if short.endswith("k") else float(short)
+
+
+def shown_input(nv) -> list[str] | None:
+    """The lines of the input area shown in the current tab, if any."""
+    return nv.exec_lua("""
+        for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+          local b = vim.api.nvim_win_get_buf(w)
+          if vim.bo[b].filetype == 'nodecode-input' then
+            return vim.api.nvim_buf_get_lines(b, 0, -1, false)
+          end
+        end
+    """)
+
+
+def ask_in_two_tabs(nv) -> None:
+    nv.command("Nodecode please alpha")
+    nv.command("tabnew")
+    nv.command("Nodecode please beta")
+
+
+def test_two_tabs_run_two_turns_at_once_each_in_its_own_session_and_chat(
+    nvim, two_turns, workspace
+):
+    ask_in_two_tabs(nvim)
+
+    both = wait_for(
+        lambda: job_of(nvim, 1) and job_of(nvim, 2) and (job_of(nvim, 1), job_of(nvim, 2))
+    )
+    assert both[0] != both[1]  # two jobs running at the same time
+    wait_for(lambda: not job_of(nvim, 1) and not job_of(nvim, 2), timeout=30)
+
+    one, two = "\n".join(chat_lines(nvim, 1)), "\n".join(chat_lines(nvim, 2))
+    assert "alpha11" in one and "beta" not in one.replace("please beta", "")
+    assert "beta11" in two and "alpha" not in two
+    assert "please alpha" in one and "please beta" in two
+    assert session_of(nvim, 1) != session_of(nvim, 2)
+    # the provider saw each session's requests carry only that session's messages
+    bodies = [" ".join(user_texts(r.body)) for r in two_turns.requests]
+    assert len(bodies) == 4
+    assert sorted(("alpha" in b, "beta" in b) for b in bodies) == [
+        (False, True),
+        (False, True),
+        (True, False),
+        (True, False),
+    ]
+    assert (workspace / "one.txt").read_text() == "1"
+    assert (workspace / "two.txt").read_text() == "2"
+
+
+def test_undo_in_the_second_tab_undoes_only_that_tabs_turn(nvim, two_turns, workspace):
+    ask_in_two_tabs(nvim)
+    wait_for(lambda: job_of(nvim, 1) or job_of(nvim, 2))
+    wait_for(lambda: not job_of(nvim, 1) and not job_of(nvim, 2), timeout=30)
+
+    nvim.command("tabnext 2")
+    nvim.command("NodecodeUndo")
+
+    assert not (workspace / "two.txt").exists()
+    assert (workspace / "one.txt").read_text() == "1"
+    wait_for(lambda: "undone" in "\n".join(chat_lines(nvim, 2)))  # its turn, marked
+    assert "undone" not in "\n".join(chat_lines(nvim, 1))  # tab 1's turn stays
+    assert shown_input(nvim) == ["please beta"]  # this tab's input area, shown
+
+
+def test_the_statusline_and_the_context_buffer_are_the_current_tabs_sessions(nvim, two_turns, home):
+    nvim.command("Nodecode please alpha " + "word " * 400)  # a fuller context than tab 2's
+    nvim.command("tabnew")
+    nvim.command("Nodecode please beta")
+    wait_for(lambda: job_of(nvim, 1) or job_of(nvim, 2))
+    wait_for(lambda: not job_of(nvim, 1) and not job_of(nvim, 2), timeout=30)
+    first, second = session_of(nvim, 1), session_of(nvim, 2)
+
+    status = "return require('nodecode').status()"
+    in_tab(nvim, 1, status)  # a statusline asks: the text is refreshed
+    one = wait_for(lambda: in_tab(nvim, 1, status))
+    two = wait_for(lambda: in_tab(nvim, 2, status))
+    fill = [tokens(s.split()[1].split("/")[0]) for s in (one, two)]
+    assert one.startswith("ctx ") and two.startswith("ctx ")
+    assert fill[0] > fill[1], (one, two)
+
+    nvim.command("tabnext 1")
+    open_context(nvim)
+    name = nvim.current.buffer.name
+    text = "\n".join(nvim.current.buffer[:])
+    assert first in name and second not in name
+    assert "please alpha" in text and "please beta" not in text
+
+
+def test_a_new_tab_gets_a_new_session_and_cannot_switch_to_another_tabs(nvim, two_turns):
+    nvim.command("Nodecode please alpha")
+    wait_for(lambda: job_of(nvim, 1))
+    wait_for(lambda: not job_of(nvim, 1), timeout=30)
+    first = session_of(nvim, 1)
+    nvim.command("tabnew")
+    nvim.command("Nodecode")  # the chat of this tab, with its input area
+    nvim.command("stopinsert")
+    second = session_of(nvim, 2)
+
+    assert second != first
+    tab = nvim.exec_lua("return vim.api.nvim_get_current_tabpage()")
+    assert nvim.exec_lua("return vim.api.nvim_buf_get_name(require('nodecode.ui.chat').buf())") == (
+        f"nodecode://chat/{tab}"
+    )
+    assert "please alpha" not in "\n".join(chat_lines(nvim, 2))
+
+    nvim.command(f"NodecodeSessions {first}")
+
+    assert f"session {first} is open in another tab's chat" in messages_of(nvim)
+    assert session_of(nvim, 2) == second
+
+
+def test_closing_a_tab_stops_its_turn_and_leaves_the_other_tabs_chat(nvim, two_turns):
+    ask_in_two_tabs(nvim)
+    wait_for(lambda: job_of(nvim, 1) and job_of(nvim, 2))
+    second_buf = nvim.exec_lua("return require('nodecode.ui.chat').buf()")
+    second_job = job_of(nvim, 2)
+
+    nvim.command("tabclose")  # tab 2, its turn still streaming
+
+    assert not nvim.exec_lua("return vim.api.nvim_buf_is_valid(...)", second_buf)
+    jobs = "return require('nodecode.rpc').call('jobs')"
+    status = {j["id"]: j["status"] for j in wait_for(lambda: nvim.exec_lua(jobs))}
+    wait_for(lambda: {j["id"]: j["status"] for j in nvim.exec_lua(jobs)}[second_job] == "stopped")
+    assert status.keys() == {second_job, job_of(nvim, 1) or second_job - 1}
+    wait_for(lambda: not job_of(nvim, 1), timeout=30)
+    one = "\n".join(chat_lines(nvim, 1))
+    assert "alpha11" in one and "beta" not in one.replace("please beta", "")
