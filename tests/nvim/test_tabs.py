@@ -7,9 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from nodecode.errors import UserError
+from nodecode.host import Host
 
 from .conftest import configure, open_context, wait_for
-from .ui_helpers import messages_of, user_texts
+from .test_host import RecordingPort
+from .ui_helpers import messages_of, notes, notified, user_texts
 
 SLOW = 0.08  # seconds between SSE events: each reply streams for about a second
 
@@ -79,6 +82,14 @@ def shown_input(nv) -> list[str] | None:
     """)
 
 
+def approval_shown(nv) -> bool:
+    return nv.exec_lua("""
+        local win = require('nodecode.ui.approval').win
+        return win ~= nil and vim.api.nvim_win_is_valid(win)
+          and vim.api.nvim_win_get_tabpage(win) == vim.api.nvim_get_current_tabpage()
+    """)
+
+
 def ask_in_two_tabs(nv) -> None:
     nv.command("Nodecode please alpha")
     nv.command("tabnew")
@@ -145,6 +156,12 @@ def test_the_statusline_and_the_context_buffer_are_the_current_tabs_sessions(nvi
     assert one.startswith("ctx ") and two.startswith("ctx ")
     assert fill[0] > fill[1], (one, two)
 
+    recall = "return vim.tbl_map(function(r) return r.line end, "
+    recall += "require('nodecode.rpc').call('recall', nil, false))"
+    in_tab(nvim, 2, "return 1")
+    recalled = " ".join(map(str, nvim.exec_lua(recall)))  # what :NodecodeRecall lists
+    assert "please beta" in recalled and "please alpha" not in recalled
+
     nvim.command("tabnext 1")
     open_context(nvim)
     name = nvim.current.buffer.name
@@ -176,6 +193,32 @@ def test_a_new_tab_gets_a_new_session_and_cannot_switch_to_another_tabs(nvim, tw
     assert session_of(nvim, 2) == second
 
 
+def test_an_approval_of_another_tabs_turn_waits_until_that_tab_is_entered(
+    nvim, home, workspace, loopback
+):
+    srv = loopback(
+        [
+            {"match_any": "beta", "calls": [{"code": '(write-file "two.txt" "2")'}]},
+            {"match_any": "beta", "text": "wrote it"},
+        ]
+    )
+    configure(home, srv)  # writes ask first
+    notified(nvim)
+    nvim.command("tabnew")
+    nvim.command("Nodecode please beta")
+    nvim.command("tabprevious")  # back in tab 1 before the turn asks
+
+    wait_for(lambda: any("waits for your approval: go to tab 2" in n for n in notes(nvim)))
+    assert not approval_shown(nvim) and not (workspace / "two.txt").exists()
+
+    nvim.command("tabnext 2")
+    wait_for(lambda: approval_shown(nvim))
+    nvim.input("a")
+
+    wait_for(lambda: "wrote it" in "\n".join(chat_lines(nvim, 2)))
+    assert (workspace / "two.txt").read_text() == "2"
+
+
 def test_closing_a_tab_stops_its_turn_and_leaves_the_other_tabs_chat(nvim, two_turns):
     ask_in_two_tabs(nvim)
     wait_for(lambda: job_of(nvim, 1) and job_of(nvim, 2))
@@ -192,3 +235,30 @@ def test_closing_a_tab_stops_its_turn_and_leaves_the_other_tabs_chat(nvim, two_t
     wait_for(lambda: not job_of(nvim, 1), timeout=30)
     one = "\n".join(chat_lines(nvim, 1))
     assert "alpha11" in one and "beta" not in one.replace("please beta", "")
+
+
+# --- the host without Neovim: a session per tab --------------------------
+
+
+def test_the_host_gives_each_tab_its_own_session_and_refuses_another_tabs(
+    home, workspace, two_turns
+):
+    port = RecordingPort()
+    host = port.host = Host(port)
+    one = {"home": str(home), "cwd": str(workspace), "tab": 1}
+    two = {**one, "tab": 2}
+    three = {**one, "tab": 3}
+
+    first = host.session(one)["id"]  # the store's current session (a new store: a new one)
+    with pytest.raises(UserError, match="this tab has no chat of its own yet"):
+        host.status(two)  # a look from a tab of no chat creates nothing
+    job = host.ask(two, "please beta")  # an ask opens tab 2's chat: a new session
+    second = host.session(two)["id"]
+    wait_for(lambda: host.jobs()[0]["status"] != "running", timeout=30)
+
+    assert second != first and host.session(one)["id"] == first
+    assert host.jobs() == [{"id": job, "session": second, "tab": 2, "status": "done"}]
+    with pytest.raises(UserError, match=f"session {first} is open in another tab's chat"):
+        host.use_session(two, first)
+    host.close_tab(1)  # tab 1 closed: its session is free for another tab
+    assert host.use_session(three, first)["id"] == first

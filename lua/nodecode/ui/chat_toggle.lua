@@ -3,6 +3,20 @@
 
 local T = {}
 
+--- 'chat' or 'input' for a chat or an input area of any tab (`nodecode://chat`,
+--- `nodecode://chat/N`, …), else nil (a turn the tree opened is no chat).
+---@param buf integer
+---@return 'chat'|'input'|nil
+function T.kind(buf)
+  local name = vim.api.nvim_buf_get_name(buf)
+  for _, kind in ipairs({ 'chat', 'input' }) do
+    local base = 'nodecode://' .. kind
+    if name == base or name:match('^' .. vim.pesc(base) .. '/%d+$') then
+      return kind
+    end
+  end
+end
+
 ---@class nodecode.ChatParts
 ---@field buf fun(): integer this tab's chat buffer, made when missing
 ---@field chat_of fun(): nodecode.ChatState this tab's chat
@@ -64,11 +78,11 @@ function T.install(M, parts)
     local tab = vim.api.nvim_get_current_tabpage()
     local wins, chat, input = {}, nil, nil
     for _, w in ipairs(vim.api.nvim_tabpage_list_wins(tab)) do
-      local ft = vim.bo[vim.api.nvim_win_get_buf(w)].filetype
-      if ft == 'nodecode-chat' or ft == 'nodecode-input' then
+      local kind = T.kind(vim.api.nvim_win_get_buf(w))
+      if kind then
         wins[#wins + 1] = w
-        chat = ft == 'nodecode-chat' and (chat or w) or chat
-        input = ft ~= 'nodecode-chat' and w or input
+        chat = kind == 'chat' and (chat or w) or chat
+        input = kind == 'input' and w or input
       end
     end
     if #wins == 0 then
@@ -91,7 +105,7 @@ function T.install(M, parts)
       else -- the last window: it shows another buffer instead
         vim.api.nvim_win_call(w, function()
           local alt = vim.fn.bufnr('#')
-          local ours = alt > 0 and vim.bo[alt].filetype == 'nodecode-chat'
+          local ours = alt > 0 and T.kind(alt) == 'chat'
           vim.cmd(alt > 0 and not ours and 'buffer #' or 'enew')
         end)
       end
