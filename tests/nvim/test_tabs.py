@@ -4,6 +4,7 @@ current tab's session; closing a tab stops only its turn."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,15 @@ def chat_lines(nv, n: int) -> list[str]:
     )
 
 
+def leases(home: Path) -> list[str]:
+    """The sessions whose lease is held now (the store's leases table)."""
+    db = sqlite3.connect(home / "store" / "default.db")
+    try:
+        return sorted(r[0] for r in db.execute("SELECT session FROM leases"))
+    finally:
+        db.close()
+
+
 def tokens(short: str) -> float:
     """A statusline's count (`812`, `1.2k`, `41k`) as a number."""
     return float(short[:-1]) * 1000 if short.endswith("k") else float(short)
@@ -97,7 +107,7 @@ def ask_in_two_tabs(nv) -> None:
 
 
 def test_two_tabs_run_two_turns_at_once_each_in_its_own_session_and_chat(
-    nvim, two_turns, workspace
+    nvim, two_turns, workspace, home
 ):
     ask_in_two_tabs(nvim)
 
@@ -105,6 +115,9 @@ def test_two_tabs_run_two_turns_at_once_each_in_its_own_session_and_chat(
         lambda: job_of(nvim, 1) and job_of(nvim, 2) and (job_of(nvim, 1), job_of(nvim, 2))
     )
     assert both[0] != both[1]  # two jobs running at the same time
+    # each turn holds its own session's lease, at the same time
+    held = wait_for(lambda: len(leases(home)) == 2 and leases(home))
+    assert held == sorted([session_of(nvim, 1), session_of(nvim, 2)])
     wait_for(lambda: not job_of(nvim, 1) and not job_of(nvim, 2), timeout=30)
 
     one, two = "\n".join(chat_lines(nvim, 1)), "\n".join(chat_lines(nvim, 2))
