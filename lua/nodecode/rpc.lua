@@ -247,7 +247,7 @@ end
 ---@param ... any the endpoint's arguments
 ---@return any
 function M.call(name, ...)
-  local place = require('nodecode.config').place(tab_override)
+  local place = require('nodecode.config').place(M.tab())
   await()
   local ok, reply = pcall(vim.fn.NodecodeCall, name, place, ...)
   if not ok then
@@ -270,11 +270,22 @@ end
 ---@param name string
 ---@param ... any the endpoint's arguments
 function M.notify(name, ...)
-  local place = require('nodecode.config').place(tab_override)
+  local place = require('nodecode.config').place(M.tab())
   local ok, err = pcall(vim.fn.NodecodeNotify, name, place, ...)
   if not ok then -- the host could not start: one line, as rpc.call says it
     error('nodecode: ' .. first_line(err), 0)
   end
+end
+
+--- The tabpage whose session calls act on: the one M.within names, else the
+--- current tab's chat's (ui/chat.lua M.owner), without loading the chat.
+---@return integer
+function M.tab()
+  if tab_override then
+    return tab_override
+  end
+  local chat = package.loaded['nodecode.ui.chat']
+  return chat and chat.owner() or vim.api.nvim_get_current_tabpage()
 end
 
 --- Run `fn(...)` with every call and notification in it acting on the session

@@ -275,3 +275,40 @@ def test_the_host_gives_each_tab_its_own_session_and_refuses_another_tabs(
         host.use_session(two, first)
     host.close_tab(1)  # tab 1 closed: its session is free for another tab
     assert host.use_session(three, first)["id"] == first
+
+
+def test_a_chat_opened_in_a_tab_of_its_own_stays_the_chat_of_the_tab_it_was_asked_from(
+    nvim, two_turns
+):
+    nvim.exec_lua("require('nodecode').setup({ chat = { position = 'tab' } })")
+    nvim.command("Nodecode please alpha")  # the chat opens in a new tab; the cursor stays
+    assert nvim.funcs.tabpagenr("$") == 2 and nvim.funcs.tabpagenr() == 1
+    wait_for(lambda: job_of(nvim, 1))
+    wait_for(lambda: not job_of(nvim, 1), timeout=30)
+    first = session_of(nvim, 1)
+
+    nvim.command("tabnext 2")  # the chat's tab: its commands are the chat's
+    assert session_of(nvim, 2) == first
+    nvim.command("Nodecode please beta")
+    wait_for(lambda: job_of(nvim, 1))
+    wait_for(lambda: not job_of(nvim, 1), timeout=30)
+    nvim.command("tabnext 1")
+    nvim.command("Nodecode")  # shows the same chat: no third tab
+    nvim.command("stopinsert")
+
+    assert nvim.funcs.tabpagenr("$") == 2
+    text = "\n".join(chat_lines(nvim, 1))
+    assert "alpha11" in text and "beta11" in text  # one chat, one session, both turns
+    nvim.command("1tabclose")  # the tab it was asked from closes: the chat stays
+    nvim.command("sleep 100m")
+    shown = nvim.exec_lua("""
+        for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
+          local b = vim.api.nvim_win_get_buf(w)
+          if vim.bo[b].filetype == 'nodecode-chat' then
+            return vim.api.nvim_buf_get_lines(b, 0, -1, false)
+          end
+        end
+        return {}
+    """)
+    assert "alpha11" in "\n".join(shown) and "beta11" in "\n".join(shown)
+    assert session_of(nvim, 1) == first

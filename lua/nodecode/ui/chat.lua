@@ -23,11 +23,33 @@ local Transcript = require('nodecode.ui.transcript')
 ---@type table<integer, nodecode.ChatState> by tabpage
 local chats = {}
 
---- The chat state of tabpage `tab` (the current one), made when missing.
+--- The tabpage whose chat tabpage `tab` (the current one) works with: its
+--- own, or, in a tab showing another tab's chat and none of its own (one
+--- `chat.position = 'tab'` opened), that tab's. Commands act on its session.
+---@param tab? integer
+---@return integer
+function M.owner(tab)
+  tab = tab or vim.api.nvim_get_current_tabpage()
+  if chats[tab] then
+    return tab
+  end
+  for t, state in pairs(chats) do
+    if state.buf and vim.api.nvim_buf_is_valid(state.buf) then
+      for _, w in ipairs(vim.fn.win_findbuf(state.buf)) do
+        if vim.api.nvim_win_get_tabpage(w) == tab then
+          return t
+        end
+      end
+    end
+  end
+  return tab
+end
+
+--- The chat state of tabpage `tab` (the current tab's owner), made when missing.
 ---@param tab? integer
 ---@return nodecode.ChatState
 local function chat_of(tab)
-  tab = tab or vim.api.nvim_get_current_tabpage()
+  tab = tab or M.owner()
   chats[tab] = chats[tab] or { tab = tab }
   return chats[tab]
 end
@@ -132,12 +154,12 @@ local SPLITS = { right = 'vertical botright', left = 'vertical topleft', below =
 local function chat_win()
   local buf = chat_buf()
   local tab = vim.api.nvim_get_current_tabpage()
+  local c = config().chat
   for _, win in ipairs(vim.fn.win_findbuf(buf)) do
-    if vim.api.nvim_win_get_tabpage(win) == tab then
-      return win, false
+    if vim.api.nvim_win_get_tabpage(win) == tab or c.position == 'tab' then
+      return win, false -- ('tab': the chat's own tab, wherever it is)
     end
   end
-  local c = config().chat
   if c.position == 'tab' then
     vim.cmd('tabnew')
   elseif c.position ~= 'current' then
@@ -282,7 +304,7 @@ end
 ---@param tab? integer
 ---@return integer?
 function M.job(tab)
-  local state = chats[tab or vim.api.nvim_get_current_tabpage()]
+  local state = chats[tab or M.owner()]
   return state and state.job
 end
 
@@ -301,7 +323,7 @@ end
 ---@param tab? integer
 ---@return integer?
 function M.buf(tab)
-  local state = chats[tab or vim.api.nvim_get_current_tabpage()]
+  local state = chats[tab or M.owner()]
   local b = state and state.buf
   return b and vim.api.nvim_buf_is_valid(b) and b or nil
 end

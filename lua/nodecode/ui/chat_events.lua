@@ -45,7 +45,7 @@ end
 ---@param view fun(): nodecode.Transcript?
 ---@param tab? integer the tabpage whose chat's turn asks
 function M.approve(ev, view, tab)
-  if tab and tab ~= vim.api.nvim_get_current_tabpage() then
+  if tab and tab ~= require('nodecode.ui.chat').owner() then
     return require('nodecode.ui.chat_tabs').later(tab, function()
       M.approve(ev, view)
     end)

@@ -26,9 +26,9 @@ function M.later(tab, fn)
   end
 end
 
---- What waits for the current tab, run now.
+--- What waits for the current tab (its chat's), run now.
 local function entered()
-  local tab = api.nvim_get_current_tabpage()
+  local tab = require('nodecode.ui.chat').owner()
   local fns = waiting[tab]
   waiting[tab] = nil
   for _, fn in ipairs(fns or {}) do
@@ -37,11 +37,13 @@ local function entered()
   require('nodecode.ui.status').refresh()
 end
 
---- Forget every chat whose tabpage is gone: its turn stops, its buffers go.
+--- Forget every chat whose tabpage is gone and which no other tab shows
+--- (`chat.position = 'tab'` puts it in one): its turn stops, its buffers go.
 ---@param chat table the chat module
 local function closed(chat)
   for _, tab in ipairs(chat.tabs()) do
-    if not api.nvim_tabpage_is_valid(tab) then
+    local b = chat.buf(tab)
+    if not api.nvim_tabpage_is_valid(tab) and not (b and #vim.fn.win_findbuf(b) > 0) then
       waiting[tab] = nil
       chat.forget(tab)
       require('nodecode.ui.input').forget(tab)

@@ -6,6 +6,12 @@ local M = {}
 
 local NAME = 'nodecode://input'
 
+--- The tabpage whose chat the current tab works with (ui/chat.lua M.owner).
+---@return integer
+local function owner()
+  return require('nodecode.rpc').tab()
+end
+
 ---@type table<integer, integer> by tabpage: its input buffer
 local bufs = {}
 ---@type table<integer, string> by tabpage: the undone ask its input holds, as undo put it there
@@ -14,7 +20,7 @@ local undones = {}
 --- This tab's input buffer, if any.
 ---@return integer?
 local function this_buf()
-  local b = bufs[vim.api.nvim_get_current_tabpage()]
+  local b = bufs[owner()]
   return b and vim.api.nvim_buf_is_valid(b) and b or nil
 end
 
@@ -27,7 +33,7 @@ end
 --- Send the whole input as an ask (or run it: a slash command), clearing it
 --- first: `/undo` puts the undone ask back here.
 function M.send()
-  local tab = vim.api.nvim_get_current_tabpage()
+  local tab = owner()
   local buf = assert(this_buf(), 'nodecode: this tab has no input area')
   local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
   local text = vim.trim(table.concat(lines, '\n'))
@@ -94,7 +100,7 @@ local function input_buf()
   if buf then
     return buf
   end
-  local tab, name = vim.api.nvim_get_current_tabpage(), NAME
+  local tab, name = owner(), NAME
   for t, b in pairs(bufs) do
     if t ~= tab and vim.api.nvim_buf_is_valid(b) and vim.api.nvim_buf_get_name(b) == NAME then
       name = NAME .. '/' .. tab -- another tab's chat has the first name
@@ -196,7 +202,7 @@ end
 ---@param text string
 ---@return boolean put
 function M.put_undone(chat, text)
-  local b, tab = input_buf(), vim.api.nvim_get_current_tabpage()
+  local b, tab = input_buf(), owner()
   local now = text_of(b)
   if vim.trim(now) ~= '' and now ~= undones[tab] then
     return false
@@ -212,7 +218,7 @@ end
 --- Clear this tab's undone ask (a redo brought its turn back, or another
 --- session is pinned), unless the person has edited it into an ask of their own.
 function M.clear_undone()
-  local tab, buf = vim.api.nvim_get_current_tabpage(), this_buf()
+  local tab, buf = owner(), this_buf()
   local undone = undones[tab]
   if undone and buf and text_of(buf) == undone then
     vim.api.nvim_buf_set_lines(buf, 0, -1, false, {})

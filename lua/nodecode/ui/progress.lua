@@ -78,6 +78,9 @@ end
 ---@param job? integer
 ---@return string
 function M.text(job)
+  if next(jobs) == nil then
+    return '' -- (the statusline asks before any chat is loaded)
+  end
   local p = jobs[job or chat().job() or -1]
   if not p then
     return ''

@@ -88,14 +88,14 @@ function M.line()
     wanted = true
     M.refresh()
   end
-  return cached[api.nvim_get_current_tabpage()] or ''
+  return cached[require('nodecode.rpc').tab()] or ''
 end
 
 --- Refresh the cached text of tabpage `tab` (the current one) soon, outside
 --- whatever is running now; only when the host already runs.
 ---@param tab? integer
 function M.refresh(tab)
-  tab = tab or api.nvim_get_current_tabpage()
+  tab = tab or require('nodecode.rpc').tab()
   if scheduled[tab] or not wanted then
     return
   end
@@ -164,7 +164,7 @@ end
 ---@return integer win
 function M.open()
   local r = require('nodecode.rpc').call('status')
-  cached[api.nvim_get_current_tabpage()] = M.format(r)
+  cached[require('nodecode.rpc').tab()] = M.format(r)
   local lines = report_lines(r)
   local width = 20
   for _, l in ipairs(lines) do
