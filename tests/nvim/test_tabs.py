@@ -75,6 +75,15 @@ def leases(home: Path) -> list[str]:
         db.close()
 
 
+def logged_kinds(home: Path, sid: str) -> list[str]:
+    """The kinds of session ``sid``'s logged events."""
+    db = sqlite3.connect(home / "store" / "default.db")
+    try:
+        return [r[0] for r in db.execute("SELECT kind FROM events WHERE session = ?", (sid,))]
+    finally:
+        db.close()
+
+
 def tokens(short: str) -> float:
     """A statusline's count (`812`, `1.2k`, `41k`) as a number."""
     return float(short[:-1]) * 1000 if short.endswith("k") else float(short)
@@ -232,11 +241,12 @@ def test_an_approval_of_another_tabs_turn_waits_until_that_tab_is_entered(
     assert (workspace / "two.txt").read_text() == "2"
 
 
-def test_closing_a_tab_stops_its_turn_and_leaves_the_other_tabs_chat(nvim, two_turns):
+def test_closing_a_tab_stops_its_turn_and_leaves_the_other_tabs_chat(nvim, two_turns, home):
     ask_in_two_tabs(nvim)
     wait_for(lambda: job_of(nvim, 1) and job_of(nvim, 2))
     second_buf = nvim.exec_lua("return require('nodecode.ui.chat').buf()")
     second_job = job_of(nvim, 2)
+    second = session_of(nvim, 2)
 
     nvim.command("tabclose")  # tab 2, its turn still streaming
 
@@ -244,6 +254,8 @@ def test_closing_a_tab_stops_its_turn_and_leaves_the_other_tabs_chat(nvim, two_t
     jobs = "return require('nodecode.rpc').call('jobs')"
     status = {j["id"]: j["status"] for j in wait_for(lambda: nvim.exec_lua(jobs))}
     wait_for(lambda: {j["id"]: j["status"] for j in nvim.exec_lua(jobs)}[second_job] == "stopped")
+    wait_for(lambda: second not in leases(home))  # its lease released
+    assert "stopped" in logged_kinds(home, second)  # the log says the turn stopped
     assert status.keys() == {second_job, job_of(nvim, 1) or second_job - 1}
     wait_for(lambda: not job_of(nvim, 1), timeout=30)
     one = "\n".join(chat_lines(nvim, 1))

@@ -1,7 +1,8 @@
 -- A chat per tab (ui/chat.lua keeps each tabpage's chat): what follows the
 -- tabs. Entering a tab runs what waited for it (an approval its turn asks)
--- and redraws its statusline; closing one stops its running turn (logged as
--- stopped), wipes its chat and input area and tells the host to forget it.
+-- and redraws its statusline and tree; closing one stops its running turn
+-- (logged as stopped), wipes its chat and input area and tells the host to
+-- forget it.
 
 local M = {}
 
@@ -35,6 +36,10 @@ local function entered()
     fn()
   end
   require('nodecode.ui.status').refresh()
+  local tree = package.loaded['nodecode.ui.tree'] -- a tree shown here: this tab's session
+  if tree and require('nodecode.rpc').ready() then
+    pcall(tree.refresh)
+  end
 end
 
 --- Forget every chat whose tabpage is gone and which no other tab shows
