@@ -359,11 +359,14 @@ class Host:
         return view.turn_messages(app.store, sid, int(turn))
 
     def sessions(self, ctx: Any) -> list[dict[str, Any]]:
-        """The store's sessions, newest first, the pinned one marked."""
+        """The store's sessions, newest first, the pinned one marked; ``tab``: the
+        tab page whose chat works in it, when another tab's (else None)."""
         from nodecode.views import context as view
 
         app, sid = self._pinned(ctx)
-        return view.session_rows(app.store, sid)
+        place = Place.from_lua(ctx)
+        others = self._pins.others((place.home, place.store), tab_of(ctx))
+        return [{**r, "tab": others.get(r["id"])} for r in view.session_rows(app.store, sid)]
 
     def use_session(self, ctx: Any, sid: str | None) -> dict[str, Any]:
         """Pin session ``sid`` (None: a new one) for this tab and make it the

@@ -13,6 +13,7 @@ from nodecode.host import Host
 
 from .conftest import configure, open_context, wait_for
 from .test_host import RecordingPort
+from .test_picker import wait_rows
 from .ui_helpers import messages_of, notes, notified, user_texts
 
 SLOW = 0.08  # seconds between SSE events: each reply streams for about a second
@@ -208,6 +209,16 @@ def test_a_new_tab_gets_a_new_session_and_cannot_switch_to_another_tabs(nvim, tw
         f"nodecode://chat/{tab}"
     )
     assert "please alpha" not in "\n".join(chat_lines(nvim, 2))
+
+    rows = nvim.exec_lua("return require('nodecode.rpc').call('sessions')")
+    tab1 = nvim.exec_lua("return vim.api.nvim_list_tabpages()[1]")
+    assert {r["id"]: r["tab"] for r in rows} == {first: tab1, second: None}
+    nvim.command("NodecodeSessions")
+    shown = wait_rows(nvim, lambda rows: len(rows) == 3)["rows"]
+    assert shown[0].startswith(f"* {second}") and not shown[0].endswith(")")
+    assert shown[1].startswith(f"  {first}") and shown[1].endswith("  (tab 1)")
+    nvim.input("<Esc><Esc>")
+    wait_for(lambda: nvim.exec_lua("return vim.bo.filetype") != "nodecode-prompt")
 
     nvim.command(f"NodecodeSessions {first}")
 

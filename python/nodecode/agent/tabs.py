@@ -70,6 +70,15 @@ class Pins:
                     return -1 if tab is None else tab
         return None
 
+    def others(self, where: tuple[Path, str], besides: int | None) -> dict[str, int]:
+        """The sessions tabs other than ``besides`` work in: session → tab (-1: None)."""
+        with self._lock:
+            return {
+                sid: -1 if tab is None else tab
+                for (home, store, tab), sid in self._pins.items()
+                if (home, store) == where and tab != besides
+            }
+
     def forget(self, tab: int) -> list[str]:
         """Drop every pin of ``tab`` (it was closed); the sessions it worked in."""
         with self._lock:
