@@ -59,6 +59,8 @@ local current = nil
 local plugin_path = nil
 ---@type integer? the tabpage whose session calls act on (M.within); nil: the current one
 local tab_override = nil
+---@type table<integer, boolean> every tabpage a call was sent for (the host pinned its session)
+local sent = {}
 
 --- Forget a host that died before it answered: the remote functions and the
 --- host are registered anew, so the next call starts another.
@@ -281,11 +283,28 @@ end
 --- current tab's chat's (ui/chat.lua M.owner), without loading the chat.
 ---@return integer
 function M.tab()
-  if tab_override then
-    return tab_override
+  local tab = tab_override
+  if not tab then
+    local chat = package.loaded['nodecode.ui.chat']
+    tab = chat and chat.owner() or vim.api.nvim_get_current_tabpage()
   end
+  sent[tab] = true
+  return tab
+end
+
+--- Tell the host to forget the tabpages that are gone (their sessions are
+--- free for other tabs, their running turns stop); chat or none.
+function M.tabs_closed()
   local chat = package.loaded['nodecode.ui.chat']
-  return chat and chat.owner() or vim.api.nvim_get_current_tabpage()
+  local kept = chat and chat.tabs() or {} -- a chat shown in another tab lives on
+  for tab in pairs(sent) do
+    if not vim.api.nvim_tabpage_is_valid(tab) and not vim.tbl_contains(kept, tab) then
+      sent[tab] = nil
+      if M.running() then
+        pcall(M.notify, 'close_tab', tab)
+      end
+    end
+  end
 end
 
 --- Run `fn(...)` with every call and notification in it acting on the session

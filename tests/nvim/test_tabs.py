@@ -335,3 +335,17 @@ def test_a_chat_opened_in_a_tab_of_its_own_stays_the_chat_of_the_tab_it_was_aske
     """)
     assert "alpha11" in "\n".join(shown) and "beta11" in "\n".join(shown)
     assert session_of(nvim, 1) == first
+
+
+def test_a_tab_closed_without_a_chat_leaves_its_session_to_the_others(nvim, two_turns):
+    nvim.command("tabnew")
+    looked = nvim.exec_lua("return require('nodecode.rpc').call('status')")  # a statusline's look
+    current = session_of(nvim, 2)  # this tab took the store's current session
+    assert looked["fill"] is not None
+    nvim.command("tabclose")
+    nvim.command("sleep 100m")
+
+    nvim.command("Nodecode please alpha")  # tab 1, the only tab now
+
+    assert session_of(nvim, 1) == current
+    wait_for(lambda: not job_of(nvim, 1), timeout=30)

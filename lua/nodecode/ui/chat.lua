@@ -142,7 +142,6 @@ local function chat_buf(state)
     end,
   })
   require('nodecode.ui.hints').empty_chat(buf) -- until the history's first part is drawn
-  require('nodecode.ui.chat_tabs').watch(M)
   load_history(state)
   return buf
 end

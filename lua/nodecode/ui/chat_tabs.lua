@@ -10,7 +10,6 @@ local api = vim.api
 
 ---@type table<integer, fun()[]> by tabpage: what waits until it is entered
 local waiting = {}
-local watching = false
 
 --- Run `fn` when tabpage `tab` is next entered; the person is told once.
 ---@param tab integer
@@ -27,9 +26,15 @@ function M.later(tab, fn)
   end
 end
 
---- What waits for the current tab (its chat's), run now.
-local function entered()
-  local tab = require('nodecode.ui.chat').owner()
+--- A tab was entered: what waits for it (its chat's) runs now, and its
+--- statusline and a tree shown there follow its session. Nothing is loaded
+--- for it before a chat exists.
+function M.entered()
+  local chat = package.loaded['nodecode.ui.chat']
+  if not chat then
+    return
+  end
+  local tab = chat.owner()
   local fns = waiting[tab]
   waiting[tab] = nil
   for _, fn in ipairs(fns or {}) do
@@ -42,42 +47,25 @@ local function entered()
   end
 end
 
---- Forget every chat whose tabpage is gone and which no other tab shows
---- (`chat.position = 'tab'` puts it in one): its turn stops, its buffers go.
----@param chat table the chat module
-local function closed(chat)
-  for _, tab in ipairs(chat.tabs()) do
+--- A tab was closed: every chat whose tabpage is gone and which no other tab
+--- shows (`chat.position = 'tab'` puts it in one) is forgotten, its buffers
+--- wiped; then the host forgets the tabs gone (rpc.tabs_closed), stopping
+--- their turns. (TabClosed fires before the tabpage is freed: called scheduled.)
+function M.closed()
+  local chat = package.loaded['nodecode.ui.chat']
+  for _, tab in ipairs(chat and chat.tabs() or {}) do
     local b = chat.buf(tab)
     if not api.nvim_tabpage_is_valid(tab) and not (b and #vim.fn.win_findbuf(b) > 0) then
       waiting[tab] = nil
       chat.forget(tab)
       require('nodecode.ui.input').forget(tab)
       require('nodecode.ui.status').forget(tab)
-      local rpc = require('nodecode.rpc')
-      if rpc.running() then
-        pcall(rpc.notify, 'close_tab', tab)
-      end
     end
   end
-end
-
---- Follow the tabs from the first chat on (once).
----@param chat table the chat module
-function M.watch(chat)
-  if watching then
-    return
+  local rpc = package.loaded['nodecode.rpc']
+  if rpc then
+    rpc.tabs_closed()
   end
-  watching = true
-  local group = api.nvim_create_augroup('nodecode_tabs', { clear = true })
-  api.nvim_create_autocmd('TabEnter', { group = group, callback = entered })
-  api.nvim_create_autocmd('TabClosed', {
-    group = group,
-    callback = function() -- (the tabpage is freed after its TabClosed)
-      vim.schedule(function()
-        closed(chat)
-      end)
-    end,
-  })
 end
 
 return M
