@@ -291,7 +291,13 @@ class _Turn:
         self.meter = meter
         room = meter.room(plan.tokens)
         report = takes.take(
-            ws, self.sid, self.number, budget=plan.tokens, count=meter.fill, room=room
+            ws,
+            self.sid,
+            self.number,
+            budget=plan.tokens,
+            count=meter.fill,
+            room=room,
+            foresee=lambda before, after: self.app.foresee(self.sid, before, after),
         )
         for receipt in report.receipts:
             self.cb.on_receipt(receipt)
