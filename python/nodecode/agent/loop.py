@@ -8,13 +8,13 @@ implement them.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 from nodecode import budget as budgets
+from nodecode.agent.texts import call_text, format_result
 from nodecode.app import App
 from nodecode.budget import evict as evictions
 from nodecode.budget.summary import summarizer
@@ -94,28 +94,6 @@ class TurnResult:
     text: str = ""
     error: str | None = None
     user_error: bool = False  # failed for a reason the person must fix (CLI exit 1)
-
-
-def format_result(output: str, seq: int, limit: int) -> str:
-    """A result as the model reads it: cut when long, ending ``[seq N]``."""
-    body = output.rstrip("\n")
-    if len(body) > limit:
-        body = (
-            body[:limit] + f"\n[cut: {limit} of {len(body)} characters shown · "
-            f"whole output: (recall-entry {seq})]"
-        )
-    return (body + "\n" if body else "") + f"[seq {seq}]"
-
-
-def call_text(call: ToolCall) -> str:
-    """The call's text in the context: its cell, or the odd call as written."""
-    if (
-        call.name == "eval"
-        and isinstance(call.input, dict)
-        and isinstance(call.input.get("code"), str)
-    ):
-        return call.input["code"]
-    return f"({call.name} {json.dumps(call.input, ensure_ascii=False)})"
 
 
 class Agent:
@@ -395,14 +373,16 @@ class _Turn:
                 ledger.record(self.store, placed[0], now, u.cache_read)
             else:
                 ledger.record_end(self.store, scope, arranged, now)
-            # Only a format whose marks the ledger places models the cache closely
-            # enough to expect a read; the others' end entry is a guess.
-            expect = (
-                cache_miss.expectation(
-                    self.store, scope, prefix, ours, arranged.out, self.wire.prompt_tokens(u), now
-                )
-                if placed
-                else None
+            seen = u.cache_read > 0 or bool(before and before[1].get("cache_seen"))
+            expect = cache_miss.next_expectation(
+                self.store,
+                scope,
+                (prefix, ours, arranged.out),
+                self.wire.prompt_tokens(u),
+                now,
+                placed=bool(placed),
+                rule=self.wire.auto_cache,
+                seen=seen and not ignored,
             )
             # No usage (stopped before it came) or an implausible one: nothing to judge.
             reported = self.wire.prompt_tokens(u) > 0 and not ignored
@@ -441,6 +421,7 @@ class _Turn:
                 own={
                     "sent": sent_log.delta(self.store, views, built.sent),
                     **({"expect": expect} if expect is not None else {}),
+                    **({"cache_seen": True} if seen else {}),
                 },
             )
             if miss is not None:  # recallable: its own event, naming the request

@@ -107,7 +107,12 @@ from nodecode.loopback.thinking import (
     ThinkingLedger,
     reasoning_refusal,
 )
-from nodecode.loopback.tokens import Block, anthropic_blocks, anthropic_tokens, openai_tokens
+from nodecode.loopback.tokens import (
+    Block,
+    anthropic_blocks,
+    anthropic_tokens,
+    openai_units,
+)
 from nodecode.loopback.wire import (
     anthropic_events,
     anthropic_frame,
@@ -226,13 +231,13 @@ class LoopbackServer:
         self.reasoning = responses.ReasoningLedger()
         self.signatures = gemini.SignatureLedger()
         self.diagnoses = Diagnoses()  # Anthropic's cache diagnostics (``diagnostics``)
-        self.prefix = PrefixCache(cache_min_tokens)
         self.host, self.port = host, port
         self.requests: list[Recorded] = []
         rules = cache_rules or CacheRules()
         if cache_min_tokens is not None:
             rules = dataclasses.replace(rules, min_tokens=cache_min_tokens)
         self.clock = clock or Clock()
+        self.prefix = PrefixCache(cache_min_tokens, self.clock)
         self.cache = PromptCache(rules, self.clock) if cache else None
         self._script = ScriptQueue(load_script(script))
         self._faults: list[dict] = []
@@ -398,10 +403,10 @@ class LoopbackServer:
             cache = CacheUsage()
             if self.cache is not None and points:
                 cache = self.cache.apply(model, blocks, points)
-            if flavor in (RESPONSES, GOOGLE) and self.cache is not None:
+            if flavor != ANTHROPIC and self.cache is not None:
                 cache = CacheUsage(read=self.prefix.apply(model, _units(flavor, body)))
         usage = self._usage(total, cache, rnd)
-        if flavor in (RESPONSES, GOOGLE):  # their input counts the cached part too
+        if flavor != ANTHROPIC:  # their input counts the cached part too
             usage["input"] += usage["cache_read"]
         return self._render(flavor, body, rnd, first_id, usage, index, headers)
 
@@ -513,12 +518,12 @@ class LoopbackServer:
 
 def _tokens(flavor: str, body: dict) -> int:
     """Counted input tokens of a body of a format without breakpoints."""
-    if flavor in (RESPONSES, GOOGLE):
-        return sum(tokens for _, tokens in _units(flavor, body))
-    return openai_tokens(body)
+    return sum(tokens for _, tokens in _units(flavor, body))
 
 
 def _units(flavor: str, body: dict) -> list[tuple[str, int]]:
+    if flavor == OPENAI:
+        return openai_units(body)
     return (responses if flavor == RESPONSES else gemini).prompt_units(body)
 
 
