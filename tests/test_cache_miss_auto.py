@@ -81,9 +81,7 @@ def check_figures(home, workspace, srv, expected: int) -> dict:
 
 
 @pytest.mark.parametrize("ptype", WIRES)
-def test_an_edit_above_what_was_sent_is_a_miss_naming_the_message(
-    home, workspace, loopback, ptype
-):
+def test_an_edit_above_what_was_sent_is_a_miss_naming_the_message(home, workspace, loopback, ptype):
     srv = setup(home, loopback, ptype)
     expected = two_asks(home, workspace, srv, ptype)
     drop = run_cli("eval", "(context :drop ((3 . 3)))", home=home, cwd=workspace)

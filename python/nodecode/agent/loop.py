@@ -286,7 +286,7 @@ class _Turn:
             self.number,
             meter,
             plan,
-            summarizer(self.app, self.config),
+            summarizer(self.app, self.config, stop=self.cancel),
         )
         ready = evictions.before_request(at, report.receipts)
         try:

@@ -300,7 +300,8 @@ class LoopbackServer:
             return len(self._script.rounds)
 
     def add_fault(self, fault: dict) -> None:
-        """Add a fault; without ``at`` it hits the next model request."""
+        """Add a fault; without ``at`` it hits the next model request, with ``match``
+        the first whose last user text holds that text."""
         kind = str(fault.get("kind", ""))
         if not (kind.isdigit() or kind in STREAM_KINDS):
             raise ValueError(
@@ -308,7 +309,11 @@ class LoopbackServer:
             )
         with self._lock:
             self._faults.append(
-                {**fault, "kind": kind, "at": int(fault.get("at", self._index + 1))}
+                {
+                    **fault,
+                    "kind": kind,
+                    "at": None if fault.get("match") else int(fault.get("at", self._index + 1)),
+                }
             )
 
     @property
@@ -345,7 +350,7 @@ class LoopbackServer:
             return json_reply(
                 200, {"input_tokens": round(anthropic_tokens(body) * self.usage_scale)}
             )
-        fault = self._fault_for(index)
+        fault = self._fault_for(index, body)
         if fault is not None:
             return self._fault_reply(route, fault, body, index)
         return self._model_reply(route, body, index, headers)
@@ -355,9 +360,19 @@ class LoopbackServer:
             self._index += 1
             return self._index
 
-    def _fault_for(self, index: int) -> dict | None:
+    def _fault_for(self, index: int, body: dict) -> dict | None:
+        """The fault at this request's ``index``, or the first ``match`` fault whose
+        text is in its last user text (hit once, then dropped)."""
         with self._lock:
-            return next((f for f in self._faults if f["at"] == index), None)
+            found = next((f for f in self._faults if f["at"] == index), None)
+            if found is None:
+                last = last_user_text(body)
+                found = next(
+                    (f for f in self._faults if f.get("match") and f["match"] in last), None
+                )
+                if found is not None:
+                    self._faults.remove(found)
+            return found
 
     # -- model replies
 
