@@ -54,9 +54,7 @@ def test_taking_hunk_1_and_rejecting_hunk_2_writes_hunk_1_and_undo_restores_the_
         (2, "@@ -12,7 +12,8 @@"),
     ]
     assert [h["mark"] for h in shown["hunks"]] == ["  · hunk 1 of 2", "  · hunk 2 of 2"]
-    assert shown["footer"] == (
-        " a all · r none · y take · x reject · e edit · ]c next hunk · <CR> write taken · ? keys "
-    )
+    assert shown["footer"] == " a all · r none · y take · x reject · e edit · <CR> write · ? keys "
     nvim.input("y")  # the cursor is above hunk 1: it is the one taken; y moves on to hunk 2
     nvim.input("X")
     nvim.input("keep the number<CR>")
@@ -131,7 +129,7 @@ def test_an_edited_hunk_is_written_as_edited_and_the_model_reads_the_edit(
     assert "> write: took hunk 2 (edited); rejected hunk 1" in chat(nvim)
 
 
-def test_confirming_before_choosing_a_hunk_writes_nothing_and_says_how(
+def test_question_mark_lists_the_hunk_keys_and_confirming_before_choosing_sends_nothing(
     nvim, home, workspace, loopback
 ):
     (workspace / "f.txt").write_text(OLD)
@@ -140,6 +138,23 @@ def test_confirming_before_choosing_a_hunk_writes_nothing_and_says_how(
 
     nvim.command("Nodecode rename two things")
     wait_for(lambda: review(nvim))
+    nvim.input("?")
+    keys = wait_for(
+        lambda: nvim.exec_lua("""local w = require('nodecode.ui.hints').win
+            return w and vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(w), 0, -1, false)""")
+    )
+    assert keys[-8:] == [
+        "]c    a write's next hunk",
+        "[c    its previous hunk",
+        "y     take the hunk under the cursor",
+        "x     reject the hunk under the cursor",
+        "X     reject it, saying why (the agent reads it)",
+        "e     edit the hunk's new lines (:w keeps them)",
+        "<CR>  write the hunks taken (the rest are left out)",
+        "?     these keys",
+    ]
+    nvim.input("<Esc>")  # closes the key list, and only that
+    wait_for(lambda: nvim.exec_lua("return require('nodecode.ui.hints').win == nil"))
     nvim.input("<CR>")
 
     warned = wait_for(

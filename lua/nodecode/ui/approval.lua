@@ -85,8 +85,7 @@ function M.footer(kind, hunks)
     { name = 'take_hunk', label = 'take' },
     { name = 'reject_hunk', label = 'reject' },
     { name = 'edit_hunk', label = 'edit' },
-    { name = 'next_hunk', label = 'next hunk' },
-    { name = 'confirm', label = 'write taken' },
+    { name = 'confirm', label = 'write' },
     { name = 'help', label = 'keys' },
   })
 end

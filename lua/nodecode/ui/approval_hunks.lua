@@ -180,8 +180,15 @@ function M.edit(r)
   api.nvim_create_autocmd('BufWriteCmd', {
     buffer = buf,
     callback = function()
-      h.edited, h.take, h.reason = api.nvim_buf_get_lines(buf, 0, -1, false), true, nil
       vim.bo[buf].modified = false
+      if not api.nvim_buf_is_valid(r.buf) then -- the approval was answered meanwhile
+        require('nodecode.message').warn(
+          'hunk %d: the approval is closed; the edit is not kept',
+          h.n
+        )
+        return vim.schedule(back)
+      end
+      h.edited, h.take, h.reason = api.nvim_buf_get_lines(buf, 0, -1, false), true, nil
       render(r, h)
       mark(r, h)
       vim.schedule(back)
