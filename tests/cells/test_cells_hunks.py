@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import difflib
 
+import pytest
 from nodecode.cells.approval import Approval, Picked
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import evaluate
 from nodecode.cells.hunks import Choice
+from nodecode.errors import UserError
 from nodecode.verbs.table import VERBS
 
 OLD = "".join(f"line {i}\n" for i in range(1, 21))
@@ -131,3 +133,16 @@ def test_a_hunk_holding_a_secret_is_shown_redacted_and_cannot_be_edited(ws):
         (["line two"], True),
         (["line [secret]", "line 15b"], False),
     ]
+
+
+def test_a_malformed_answer_is_one_line_naming_the_entry():
+    with pytest.raises(UserError) as bad:
+        Picked.from_lua([{"n": 1, "take": True}, {"n": "2", "take": False}])
+
+    assert str(bad.value) == (
+        "approval: hunks[2] must be {n = number, take = boolean, reason?, lines?} "
+        "(got {'n': '2', 'take': False})"
+    )
+    assert Picked.from_lua([{"n": 2, "take": True, "lines": ["x"]}]).choices == (
+        Choice(2, True, "", ("x",)),
+    )

@@ -175,3 +175,25 @@ def test_question_mark_lists_the_hunk_keys_and_confirming_before_choosing_sends_
     nvim.input("a")  # the whole change, whatever the hunks
     wait_for(lambda: "Noted." in chat(nvim))
     assert (workspace / "f.txt").read_text() == NEW
+
+
+def test_in_a_split_the_hunk_keys_work_the_same(nvim, home, workspace, loopback):
+    (workspace / "f.txt").write_text(OLD)
+    srv = loopback([{"calls": [{"code": WRITE}]}, {"text": "Noted."}])
+    write_config(home, srv)
+    nvim.exec_lua("require('nodecode').setup({ approval = { window = 'split' } })")
+
+    nvim.command("Nodecode rename two things")
+    wait_for(lambda: review(nvim))
+    nvim.input("]c]cy")  # hunk 2 only; hunk 1 is left out unreviewed
+
+    wait_for(lambda: review(nvim)["hunks"][1].get("take"))
+    nvim.input("<CR>")
+    wait_for(lambda: "Noted." in chat(nvim))
+    assert (workspace / "f.txt").read_text() == OLD.replace("line 15\n", "line fifteen\nline 15b\n")
+    told = results(srv.model_requests[1].body)
+    assert (
+        "hunk 1 not applied (the person did not review it): old line 2 kept "
+        "(it proposed new line 2 there)"
+    ) in told
+    assert "> write: took hunk 2; left out unreviewed hunk 1" in chat(nvim)
