@@ -146,3 +146,19 @@ def test_a_malformed_answer_is_one_line_naming_the_entry():
     assert Picked.from_lua([{"n": 2, "take": True, "lines": ["x"]}]).choices == (
         Choice(2, True, "", ("x",)),
     )
+
+
+def test_a_hunk_past_a_cut_diff_is_not_offered_nor_written(ws):
+    old = "".join(f"line {i}\n" for i in range(1, 6001))
+    new = "".join(f"new {i}\n" for i in range(1, 3001)) + old.split("\n", 3000)[3000]
+    new = new.replace("line 5990\n", "line 5990 changed\n")
+    (ws / "f.txt").write_text(old)
+    env, seen = picking(ws, Choice(1, True), Choice(2, True))
+
+    result = write(ws, env, new)
+
+    shown = seen[0].diff.splitlines()
+    assert len(shown) == 5001 and shown[-1].startswith("[diff cut: ")
+    assert [h["n"] for h in seen[0].hunks] == [1]
+    assert "hunk 2 not applied (the person did not review it)" in result.output
+    assert (ws / "f.txt").read_text() == new.replace("line 5990 changed\n", "line 5990\n")

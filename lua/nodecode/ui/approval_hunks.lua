@@ -96,6 +96,9 @@ end
 ---@param reason? string
 ---@param h? nodecode.ApprovalHunk
 function M.choose(r, take, reason, h)
+  if not api.nvim_win_is_valid(r.win) then
+    return -- answered meanwhile (a reason typed after the window closed)
+  end
   h = h or M.current(r)
   h.take, h.reason = take, reason
   mark(r, h)
@@ -120,6 +123,12 @@ local function render(r, h)
     end
   end
   local body = api.nvim_buf_get_lines(r.buf, from, to, false)
+  for i, l in ipairs(body) do -- a cut diff ends with a line that is no diff line
+    if not l:match('^[ +-]') then
+      body, to = vim.list_slice(body, 1, i - 1), from + i - 1
+      break
+    end
+  end
   local first, last = #body + 1, 0
   for i, l in ipairs(body) do
     if l:sub(1, 1) ~= ' ' then

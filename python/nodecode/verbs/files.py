@@ -384,7 +384,9 @@ def _approve_write(
     picked = approval.ask(env, request, refused)
     if picked is None:
         return after, ""
-    return hunks.picked(before, after, picked.choices, refused)
+    offered = {h["n"] for h in request.hunks}  # a hunk past a cut diff was never shown
+    choices = [c for c in picked.choices if c.number in offered]
+    return hunks.picked(before, after, choices, refused)
 
 
 def _record(env: CellEnv, real: Path, before: bytes | None, after: bytes) -> None:
