@@ -162,3 +162,19 @@ def test_a_hunk_past_a_cut_diff_is_not_offered_nor_written(ws):
     assert [h["n"] for h in seen[0].hunks] == [1]
     assert "hunk 2 not applied (the person did not review it)" in result.output
     assert (ws / "f.txt").read_text() == new.replace("line 5990 changed\n", "line 5990\n")
+
+
+def test_a_last_line_without_a_newline_is_marked_as_git_marks_it(ws):
+    (ws / "f.txt").write_text("a\nb")
+    env, seen = picking(ws, Choice(1, True))
+
+    write(ws, env, "a\nb\n")
+
+    assert seen[0].diff.splitlines()[2:] == [
+        "@@ -1,2 +1,2 @@",
+        " a",
+        "-b",
+        "\\ No newline at end of file",
+        "+b",
+    ]
+    assert (ws / "f.txt").read_bytes() == b"a\nb\n"

@@ -197,3 +197,31 @@ def test_in_a_split_the_hunk_keys_work_the_same(nvim, home, workspace, loopback)
         "(it proposed new line 2 there)"
     ) in told
     assert "> write: took hunk 2; left out unreviewed hunk 1" in chat(nvim)
+
+
+def test_an_edit_of_a_hunk_ending_the_file_without_a_newline_keeps_it_open(
+    nvim, home, workspace, loopback
+):
+    (workspace / "g.txt").write_bytes(b"a\nb")
+    srv = loopback([{"calls": [{"code": '(write-file "g.txt" "a\\nc")'}]}, {"text": "Noted."}])
+    write_config(home, srv)
+
+    nvim.command("Nodecode change the last line")
+    wait_for(lambda: review(nvim))
+    nvim.input("e")
+    wait_for(lambda: nvim.current.buffer.name.endswith("nodecode://approval/hunk-1"))
+    nvim.current.buffer[:] = ["d", "e"]
+    nvim.command("write")
+
+    edited = wait_for(lambda: (r := review(nvim)) and r["current"] and r)
+    assert edited["lines"][2:] == [
+        "@@ -1,2 +1,2 @@",
+        " a",
+        "-b",
+        "+d",
+        "+e",
+        "\\ No newline at end of file",
+    ]
+    nvim.input("<CR>")
+    wait_for(lambda: "Noted." in chat(nvim))
+    assert (workspace / "g.txt").read_bytes() == b"a\nd\ne"

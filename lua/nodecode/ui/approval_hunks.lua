@@ -124,20 +124,20 @@ local function render(r, h)
   end
   local body = api.nvim_buf_get_lines(r.buf, from, to, false)
   for i, l in ipairs(body) do -- a cut diff ends with a line that is no diff line
-    if not l:match('^[ +-]') then
+    if not l:match('^[ +%-\\]') then
       body, to = vim.list_slice(body, 1, i - 1), from + i - 1
       break
     end
   end
   local first, last = #body + 1, 0
   for i, l in ipairs(body) do
-    if l:sub(1, 1) ~= ' ' then
+    if l:match('^[+%-]') then
       first, last = math.min(first, i), i
     end
   end
   local out = vim.list_slice(body, 1, first - 1)
   for i = first, last do
-    if body[i]:sub(1, 1) ~= '+' then
+    if body[i]:match('^[ %-]') then -- the old lines (not the added, nor a "\ No newline")
       out[#out + 1] = '-' .. body[i]:sub(2)
     end
   end

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from nodecode.errors import CellError
 
 CONTEXT = 3
+NO_NEWLINE = "\\ No newline at end of file"
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,8 @@ def _hunk(number: int, group: list[tuple[str, int, int, int, int]]) -> Hunk:
 
 
 def unified(shown: str, new_file: bool, ch: Change) -> tuple[list[str], list[int]]:
-    """The diff's lines as ``difflib.unified_diff`` writes them, and the index of
-    each hunk's ``@@`` line among them."""
+    """The diff's lines as ``difflib.unified_diff`` writes them (plus git's mark of
+    a last line without a newline), and the index of each hunk's ``@@`` line."""
     out = ["--- /dev/null" if new_file else f"--- a/{shown}", f"+++ b/{shown}"]
     at: list[int] = []
     for h in ch.hunks:
@@ -95,11 +96,19 @@ def unified(shown: str, new_file: bool, ch: Change) -> tuple[list[str], list[int
         out.append(f"@@ -{old_range} +{_range(first[3], last[4])} @@")
         for tag, i1, i2, j1, j2 in h.group:
             if tag == "equal":
-                out.extend(" " + _bare(x) for x in ch.old[i1:i2])
+                _shown(out, " ", ch.old[i1:i2])
                 continue
-            out.extend("-" + _bare(x) for x in ch.old[i1:i2])
-            out.extend("+" + _bare(x) for x in ch.new[j1:j2])
+            _shown(out, "-", ch.old[i1:i2])
+            _shown(out, "+", ch.new[j1:j2])
     return out, at
+
+
+def _shown(out: list[str], sign: str, part: list[str]) -> None:
+    """``part`` as diff lines; a last line without a newline is marked as git
+    marks it (else "-x" and "+x" would differ by nothing visible)."""
+    out.extend(sign + _bare(x) for x in part)
+    if part and not part[-1].endswith("\n"):
+        out.append(NO_NEWLINE)
 
 
 def _range(start: int, stop: int) -> str:
