@@ -178,3 +178,16 @@ def test_a_last_line_without_a_newline_is_marked_as_git_marks_it(ws):
         "+b",
     ]
     assert (ws / "f.txt").read_bytes() == b"a\nb\n"
+
+
+def test_insertions_and_deletions_are_named_by_where_they_fall(ws):
+    (ws / "f.txt").write_text(OLD)
+    env, _ = picking(ws, Choice(1, True), Choice(2, False))
+
+    result = write(ws, env, "line 0\n" + OLD.replace("line 15\n", ""))
+
+    assert result.output.splitlines()[1:] == [
+        "hunk 1 applied: line 1 inserted at the start of the file",
+        "hunk 2 rejected: old line 15 kept (it proposed deleting it)",
+    ]
+    assert (ws / "f.txt").read_text() == "line 0\n" + OLD

@@ -173,10 +173,15 @@ def _span(start: int, stop: int) -> str:
     return f"line {start + 1}" if stop - start == 1 else f"lines {start + 1}–{stop}"
 
 
+def _after(a: int) -> str:
+    return "at the start of the file" if a == 0 else f"after old line {a}"
+
+
 def _took(h: Hunk, start: int, stop: int, edited: tuple[str, ...] | None) -> str:
     how = "applied as the person edited it" if edited is not None else "applied"
     if h.a == h.b:
-        what = f"{_span(start, stop)} inserted after old line {h.a}"
+        got = _span(start, stop) if stop > start else "nothing"
+        what = f"{got} inserted {_after(h.a)}"
     elif start == stop:
         what = f"old {_span(h.a, h.b)} deleted"
     else:
@@ -191,9 +196,10 @@ def _took(h: Hunk, start: int, stop: int, edited: tuple[str, ...] | None) -> str
 def _left(h: Hunk, pick: Choice | None) -> str:
     how = "not applied (the person did not review it)" if pick is None else "rejected"
     if h.a == h.b:
-        what = f"nothing inserted after old line {h.a} (it proposed new {_span(h.c, h.d)})"
+        what = f"nothing inserted {_after(h.a)} (it proposed new {_span(h.c, h.d)})"
     elif h.c == h.d:
-        what = f"old {_span(h.a, h.b)} kept (it proposed deleting them)"
+        them = "it" if h.b - h.a == 1 else "them"
+        what = f"old {_span(h.a, h.b)} kept (it proposed deleting {them})"
     else:
         what = f"old {_span(h.a, h.b)} kept (it proposed new {_span(h.c, h.d)} there)"
     reason = " ".join(pick.reason.split()) if pick is not None else ""
