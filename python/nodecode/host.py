@@ -172,8 +172,11 @@ class Host:
 
     def answer(self, job_id: int, approval_id: int, yes: bool, extra: Any = None) -> bool:
         """Deliver the person's answer to a pending approval prompt; ``extra`` may
-        hold ``reason`` (why not: the call's result says it) and ``always`` (allow
-        this kind for the rest of the session in this Neovim)."""
+        hold ``reason`` (why not: the call's result says it), ``always`` (allow
+        this kind for the rest of the session in this Neovim) and ``hunks`` (the
+        write's hunks the person took or left, ``cells.approval.Picked``)."""
+        from nodecode.cells.approval import Picked
+
         job = self._jobs.get(int(job_id))
         if job is None:
             raise UserError(f"approval: no job {job_id} in this Neovim")
@@ -183,6 +186,7 @@ class Host:
         extra = extra if isinstance(extra, dict) else {}
         pending.reason = str(extra.get("reason") or "")
         pending.always = bool(extra.get("always"))
+        pending.picked = Picked.from_lua(extra["hunks"]) if "hunks" in extra else None
         pending.yes = bool(yes)
         pending.answered.set()
         return pending.yes
@@ -587,10 +591,11 @@ class Host:
     def _run(self, job: Job, text: str) -> None:
         relay.run(job, text, functools.partial(self._review, job))
 
-    def _review(self, job: Job, request: Any) -> bool:
+    def _review(self, job: Job, request: Any) -> Any:
         """Called on the worker thread: allowed already (config, or "always" for
         this session), else ask the person through Lua and wait for
-        NodecodeApproval (or a stop). A refusal with a reason raises Refused."""
+        NodecodeApproval (or a stop). A refusal with a reason raises Refused; a
+        write answered hunk by hunk returns the Picked."""
         from nodecode.cells.approval import Refused
 
         kind = request.kind
@@ -603,7 +608,7 @@ class Host:
                 self._always.setdefault(job.session, set()).add(kind)
         if not yes and pending.reason and not job.cancel.is_set():
             raise Refused(pending.reason)
-        return yes
+        return pending.picked if yes and pending.picked is not None else yes
 
 
 # --- what Neovim may call ---------------------------------------------------

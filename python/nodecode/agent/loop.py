@@ -20,7 +20,7 @@ from nodecode.budget import evict as evictions
 from nodecode.budget.summary import summarizer
 from nodecode.cache import ledger
 from nodecode.cache import miss as cache_miss
-from nodecode.cells.approval import Approval
+from nodecode.cells.approval import Approval, Picked
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import CellResult, evaluate_call
 from nodecode.checkpoints import shadow
@@ -81,9 +81,9 @@ class TurnCallbacks:
     def approve(self, kind: str, detail: str) -> bool:
         return False
 
-    def review(self, request: Approval) -> bool:
+    def review(self, request: Approval) -> bool | Picked:
         """The whole request (a write's diff, a command's directory); may raise
-        ``Refused`` with the person's reason. By default ``approve`` answers."""
+        ``Refused`` (why not) or pick a write's hunks. By default ``approve`` answers."""
         return self.approve(request.kind, request.detail)
 
 
@@ -612,7 +612,7 @@ class _Turn:
             return True
         return bool(self.cb.approve(kind, self.redact(detail)))
 
-    def review(self, request: Approval) -> bool:
+    def review(self, request: Approval) -> bool | Picked:
         """Auto-approved per config (its kind, or a name of its scope: an MCP server
         or tool), else the person sees the request (redacted)."""
         auto = self.config.auto_approve
@@ -620,7 +620,8 @@ class _Turn:
             return True
         self.cb.on_phase("approval")
         try:
-            return bool(self.cb.review(request.redacted(self.redact)))
+            answer = self.cb.review(request.redacted(self.redact))
+            return answer if isinstance(answer, Picked) else bool(answer)
         finally:
             self.cb.on_phase("running")
 
