@@ -76,18 +76,6 @@ class Place:
         )
 
 
-def history_parts(rows: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
-    """``rows`` cut into parts of about ``size`` rows, newest part first, each
-    starting at an ask (a turn is never cut: the chat draws each part alone)."""
-    parts: list[list[dict[str, Any]]] = []
-    end = len(rows)
-    for start in range(len(rows) - 1, -1, -1):
-        if start == 0 or (end - start >= size and rows[start]["role"] == "user"):
-            parts.append(rows[start:end])
-            end = start
-    return parts
-
-
 def _moved(moved: Any, command: str) -> dict[str, Any]:
     """A move as plain values; its lines end with how to finish it, when files were left."""
     out = moved.as_dict()
@@ -174,8 +162,11 @@ class Host:
 
     def answer(self, job_id: int, approval_id: int, yes: bool, extra: Any = None) -> bool:
         """Deliver the person's answer to a pending approval prompt; ``extra`` may
-        hold ``reason`` (why not: the call's result says it) and ``always`` (allow
-        this kind for the rest of the session in this Neovim)."""
+        hold ``reason`` (why not: the call's result says it), ``always`` (allow
+        this kind for the rest of the session in this Neovim) and ``hunks`` (the
+        write's hunks the person took or left, ``cells.approval.Picked``)."""
+        from nodecode.cells.approval import Picked
+
         job = self._jobs.get(int(job_id))
         if job is None:
             raise UserError(f"approval: no job {job_id} in this Neovim")
@@ -185,6 +176,7 @@ class Host:
         extra = extra if isinstance(extra, dict) else {}
         pending.reason = str(extra.get("reason") or "")
         pending.always = bool(extra.get("always"))
+        pending.picked = Picked.from_lua(extra["hunks"]) if "hunks" in extra else None
         pending.yes = bool(yes)
         pending.answered.set()
         return pending.yes
@@ -213,10 +205,12 @@ class Host:
         {token, part, rows, last} (or {token, part, error, last}). Part 1 reads
         the whole transcript (as ``messages``); Neovim asks for each next part
         once it has drawn one, so no part waits behind another in its queue."""
+        from nodecode.views import transcript
+
         tab = tab_of(ctx)
         if part <= 1:
             try:
-                parts = history_parts(self.messages(ctx), HISTORY_PART)
+                parts = transcript.parts(self.messages(ctx), HISTORY_PART)
             except Exception as e:  # noqa: BLE001 -- the chat says it, as the request would
                 self._history.pop(tab, None)
                 self._emit_history(token, part, last=True, error=one_line(e))
@@ -610,10 +604,11 @@ class Host:
     def _run(self, job: Job, text: str) -> None:
         relay.run(job, text, functools.partial(self._review, job))
 
-    def _review(self, job: Job, request: Any) -> bool:
+    def _review(self, job: Job, request: Any) -> Any:
         """Called on the worker thread: allowed already (config, or "always" for
         this session), else ask the person through Lua and wait for
-        NodecodeApproval (or a stop). A refusal with a reason raises Refused."""
+        NodecodeApproval (or a stop). A refusal with a reason raises Refused; a
+        write answered hunk by hunk returns the Picked."""
         from nodecode.cells.approval import Refused
 
         kind = request.kind
@@ -626,7 +621,7 @@ class Host:
                 self._always.setdefault(job.session, set()).add(kind)
         if not yes and pending.reason and not job.cancel.is_set():
             raise Refused(pending.reason)
-        return yes
+        return pending.picked if yes and pending.picked is not None else yes
 
 
 # --- what Neovim may call ---------------------------------------------------
