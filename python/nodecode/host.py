@@ -21,7 +21,8 @@ Three events of no job (``job`` is None): warning {text} (config.jsonc names a
 key that is not a setting; told once per key while the host runs), and
 history {token, part, rows, last} or {token, part, error, last}: a part of the
 chat's history, newest first (``Host.history``); context {token, value} or
-{token, error}: the export :NodecodeContext asked for (``Host.context_open``).
+{token, error}: the export :NodecodeContext asked for (``Host.context_open``);
+title {session, title, failed, line}: a session's automatic title (``agent.title``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import functools
 import itertools
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -366,6 +367,23 @@ class Host:
             self._pins[(place.home, place.store)] = str(sid)
         return self.session(ctx)
 
+    def rename_session(self, ctx: Any, sid: str, text: str) -> str:
+        """Give session ``sid`` the title ``text``; returns it as shown."""
+        return self._app(Place.from_lua(ctx)).rename_session(str(sid), str(text))
+
+    def delete_session(self, ctx: Any, sid: str) -> dict[str, Any]:
+        """Delete session ``sid`` (refused while a turn runs in it): {session, events,
+        blobs, pinned} (pinned: it was this Neovim's, which now has none)."""
+        place = Place.from_lua(ctx)
+        if any(j.running and j.session == sid for j in self._jobs.values()):
+            raise UserError(BUSY)
+        done = asdict(self._app(place).delete_session(str(sid)))
+        with self._lock:
+            pinned = self._pins.get((place.home, place.store)) == sid
+            if pinned:
+                del self._pins[(place.home, place.store)]
+        return {**done, "pinned": pinned}
+
     # --- checkpoints: undo, redo, the tree, fork (doc/design.md "Checkpoints") ---
 
     def undo(self, ctx: Any, force: bool = False) -> dict[str, Any]:
@@ -586,6 +604,12 @@ class Host:
 
     def _run(self, job: Job, text: str) -> None:
         relay.run(job, text, functools.partial(self._review, job))
+        from nodecode.agent import title  # after a first reply, on a thread of its own
+
+        title.start(job.app, job.session, self._titled)
+
+    def _titled(self, t: Any) -> None:
+        self._port.emit({"job": None, "kind": "title", **asdict(t), "line": t.line()})
 
     def _review(self, job: Job, request: Any) -> bool:
         """Called on the worker thread: allowed already (config, or "always" for
@@ -642,6 +666,8 @@ ENDPOINTS: dict[str, Endpoint] = {
     "turn_messages": Endpoint(Host.turn_messages),
     "sessions": Endpoint(Host.sessions),
     "use_session": Endpoint(Host.use_session),
+    "rename_session": Endpoint(Host.rename_session),
+    "delete_session": Endpoint(Host.delete_session),
     # checkpoints and the budget
     "undo": Endpoint(Host.undo),
     "redo": Endpoint(Host.redo),
