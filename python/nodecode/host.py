@@ -234,12 +234,15 @@ class Host:
 
     def session(self, ctx: Any) -> dict[str, Any]:
         """Where this Neovim works and what it is doing."""
+        from nodecode.views.titles import title_of
+
         place = Place.from_lua(ctx)
         app = self._app(place)
         session = self._session(app, place)
         running = [j.id for j in self._jobs.values() if j.running and j.session == session]
         return {
             "id": session,
+            "title": title_of(app.store, session),
             "home": str(place.home),
             "store": place.store,
             "cwd": str(place.cwd),
@@ -606,10 +609,7 @@ class Host:
         relay.run(job, text, functools.partial(self._review, job))
         from nodecode.agent import title  # after a first reply, on a thread of its own
 
-        title.start(job.app, job.session, self._titled)
-
-    def _titled(self, t: Any) -> None:
-        self._port.emit({"job": None, "kind": "title", **asdict(t), "line": t.line()})
+        title.start(job.app, job.session, lambda t: self._port.emit(t.event()))
 
     def _review(self, job: Job, request: Any) -> bool:
         """Called on the worker thread: allowed already (config, or "always" for

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 from nodecode.budget import summary
 from nodecode.context import derived
@@ -49,6 +49,10 @@ class Titled:
         if self.title is not None:
             return f"session {self.session} titled: {self.title}"
         return f"no title for session {self.session} ({self.failed}): the first line stays"
+
+    def event(self) -> dict[str, Any]:
+        """The host's ``title`` event, of no job."""
+        return {"job": None, "kind": "title", **asdict(self), "line": self.line()}
 
 
 def wanted(app: App, sid: str) -> str | None:

@@ -60,6 +60,11 @@ def session_title(store: Store, info: sessions.SessionInfo) -> str:
     return ask_title(rows[0][0]) if rows else ""
 
 
+def title_of(store: Store, sid: str) -> str:
+    """``session_title`` of session ``sid``."""
+    return session_title(store, sessions.get(store, sid))
+
+
 def one_line(text: str, width: int = WIDTH) -> str:
     """A title as given (a rename, a model's reply): its first line of words, without
     markdown heading marks and the quotes a model may put around it, cut at ``width``."""
