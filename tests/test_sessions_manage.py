@@ -75,6 +75,17 @@ def test_a_rename_is_logged_as_a_row_and_shown_by_sessions(home, workspace, loop
     assert db.execute("SELECT title FROM sessions").fetchall() == [("given at creation",)]
 
 
+def test_a_rename_holding_a_key_is_stored_and_shown_redacted(home, workspace, loopback):
+    key = "sk-ant-" + "k3y" * 10
+    write_config(home, loopback([]))
+    sid = new(home, workspace)
+    env = {"ANTHROPIC_API_KEY": key}
+    done = run_cli("sessions", "rename", sid, f"uses {key}", home=home, cwd=workspace, env=env)
+    assert done.stdout == f"{sid}  uses [redacted:ANTHROPIC_API_KEY]\n"
+    db = sqlite3.connect(home / "store" / "default.db")
+    assert key not in repr(db.execute("SELECT * FROM titles").fetchall())
+
+
 def test_a_rename_of_no_session_or_to_nothing_is_one_line(home, workspace):
     sid = new(home, workspace)
     missing = run_cli("sessions", "rename", "s-nothere", "x", home=home, cwd=workspace)
@@ -199,6 +210,9 @@ def test_the_automatic_title_follows_the_first_reply_with_a_small_request(
     assert asked["tools"] == turn["tools"]
     assert srv.model_requests[1].usage["cache_read"] > 0
     assert listed(home, workspace)[sid] == ANSWER
+    # The session's spending counts the title's request (loopback-model has no price).
+    cost = run_cli("recall-cost", "--json", home=home, cwd=workspace)
+    assert json.loads(cost.stdout)["unpriced"] == len(srv.model_requests) == 3
 
     # A rename wins over it.
     run_cli("sessions", "rename", sid, "mine", home=home, cwd=workspace)
