@@ -22,7 +22,7 @@ from nodecode.cache import ledger
 from nodecode.cache.ledger import Scope
 from nodecode.checkpoints import shadow
 from nodecode.config import Config, load_config, mcp_servers_of, schema
-from nodecode.errors import ConfigError, NodecodeError, UserError
+from nodecode.errors import ConfigError, NodecodeError, SessionError, UserError
 from nodecode.log import delete as deletion
 from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
@@ -235,6 +235,16 @@ class App:
 
     def current_session(self) -> str | None:
         return sessions.current(self.store)
+
+    def resume_session(self, pinned: str | None) -> str:
+        """``pinned`` while it exists (another process may delete it: then, as
+        with none pinned, ``resolve_session``'s choice)."""
+        if pinned is not None:
+            try:
+                return self.resolve_session(pinned)
+            except SessionError:
+                pass
+        return self.resolve_session(None)
 
     def rename_session(self, sid: str, title: str) -> str:
         """Give ``sid`` the title ``title`` (one line; it wins over an automatic one)."""

@@ -588,7 +588,7 @@ class Host:
         key = (place.home, place.store)
         with self._lock:
             pinned = self._pins.get(key)
-        session = app.resolve_session(pinned)
+        session = app.resume_session(pinned)  # a session deleted meanwhile is not kept
         with self._lock:
             self._pins[key] = session
             fresh = (id(app), session) not in self._warmed

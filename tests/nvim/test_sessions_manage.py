@@ -110,3 +110,17 @@ def test_the_automatic_title_reaches_the_picker_and_the_tree(nvim, home, workspa
     assert rows[0].startswith(f"* {sid}") and rows[0].endswith("1 turn  Why add subtracts")
     assert tree_winbar(nvim) == f" Why add subtracts  · {sid}"
     assert srv.model_requests[-1].body["max_tokens"] == 32
+
+
+def test_a_session_the_cli_deletes_leaves_neovim_in_a_new_one(nvim, sessions, home, workspace):
+    older, current = sessions
+    assert nvim.exec_lua("return require('nodecode.rpc').call('info').id") == current
+    done = run_cli("sessions", "delete", current, "--yes", home=home, cwd=workspace)
+    assert done.returncode == 0, done.stderr
+
+    nvim.command("NodecodeSessions")
+    rows = wait_rows(nvim, lambda rows: len(rows) == 3)["rows"]
+    nvim.input("<Esc>")
+    now = nvim.exec_lua("return require('nodecode.rpc').call('info').id")
+    assert now not in (current, older) and rows[0].startswith(f"* {now}")
+    assert not any(current in r for r in rows) and older in rows[1]
