@@ -12,7 +12,7 @@ from helpers import run_cli
 
 from .conftest import configure, wait_for
 from .test_picker import picker_key, wait_rows
-from .ui_helpers import idle, make_session
+from .ui_helpers import idle, make_session, messages_of
 
 
 @pytest.fixture
@@ -124,3 +124,21 @@ def test_a_session_the_cli_deletes_leaves_neovim_in_a_new_one(nvim, sessions, ho
     now = nvim.exec_lua("return require('nodecode.rpc').call('info').id")
     assert now not in (current, older) and rows[0].startswith(f"* {now}")
     assert not any(current in r for r in rows) and older in rows[1]
+
+
+def test_a_failed_automatic_title_is_one_warning_and_the_first_line_stays(
+    nvim, home, workspace, loopback
+):
+    srv = loopback([{"text": "it subtracts"}])
+    srv.add_fault({"at": 2, "kind": "400", "message": "no titles today"})
+    configure(home, srv, session_title="auto")
+    nvim.command("Nodecode why does add subtract?")
+    wait_for(lambda: idle(nvim))
+
+    said = wait_for(lambda: "no title for session" in messages_of(nvim) and messages_of(nvim))
+    sid = nvim.exec_lua("return require('nodecode.rpc').call('info').id")
+    (line,) = [x for x in said.splitlines() if "no title for session" in x]
+    assert line.startswith(f"nodecode: no title for session {sid} (")
+    assert "no titles today" in line and line.endswith("): the first line stays")
+    assert tree_winbar(nvim) == f" why does add subtract?  · {sid}"
+    assert cli_titles(home, workspace)[sid] == "why does add subtract?"
