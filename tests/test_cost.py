@@ -247,3 +247,42 @@ def test_a_drop_says_what_the_next_request_will_cost_and_it_costs_that(sonnet):
     actual = input_dollars(usage, prices)
     most = block * prices["input"] * WRITE_1H / 1e6  # the block at the dearest price
     assert abs(actual - after["dollars"]) <= most
+
+
+RECEIPT_COST = re.compile(
+    r"^cost: cache kept through message (\d+) \(([\d,]+) tokens\); the next request "
+    r"re-writes ([\d,]+) tokens: about \$([\d.]+) more than without the edit$",
+    re.M,
+)
+
+
+def test_a_saved_edit_taken_by_the_next_request_has_its_cost_in_the_receipt(sonnet):
+    srv, cli = sonnet
+    prices = listed("anthropic", "claude-sonnet-4-5")
+    path = Path(cli("context").strip())
+    text = path.read_text()
+    assert text.count("topic1 ") == 1
+    path.write_text(text.replace("topic1 ", "topic1 rewritten by hand ", 1))  # the second ask
+
+    cli("ask", "short")  # takes the edit, then sends the request the receipt foresaw
+    receipt = (path.parent / "context.receipt.txt").read_text()
+    found = RECEIPT_COST.search(receipt)
+    assert found, receipt
+    through, kept, rewrite = (int(g.replace(",", "")) for g in found.groups()[:3])
+    more = float(found.group(4))
+    ids = [int(line.split()[1]) for line in cli("recall-log").splitlines() if "· user]" in line]
+    assert through == ids[1] - 1  # the rewritten ask is the first block the cache loses
+    usage = srv.model_requests[-1].usage
+    assert usage["cache_read"] == kept  # what the receipt said the cache keeps, it kept
+    # Written again: the rewritten ask and all after it, less the one block it could not
+    # know (this ask), within that block's tokens.
+    block = cli.json("status")["per_turn"]["4"]
+    written = usage["cache_write"]
+    assert rewrite <= written <= rewrite + block
+    # The money: those tokens written again instead of read, each at a 5-minute or a
+    # 1-hour write price (the plan chooses per mark), by hand from the listed prices.
+    cheapest = (prices["input"] * WRITE_5M - prices["cache_read"]) / 1e6
+    dearest = (prices["input"] * WRITE_1H - prices["cache_read"]) / 1e6
+    assert (rewrite - block) * cheapest - 5e-5 <= more <= rewrite * dearest + 5e-5
+    logged = cli("recall-log", "--match", "%cost: cache kept%").split()[1]  # seq N
+    assert found.group(0) in cli("recall-entry", logged)  # the receipt in the log says it too

@@ -12,7 +12,7 @@ from nodecode.budget import summary as summaries
 from nodecode.context import take as takes
 from nodecode.context.derived import state
 from test_budget import REJECTIONS, Rejecting
-from test_budget_support import Session, check_valid, cli, texts
+from test_budget_support import Session, check_valid, cli, read_round, texts
 from test_cost import anthropic_dollars, listed, money
 from test_evict import first_turns
 
@@ -265,3 +265,49 @@ def test_an_eviction_after_a_too_large_rejection_asks_for_no_summary(tmp_path):
     finally:
         s.close()
         srv.stop()
+
+
+def test_a_stop_while_the_summary_is_asked_ends_the_turn_at_once(loopback, tmp_path):
+    import threading
+    import time
+
+    from nodecode.agent.loop import Agent
+
+    s = Session(
+        tmp_path / "stop",
+        loopback([], cache_min_tokens=1),
+        window=4000,
+        config={"evict_summary": "auto", "evict_summary_timeout": 60},
+    )
+    try:
+        first_turns(s)
+        n = 4
+        # Turns until the next one evicts: the request after this one would be too big.
+        s.srv.add_fault({"kind": "stall", "seconds": 45, "match": ASKED})
+        cancel, done = threading.Event(), []
+        while not any(ASKED in texts(r.body)[-1] for r in s.srv.model_requests):
+            s.srv.add_rounds([read_round(n), {"text": f"f{n} read."}])
+            worker = threading.Thread(
+                target=lambda k=n: done.append(Agent(s.app, s.sid).ask(f"read f{k}", s.cb, cancel))
+            )
+            worker.start()
+            deadline = time.monotonic() + 30
+            while worker.is_alive() and not any(
+                ASKED in texts(r.body)[-1] for r in s.srv.model_requests
+            ):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            if worker.is_alive():
+                break  # the summary is being asked, and stalls
+            n += 1
+            assert n < 30
+        stopped = time.monotonic()
+        cancel.set()  # the person stops the turn
+        worker.join(10)
+        assert not worker.is_alive()
+        assert time.monotonic() - stopped < 5  # not the 45 s stall nor the 60 s limit
+        assert done[-1].status != "done"
+        (evict,) = s.events("evict")
+        assert "stopped before the summary came" in evict.text and "plain stub" in evict.text
+    finally:
+        s.close()

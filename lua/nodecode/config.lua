@@ -124,6 +124,14 @@ M.defaults = {
       always = 'A', -- accept, and every later request of this kind in the session
       close = 'q', -- reject
       help = '?',
+      -- A write's hunks, one by one (the hunk under the cursor):
+      next_hunk = ']c',
+      prev_hunk = '[c',
+      take_hunk = 'y',
+      reject_hunk = 'x',
+      reject_hunk_reason = 'X', -- reject it, saying why (the result says it)
+      edit_hunk = 'e', -- its new lines in a scratch buffer: :w keeps the edit
+      confirm = '<CR>', -- write the hunks taken (one not chosen is left out)
     },
   },
 }

@@ -387,7 +387,7 @@ class App:
         sid: str,
         *,
         approve: Callable[[str, str], bool],
-        review: Callable[[Any], bool] | None = None,
+        review: Callable[[Any], Any] | None = None,
         turn: int | None = None,
         track_shell: bool = False,
         cancel: threading.Event | None = None,

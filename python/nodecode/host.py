@@ -17,13 +17,12 @@ Events emitted (each a dict with ``job`` and ``kind``):
   · phase {phase} (sending, thinking, streaming, retrying, running, approval)
   · request {state: started | finished, round, provider, model; when finished:
     status, seq, usage {input, output, cache_read, cache_write, prompt}, cost (dollars), error}
-Three events of no job (``job`` is None): warning {text} (config.jsonc names a
-key that is not a setting; told once per key while the host runs), and
-history {token, part, rows, last} or {token, part, error, last}: a part of the
-chat's history, newest first (``Host.history``); context {token, value} or
-{token, error}: the export :NodecodeContext asked for (``Host.context_open``);
-title {session, title, failed, line}: a session's automatic title (``agent.title``).
-"""
+Events of no job (``job`` None): warning {text} (config.jsonc names a key that
+is not a setting; told once per key while the host runs); history {token, part,
+rows, last} or {token, part, error, last}: a part of the chat's history, newest
+first (``Host.history``); context {token, value} or {token, error}: the export
+:NodecodeContext asked for (``Host.context_open``); title {session, title,
+failed, line}: a session's automatic title (``agent.title``)."""
 
 from __future__ import annotations
 
@@ -173,8 +172,11 @@ class Host:
 
     def answer(self, job_id: int, approval_id: int, yes: bool, extra: Any = None) -> bool:
         """Deliver the person's answer to a pending approval prompt; ``extra`` may
-        hold ``reason`` (why not: the call's result says it) and ``always`` (allow
-        this kind for the rest of the session in this Neovim)."""
+        hold ``reason`` (why not: the call's result says it), ``always`` (allow
+        this kind for the rest of the session in this Neovim) and ``hunks`` (the
+        write's hunks the person took or left, ``cells.approval.Picked``)."""
+        from nodecode.cells.approval import Picked
+
         job = self._jobs.get(int(job_id))
         if job is None:
             raise UserError(f"approval: no job {job_id} in this Neovim")
@@ -184,6 +186,7 @@ class Host:
         extra = extra if isinstance(extra, dict) else {}
         pending.reason = str(extra.get("reason") or "")
         pending.always = bool(extra.get("always"))
+        pending.picked = Picked.from_lua(extra["hunks"]) if "hunks" in extra else None
         pending.yes = bool(yes)
         pending.answered.set()
         return pending.yes
@@ -376,16 +379,12 @@ class Host:
 
     def delete_session(self, ctx: Any, sid: str) -> dict[str, Any]:
         """Delete session ``sid`` (refused while a turn runs in it): {session, events,
-        blobs, pinned} (pinned: it was this Neovim's, which now has none)."""
+        blobs, pinned} (pinned: it was this Neovim's, which ``_session`` then replaces)."""
         place = Place.from_lua(ctx)
         if any(j.running and j.session == sid for j in self._jobs.values()):
             raise UserError(BUSY)
-        done = asdict(self._app(place).delete_session(str(sid)))
-        with self._lock:
-            pinned = self._pins.get((place.home, place.store)) == sid
-            if pinned:
-                del self._pins[(place.home, place.store)]
-        return {**done, "pinned": pinned}
+        pinned = self._pins.get((place.home, place.store)) == sid
+        return {**asdict(self._app(place).delete_session(str(sid))), "pinned": pinned}
 
     # --- checkpoints: undo, redo, the tree, fork (doc/design.md "Checkpoints") ---
 
@@ -611,10 +610,11 @@ class Host:
 
         title.start(job.app, job.session, lambda t: self._port.emit(t.event()))
 
-    def _review(self, job: Job, request: Any) -> bool:
+    def _review(self, job: Job, request: Any) -> Any:
         """Called on the worker thread: allowed already (config, or "always" for
         this session), else ask the person through Lua and wait for
-        NodecodeApproval (or a stop). A refusal with a reason raises Refused."""
+        NodecodeApproval (or a stop). A refusal with a reason raises Refused; a
+        write answered hunk by hunk returns the Picked."""
         from nodecode.cells.approval import Refused
 
         kind = request.kind
@@ -627,7 +627,7 @@ class Host:
                 self._always.setdefault(job.session, set()).add(kind)
         if not yes and pending.reason and not job.cancel.is_set():
             raise Refused(pending.reason)
-        return yes
+        return pending.picked if yes and pending.picked is not None else yes
 
 
 # --- what Neovim may call ---------------------------------------------------

@@ -3,7 +3,9 @@
 -- unified diff (filetype diff, so it is highlighted as one) or a command with
 -- the directory it runs in, and keys to accept, reject, reject with a reason
 -- (the reason becomes the call's result, so the agent learns why) or allow the
--- kind for the rest of the session.
+-- kind for the rest of the session. A write's hunks may also be taken or
+-- rejected one by one, and edited, before a confirm key writes the hunks
+-- taken (ui/approval_hunks.lua).
 
 local M = {}
 
@@ -17,10 +19,15 @@ local NAME = 'nodecode://approval'
 ---@field detail string the path, or the command
 ---@field diff? string a write's unified diff
 ---@field cwd? string where a command runs
+---@field hunks? nodecode.ApprovalHunk[] a write's hunks
 
 --- The window showing the open approval, if any (tests look at it).
 ---@type integer?
 M.win = nil
+
+--- The hunk review of the open write, if any (tests look at it).
+---@type nodecode.HunkReview?
+M.review = nil
 
 ---@param v any
 local function text(v)
@@ -52,24 +59,43 @@ local function keys()
   return require('nodecode.config').get().keymaps.approval
 end
 
---- The footer: each configured key and what it does.
+--- The footer: each configured key and what it does; a write of two hunks or
+--- more adds the hunk keys, in short when the long form would not fit.
 ---@param kind string
+---@param hunks? integer how many hunks the write has
 ---@return string
-function M.footer(kind)
-  local k, parts = keys(), {}
-  for _, a in ipairs(M.choices(kind)) do
-    if type(k[a.name]) == 'string' and k[a.name] ~= '' then
-      parts[#parts + 1] = ('%s %s'):format(k[a.name], a.label)
+function M.footer(kind, hunks)
+  local k = keys()
+  local function line(choices)
+    local parts = {}
+    for _, a in ipairs(choices) do
+      if type(k[a.name]) == 'string' and k[a.name] ~= '' then
+        parts[#parts + 1] = ('%s %s'):format(k[a.name], a.label)
+      end
     end
+    return ' ' .. table.concat(parts, ' · ') .. ' '
   end
-  return ' ' .. table.concat(parts, ' · ') .. ' '
+  local long = line(M.choices(kind, hunks))
+  if (hunks or 0) < 2 or vim.fn.strdisplaywidth(long) <= vim.o.columns - 6 then
+    return long
+  end
+  return line({
+    { name = 'accept', label = 'all' },
+    { name = 'reject', label = 'none' },
+    { name = 'take_hunk', label = 'take' },
+    { name = 'reject_hunk', label = 'reject' },
+    { name = 'edit_hunk', label = 'edit' },
+    { name = 'confirm', label = 'write' },
+    { name = 'help', label = 'keys' },
+  })
 end
 
 --- The choices, in the order shown (names are keys of keymaps.approval).
 ---@param kind string
+---@param hunks? integer how many hunks a write has (2 or more: the hunk keys too)
 ---@return { name: string, label: string }[]
-function M.choices(kind)
-  return {
+function M.choices(kind, hunks)
+  local out = {
     { name = 'accept', label = 'accept' },
     { name = 'reject', label = 'reject' },
     { name = 'reason', label = 'reject with a reason' },
@@ -77,8 +103,18 @@ function M.choices(kind)
       name = 'always',
       label = ('always %s this session'):format(kind == 'shell' and 'run' or kind),
     },
-    { name = 'help', label = 'keys' },
   }
+  if (hunks or 0) >= 2 then
+    vim.list_extend(out, {
+      { name = 'take_hunk', label = 'take hunk' },
+      { name = 'reject_hunk', label = 'reject hunk' },
+      { name = 'edit_hunk', label = 'edit hunk' },
+      { name = 'next_hunk', label = 'next hunk' },
+      { name = 'confirm', label = 'write the hunks taken' },
+    })
+  end
+  out[#out + 1] = { name = 'help', label = 'keys' }
+  return out
 end
 
 ---@param buf integer
@@ -125,6 +161,52 @@ local function window(buf, lines, title, footer)
   })
 end
 
+--- The keys of a write's hunks (ui/approval_hunks.lua) added to `actions`.
+---@param actions table<string, fun()>
+---@param review nodecode.HunkReview
+---@param answer fun(yes: boolean, extra: table?, what: string)
+local function hunk_actions(actions, review, answer)
+  local H = require('nodecode.ui.approval_hunks')
+  actions.next_hunk = function()
+    H.move(review, 1)
+  end
+  actions.prev_hunk = function()
+    H.move(review, -1)
+  end
+  actions.take_hunk = function()
+    H.choose(review, true)
+  end
+  actions.reject_hunk = function()
+    H.choose(review, false)
+  end
+  actions.reject_hunk_reason = function()
+    local h = H.current(review)
+    vim.ui.input({ prompt = ('nodecode: why not hunk %d? '):format(h.n) }, function(why)
+      if why then -- nil: the prompt was cancelled, nothing is chosen
+        H.choose(review, false, vim.trim(why) ~= '' and vim.trim(why) or nil, h)
+      end
+    end)
+  end
+  actions.edit_hunk = function()
+    H.edit(review)
+  end
+  actions.confirm = function()
+    local extra, said, took = H.answer(review)
+    if not extra then
+      local k = keys()
+      return require('nodecode.message').warn(
+        'no hunk taken or rejected yet: %s takes the hunk under the cursor, %s rejects it '
+          .. '(%s and %s answer the whole change)',
+        k.take_hunk or '-',
+        k.reject_hunk or '-',
+        k.accept or '-',
+        k.reject or '-'
+      )
+    end
+    answer(true, extra, took and said or ('refused: ' .. said))
+  end
+end
+
 --- Show approval `ev` and send the answer; `said` gets what the chat should
 --- say of it ("approved", "refused: REASON", …).
 ---@param ev nodecode.ApprovalEvent
@@ -136,8 +218,11 @@ function M.open(ev, said)
   local buf = api.nvim_create_buf(false, true)
   pcall(api.nvim_buf_set_name, buf, NAME)
   fill(buf, lines, ft)
-  local win = window(buf, lines, title, M.footer(ev.approval))
+  local hunks = ev.approval == 'write' and type(ev.hunks) == 'table' and ev.hunks or {}
+  local win = window(buf, lines, title, M.footer(ev.approval, #hunks))
   M.win = win
+  M.review = #hunks > 0 and require('nodecode.ui.approval_hunks').start(buf, win, ev.detail, hunks)
+    or nil
   local answered = false
 
   local function answer(yes, extra, what)
@@ -145,7 +230,7 @@ function M.open(ev, said)
       return
     end
     answered = true
-    M.win = nil
+    M.win, M.review = nil, nil
     pcall(api.nvim_win_close, win, true)
     if api.nvim_win_is_valid(from) then
       pcall(api.nvim_set_current_win, from)
@@ -177,6 +262,9 @@ function M.open(ev, said)
     end,
   }
   actions.close = actions.reject
+  if M.review then
+    hunk_actions(actions, M.review, answer)
+  end
   for name, lhs in pairs(keys()) do
     if type(lhs) == 'string' and lhs ~= '' and actions[name] then
       vim.keymap.set(

@@ -32,6 +32,13 @@ local APPROVAL = {
   { 'reason', 'reject, saying why (the agent reads it)' },
   { 'always', 'accept, and this kind for the rest of the session' },
   { 'close', 'close (reject)' },
+  { 'next_hunk', "a write's next hunk" },
+  { 'prev_hunk', 'its previous hunk' },
+  { 'take_hunk', 'take the hunk under the cursor' },
+  { 'reject_hunk', 'reject the hunk under the cursor' },
+  { 'reject_hunk_reason', 'reject it, saying why (the agent reads it)' },
+  { 'edit_hunk', "edit the hunk's new lines (:w keeps them)" },
+  { 'confirm', 'write the hunks taken (the rest are left out)' },
   { 'help', 'these keys' },
 }
 

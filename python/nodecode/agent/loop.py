@@ -8,19 +8,19 @@ implement them.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 from nodecode import budget as budgets
+from nodecode.agent.texts import call_text, format_result
 from nodecode.app import App
 from nodecode.budget import evict as evictions
 from nodecode.budget.summary import summarizer
 from nodecode.cache import ledger
 from nodecode.cache import miss as cache_miss
-from nodecode.cells.approval import Approval
+from nodecode.cells.approval import Approval, Picked
 from nodecode.cells.env import CellEnv
 from nodecode.cells.evaluate import CellResult, evaluate_call
 from nodecode.checkpoints import shadow
@@ -81,9 +81,9 @@ class TurnCallbacks:
     def approve(self, kind: str, detail: str) -> bool:
         return False
 
-    def review(self, request: Approval) -> bool:
+    def review(self, request: Approval) -> bool | Picked:
         """The whole request (a write's diff, a command's directory); may raise
-        ``Refused`` with the person's reason. By default ``approve`` answers."""
+        ``Refused`` (why not) or pick a write's hunks. By default ``approve`` answers."""
         return self.approve(request.kind, request.detail)
 
 
@@ -94,28 +94,6 @@ class TurnResult:
     text: str = ""
     error: str | None = None
     user_error: bool = False  # failed for a reason the person must fix (CLI exit 1)
-
-
-def format_result(output: str, seq: int, limit: int) -> str:
-    """A result as the model reads it: cut when long, ending ``[seq N]``."""
-    body = output.rstrip("\n")
-    if len(body) > limit:
-        body = (
-            body[:limit] + f"\n[cut: {limit} of {len(body)} characters shown · "
-            f"whole output: (recall-entry {seq})]"
-        )
-    return (body + "\n" if body else "") + f"[seq {seq}]"
-
-
-def call_text(call: ToolCall) -> str:
-    """The call's text in the context: its cell, or the odd call as written."""
-    if (
-        call.name == "eval"
-        and isinstance(call.input, dict)
-        and isinstance(call.input.get("code"), str)
-    ):
-        return call.input["code"]
-    return f"({call.name} {json.dumps(call.input, ensure_ascii=False)})"
 
 
 class Agent:
@@ -291,7 +269,13 @@ class _Turn:
         self.meter = meter
         room = meter.room(plan.tokens)
         report = takes.take(
-            ws, self.sid, self.number, budget=plan.tokens, count=meter.fill, room=room
+            ws,
+            self.sid,
+            self.number,
+            budget=plan.tokens,
+            count=meter.fill,
+            room=room,
+            foresee=lambda before, after: self.app.foresee(self.sid, before, after),
         )
         for receipt in report.receipts:
             self.cb.on_receipt(receipt)
@@ -302,7 +286,7 @@ class _Turn:
             self.number,
             meter,
             plan,
-            summarizer(self.app, self.config),
+            summarizer(self.app, self.config, stop=self.cancel),
         )
         ready = evictions.before_request(at, report.receipts)
         try:
@@ -389,14 +373,16 @@ class _Turn:
                 ledger.record(self.store, placed[0], now, u.cache_read)
             else:
                 ledger.record_end(self.store, scope, arranged, now)
-            # Only a format whose marks the ledger places models the cache closely
-            # enough to expect a read; the others' end entry is a guess.
-            expect = (
-                cache_miss.expectation(
-                    self.store, scope, prefix, ours, arranged.out, self.wire.prompt_tokens(u), now
-                )
-                if placed
-                else None
+            seen = u.cache_read > 0 or bool(before and before[1].get("cache_seen"))
+            expect = cache_miss.next_expectation(
+                self.store,
+                scope,
+                (prefix, ours, arranged.out),
+                self.wire.prompt_tokens(u),
+                now,
+                placed=bool(placed),
+                rule=self.wire.auto_cache,
+                seen=seen and not ignored,
             )
             # No usage (stopped before it came) or an implausible one: nothing to judge.
             reported = self.wire.prompt_tokens(u) > 0 and not ignored
@@ -435,6 +421,7 @@ class _Turn:
                 own={
                     "sent": sent_log.delta(self.store, views, built.sent),
                     **({"expect": expect} if expect is not None else {}),
+                    **({"cache_seen": True} if seen else {}),
                 },
             )
             if miss is not None:  # recallable: its own event, naming the request
@@ -625,7 +612,7 @@ class _Turn:
             return True
         return bool(self.cb.approve(kind, self.redact(detail)))
 
-    def review(self, request: Approval) -> bool:
+    def review(self, request: Approval) -> bool | Picked:
         """Auto-approved per config (its kind, or a name of its scope: an MCP server
         or tool), else the person sees the request (redacted)."""
         auto = self.config.auto_approve
@@ -633,7 +620,8 @@ class _Turn:
             return True
         self.cb.on_phase("approval")
         try:
-            return bool(self.cb.review(request.redacted(self.redact)))
+            answer = self.cb.review(request.redacted(self.redact))
+            return answer if isinstance(answer, Picked) else bool(answer)
         finally:
             self.cb.on_phase("running")
 

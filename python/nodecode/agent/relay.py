@@ -70,6 +70,7 @@ class Approval:
     yes: bool = False
     reason: str = ""  # why the person refused (becomes the call's result)
     always: bool = False  # allow this kind for the rest of the session
+    picked: Any = None  # a write's hunks the person took (cells.approval.Picked)
 
 
 @dataclass
@@ -102,6 +103,7 @@ class Job:
                 "detail": request.detail,
                 "diff": request.diff,
                 "cwd": request.cwd,
+                "hunks": list(request.hunks),
             }
         )
         while not pending.answered.wait(0.05):

@@ -13,6 +13,7 @@ the path either way, one recall away.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,8 +82,11 @@ class Summary:
 Summarize = Callable[[list[Message], tuple[int, int]], Summary]
 
 
-def summarizer(app: AppNeeds, config: Config) -> Summarize | None:
-    """What eviction calls to summarize a span, or None with ``evict_summary`` off."""
+def summarizer(
+    app: AppNeeds, config: Config, stop: threading.Event | None = None
+) -> Summarize | None:
+    """What eviction calls to summarize a span, or None with ``evict_summary`` off.
+    ``stop``: the turn's cancel (a stop ends the summary request at once)."""
     chosen = str(config.setting("evict_summary") or OFF).strip()
     if chosen == OFF or config.provider is None:
         return None
@@ -92,7 +96,7 @@ def summarizer(app: AppNeeds, config: Config) -> Summarize | None:
 
     def summarize(prefix: list[Message], span: tuple[int, int]) -> Summary:
         ask = INSTRUCTION.format(a=span[0], b=span[1])
-        return aside(app, config, provider, model or "", limit, prefix, ask, MAX_TOKENS)
+        return aside(app, config, provider, model or "", limit, prefix, ask, MAX_TOKENS, stop)
 
     return summarize
 
@@ -106,14 +110,16 @@ def aside(
     prefix: list[Message],
     instruction: str,
     max_tokens: int,
+    stop: threading.Event | None = None,
 ) -> Summary:
     """One request beside the session's turns (a stub's summary, a session's
     title): ``prefix`` (the context a request just sent, which the provider's
     cache holds) and ``instruction`` as the last user message, at most
-    ``max_tokens`` and ``limit`` seconds. Never raises: any failure is a
-    Summary without text saying why, in one redacted line."""
+    ``max_tokens`` and ``limit`` seconds (``stop``: ends it at once). Never
+    raises: any failure is a Summary without text saying why, in one redacted line."""
     try:
-        return _request(app, config, p, model, limit, prefix, instruction, max_tokens)
+        ends = (limit, stop)
+        return _request(app, config, p, model, ends, prefix, instruction, max_tokens)
     except Exception as e:  # noqa: BLE001 - any failure is said, and the caller falls back
         line = " ".join(str(e).split()) or type(e).__name__
         return Summary(None, model=model, failed=app.redactor.apply(line))
@@ -124,7 +130,7 @@ def _request(
     config: Config,
     p: ProviderConfig,
     model: str,
-    limit: float,
+    ends: tuple[float, threading.Event | None],
     prefix: list[Message],
     instruction: str,
     max_tokens: int,
@@ -144,14 +150,17 @@ def _request(
             where=f"providers.{p.id}.models[{model}]",
         )
     )
-    cancel = threading.Event()
-    timer = threading.Timer(limit, cancel.set)
-    timer.daemon = True
-    timer.start()
+    limit, stop = ends
+    cancel, done = threading.Event(), threading.Event()
+    threading.Thread(
+        target=_watch, args=(limit, stop, cancel, done), name="nodecode-summary", daemon=True
+    ).start()
     try:
         reply = app.provider().stream(built.body, cancel=cancel)
     finally:
-        timer.cancel()
+        done.set()
+    if stop is not None and stop.is_set():
+        return Summary(None, model=model, failed="stopped before the summary came")
     if cancel.is_set():
         return Summary(None, model=model, failed=f"no reply within {limit:g} s")
     text = app.redactor.apply(reply.text.strip())
@@ -160,6 +169,18 @@ def _request(
     rates = pricing.model_rates(app.home, p.models_dev or p.id, model, wire)
     cost = pricing.request_cost(reply.usage, wire, rates)
     return Summary(text, reply.usage.output, cost, model)
+
+
+def _watch(
+    limit: float, stop: threading.Event | None, cancel: threading.Event, done: threading.Event
+) -> None:
+    """Cancel the summary request after ``limit`` seconds or at a ``stop``, whichever
+    comes first; return as soon as the request is ``done``."""
+    end = time.monotonic() + limit
+    while not done.wait(0.05):
+        if (stop is not None and stop.is_set()) or time.monotonic() >= end:
+            cancel.set()
+            return
 
 
 def of_stubs(

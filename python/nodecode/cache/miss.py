@@ -12,6 +12,13 @@ changed, the system prompt or the tools changed, the context changed above the
 mark (an edit, an eviction, a restore), or the entry expired. Otherwise the
 provider held less than believed, and its cache diagnostics, when asked for
 (``"cache_diagnostics": true``), give its reason.
+
+A format with an automatic prefix cache (OpenAI, Gemini: ``WireFormat.auto_cache``)
+places no marks; the next request is expected to read the prompt the request before
+sent, as its documented rules cache it (from its minimum, in its steps, for its
+lifetime), once the provider has shown in the session that it caches at all (a
+compatible server that never reports a cache read is never judged). Such a cache
+promises nothing, so a shortfall nodecode cannot explain says so.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from nodecode.cache import plan as cache_plan
 from nodecode.cache.ledger import Scope, load
 from nodecode.context.message import Message
 from nodecode.log.store import Store
+from nodecode.providers.wire import AutoCache
 from nodecode.words import plural
 
 # A shortfall this small is the provider's count of the same prefix moving by a few
@@ -77,6 +85,57 @@ def expectation(
     }
 
 
+def next_expectation(
+    store: Store,
+    scope: Scope,
+    sent: tuple[Sequence[str], Sequence[int], Sequence[Message]],
+    reported: int,
+    now: float,
+    *,
+    placed: bool,
+    rule: AutoCache | None,
+    seen: bool,
+) -> dict[str, Any] | None:
+    """What the next request should read from cache after this one (``sent``: its
+    prefix hashes, cumulative counts and arranged messages; ``reported``: its prompt
+    in the provider's count). Its marks ``placed`` by the ledger: the ledger's live
+    prefix. Else, with an automatic cache ``rule``: its documented rules, once the
+    provider has shown in the session that it caches (``seen``)."""
+    prefix, ours, arranged = sent
+    if placed:
+        return expectation(store, scope, prefix, ours, arranged, reported, now)
+    if rule is None or not seen:
+        return None
+    return automatic_expectation(rule, scope, prefix, arranged, reported, now)
+
+
+def automatic_expectation(
+    rule: AutoCache,
+    scope: Scope,
+    prefix: Sequence[str],
+    arranged: Sequence[Message],
+    reported: int,
+    now: float,
+) -> dict[str, Any] | None:
+    """What the next request should read from an automatic cache after this one
+    (``reported``: its prompt in the provider's count): the prompt as the rule caches
+    it, for the rule's lifetime. None: below the minimum, or nothing to key it by."""
+    tokens = rule.cached(reported, scope.model, scope.minimum)
+    if tokens <= 0 or not prefix:
+        return None
+    return {
+        "at": len(prefix) - 1,
+        "through": arranged[-1].id if arranged else 0,
+        "key": prefix[-1],
+        "tokens": tokens,
+        "expires": now + rule.lifetime,
+        "ttl": rule.lifetime,
+        "auto": rule.name,
+        "system": short_hash(scope.system),
+        "tools": short_hash(scope.tools),
+    }
+
+
 @dataclass(frozen=True)
 class Now:
     """The request just answered, as the judgement needs it."""
@@ -111,12 +170,18 @@ def judge(
         return None
     cause = _cause(before or {}, expect, now, sent_before)
     if cause is None:
-        words = (
-            _provider_words(provider)
-            if provider is not None
-            else "the provider held less than the ledger believed (another API key, or "
-            "its own eviction)"
-        )
+        if provider is not None:
+            words = _provider_words(provider)
+        elif expect.get("auto"):
+            words = (
+                f"{expect['auto']} held less than the request before sent (it is best "
+                "effort: another server, or its own eviction)"
+            )
+        else:
+            words = (
+                "the provider held less than the ledger believed (another API key, or "
+                "its own eviction)"
+            )
         cause = ("unknown", words)
     return _miss(now, expect, provider, cause)
 
@@ -168,8 +233,15 @@ def _cause(
         return "edit", _edit_words(expect, now, sent_before)
     expires = expect.get("expires")
     if isinstance(expires, int | float) and now.at + cache_plan.MARGIN >= expires:
-        ttl = "1-hour" if (expect.get("ttl") or 0) >= cache_plan.LONG else "5-minute"
         late = max(0, round(now.at - expires))
+        if expect.get("auto"):
+            unused = round(now.at - expires + float(expect.get("ttl") or 0))
+            return "expired", (
+                f"{expect['auto']} keeps an entry about "
+                f"{plural(round(float(expect.get('ttl') or 0) / 60), 'minute')} unused; this "
+                f"request came {plural(unused, 'second')} after the one before"
+            )
+        ttl = "1-hour" if (expect.get("ttl") or 0) >= cache_plan.LONG else "5-minute"
         where = _mark_name(expect)
         return "expired", (
             f"the {ttl} cache entry {where} expired {plural(late, 'second')} before this request"

@@ -48,8 +48,9 @@ class CellEnv:
     every write ("write", the path) and every command ("shell", the command)
     and returns True to allow;
     ``review``, when set, is asked instead with the whole request (a
-    ``cells.approval.Approval``: a write's diff, a command's directory) and
-    may raise ``cells.approval.Refused`` with the person's reason.
+    ``cells.approval.Approval``: a write's diff, a command's directory),
+    may raise ``cells.approval.Refused`` with the person's reason, and may
+    answer a write with the hunks the person picked (``cells.approval.Picked``).
     ``env_remove`` names the variables (provider keys) removed from a
     command's environment. ``on_shell(env, phase)`` runs before and after
     each command (the checkpoints' shadow store). ``time_limit`` is how
@@ -65,7 +66,7 @@ class CellEnv:
     verbs: Mapping[str, Verb]
     context_dir: Path | None = None
     approve: Callable[[str, str], bool] = deny
-    review: Callable[[Any], bool] | None = None
+    review: Callable[[Any], Any] | None = None  # bool, or a Picked
     redact: Callable[[str], str] = _same
     shell_timeout: float = 120
     time_limit: float = 30

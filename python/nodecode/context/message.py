@@ -210,7 +210,7 @@ def rewritten(m: Message, text: str, **flags: bool) -> Message:
 def _call_of(text: str, name: str) -> dict[str, Any]:
     """The name and input a call's text stands for: an ``eval`` cell, or the
     ``(NAME {JSON})`` form a call of another tool is shown as (see
-    ``agent.loop.call_text``); any other text is read as a cell."""
+    ``agent.texts.call_text``); any other text is read as a cell."""
     odd = _ODD_CALL.fullmatch(text) if name != "eval" else None
     try:
         value = json.loads(odd.group(2)) if odd else None

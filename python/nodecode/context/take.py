@@ -334,12 +334,14 @@ def take(
     budget: int | None = None,
     count: Callable[[list[Message]], int] | None = None,
     room: Room | None = None,
+    foresee: Callable[[list[Message], list[Message]], str | None] | None = None,
 ) -> TakeReport:
     """Process every pending edit (doc/design.md "Takes"). With no running
     turn, the take belongs to the head (changes made while it is the head).
     With ``room``, an edit writing a block larger than the budget can hold is
     refused: taken, it could never be sent, and each later request would
-    evict it again."""
+    evict it again. ``foresee(before, after)``: the line saying what an edit
+    does to the next request's cache and cost (``App.foresee``), for its receipt."""
     store = ws.store
     report = TakeReport()
     r = derived.read(store, sid)
@@ -368,7 +370,9 @@ def take(
                 continue
             before = order
             order, done = apply(order, edit, st, lambda text: _note(store, sid, turn, text))
-            sections.append(_section(ws, sid, e, done, before, order, budget, count, carried))
+            section = _section(ws, sid, e, done, before, order, budget, count, carried)
+            cost = foresee(before, order) if foresee is not None else None
+            sections.append(section + ("\ncost: " + cost if cost else ""))
             taken.append(e.seq)
         if taken:  # refusal notices logged before the snapshot stay in it, at the end
             _log_take(ws, sid, turn, taken, sections, order + notices, report, st)

@@ -107,7 +107,12 @@ from nodecode.loopback.thinking import (
     ThinkingLedger,
     reasoning_refusal,
 )
-from nodecode.loopback.tokens import Block, anthropic_blocks, anthropic_tokens, openai_tokens
+from nodecode.loopback.tokens import (
+    Block,
+    anthropic_blocks,
+    anthropic_tokens,
+    openai_units,
+)
 from nodecode.loopback.wire import (
     anthropic_events,
     anthropic_frame,
@@ -226,13 +231,13 @@ class LoopbackServer:
         self.reasoning = responses.ReasoningLedger()
         self.signatures = gemini.SignatureLedger()
         self.diagnoses = Diagnoses()  # Anthropic's cache diagnostics (``diagnostics``)
-        self.prefix = PrefixCache(cache_min_tokens)
         self.host, self.port = host, port
         self.requests: list[Recorded] = []
         rules = cache_rules or CacheRules()
         if cache_min_tokens is not None:
             rules = dataclasses.replace(rules, min_tokens=cache_min_tokens)
         self.clock = clock or Clock()
+        self.prefix = PrefixCache(cache_min_tokens, self.clock)
         self.cache = PromptCache(rules, self.clock) if cache else None
         self._script = ScriptQueue(load_script(script))
         self._faults: list[dict] = []
@@ -295,7 +300,8 @@ class LoopbackServer:
             return len(self._script.rounds)
 
     def add_fault(self, fault: dict) -> None:
-        """Add a fault; without ``at`` it hits the next model request."""
+        """Add a fault; without ``at`` it hits the next model request, with ``match``
+        the first whose last user text holds that text."""
         kind = str(fault.get("kind", ""))
         if not (kind.isdigit() or kind in STREAM_KINDS):
             raise ValueError(
@@ -303,7 +309,11 @@ class LoopbackServer:
             )
         with self._lock:
             self._faults.append(
-                {**fault, "kind": kind, "at": int(fault.get("at", self._index + 1))}
+                {
+                    **fault,
+                    "kind": kind,
+                    "at": None if fault.get("match") else int(fault.get("at", self._index + 1)),
+                }
             )
 
     @property
@@ -340,7 +350,7 @@ class LoopbackServer:
             return json_reply(
                 200, {"input_tokens": round(anthropic_tokens(body) * self.usage_scale)}
             )
-        fault = self._fault_for(index)
+        fault = self._fault_for(index, body)
         if fault is not None:
             return self._fault_reply(route, fault, body, index)
         return self._model_reply(route, body, index, headers)
@@ -350,9 +360,19 @@ class LoopbackServer:
             self._index += 1
             return self._index
 
-    def _fault_for(self, index: int) -> dict | None:
+    def _fault_for(self, index: int, body: dict) -> dict | None:
+        """The fault at this request's ``index``, or the first ``match`` fault whose
+        text is in its last user text (hit once, then dropped)."""
         with self._lock:
-            return next((f for f in self._faults if f["at"] == index), None)
+            found = next((f for f in self._faults if f["at"] == index), None)
+            if found is None:
+                last = last_user_text(body)
+                found = next(
+                    (f for f in self._faults if f.get("match") and f["match"] in last), None
+                )
+                if found is not None:
+                    self._faults.remove(found)
+            return found
 
     # -- model replies
 
@@ -398,10 +418,10 @@ class LoopbackServer:
             cache = CacheUsage()
             if self.cache is not None and points:
                 cache = self.cache.apply(model, blocks, points)
-            if flavor in (RESPONSES, GOOGLE) and self.cache is not None:
+            if flavor != ANTHROPIC and self.cache is not None:
                 cache = CacheUsage(read=self.prefix.apply(model, _units(flavor, body)))
         usage = self._usage(total, cache, rnd)
-        if flavor in (RESPONSES, GOOGLE):  # their input counts the cached part too
+        if flavor != ANTHROPIC:  # their input counts the cached part too
             usage["input"] += usage["cache_read"]
         return self._render(flavor, body, rnd, first_id, usage, index, headers)
 
@@ -513,12 +533,12 @@ class LoopbackServer:
 
 def _tokens(flavor: str, body: dict) -> int:
     """Counted input tokens of a body of a format without breakpoints."""
-    if flavor in (RESPONSES, GOOGLE):
-        return sum(tokens for _, tokens in _units(flavor, body))
-    return openai_tokens(body)
+    return sum(tokens for _, tokens in _units(flavor, body))
 
 
 def _units(flavor: str, body: dict) -> list[tuple[str, int]]:
+    if flavor == OPENAI:
+        return openai_units(body)
     return (responses if flavor == RESPONSES else gemini).prompt_units(body)
 
 

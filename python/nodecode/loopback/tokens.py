@@ -177,7 +177,14 @@ def _openai_message_text(message: Any) -> str:
 
 def openai_tokens(body: dict) -> int:
     """Counted input tokens of an OpenAI Chat Completions body."""
-    tools = sum(count_text(_dumps(tool)) for tool in body.get("tools") or [])
-    messages = body.get("messages") or []
-    text = sum(count_text(_openai_message_text(m)) for m in messages)
-    return tools + text + OVERHEAD_PER_MESSAGE * len(messages)
+    return sum(tokens for _, tokens in openai_units(body))
+
+
+def openai_units(body: dict) -> list[tuple[str, int]]:
+    """A Chat Completions prompt as units in order (the tools, then each message), each
+    with its canonical JSON and its tokens: what the prefix cache keys on."""
+    tools = body.get("tools") or []
+    units = [(_dumps(tools), sum(count_text(_dumps(tool)) for tool in tools))]
+    for m in body.get("messages") or []:
+        units.append((_dumps(m), count_text(_openai_message_text(m)) + OVERHEAD_PER_MESSAGE))
+    return units

@@ -30,6 +30,7 @@ from nodecode.providers.overflow import parse_overflow, unwrap_error
 from nodecode.providers.sse import DONE, ServerSentEvent
 from nodecode.providers.types import EncodedList, Thinking, ThinkingSetting, ToolCall, count, dumpb
 from nodecode.providers.wire import (
+    AutoCache,
     Built,
     Request,
     StreamParser,
@@ -42,6 +43,17 @@ from nodecode.providers.wire import (
 )
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
+# Gemini's implicit caching (the context caching page): on for Gemini 2.5 and newer,
+# from a minimum prompt per model (2.5: 2,048 tokens; newer: 4,096); no lifetime is
+# documented ("send requests with similar prefix in a short amount of time"): five
+# minutes is assumed, and a miss after a longer pause is called an expiry.
+GEMINI_CACHE = AutoCache(
+    "Gemini's implicit cache",
+    default_minimum=4096,
+    lifetime=300.0,
+    minimums=(("gemini-2.5-", 2048),),
+    source="https://ai.google.dev/gemini-api/docs/caching",
+)
 TAG = "google"
 SIGNATURE = "thoughtSignature"
 SIGNED = "[thought signature: sealed by the provider, sent back as received]"
@@ -58,6 +70,7 @@ class GoogleWire(WireFormat):
     label = "Google Gemini"
     default_base_url = DEFAULT_BASE_URL
     thinking_tag = TAG
+    auto_cache = GEMINI_CACHE
 
     def url(self, base_url: str, model: str) -> str:
         return f"{base_url}/models/{model}:streamGenerateContent?alt=sse"

@@ -28,6 +28,7 @@ from nodecode.providers.overflow import parse_overflow, unwrap_error
 from nodecode.providers.sse import DONE, ServerSentEvent
 from nodecode.providers.types import EncodedList, Thinking, ThinkingSetting, ToolCall, count, dumpb
 from nodecode.providers.wire import (
+    AutoCache,
     Built,
     Request,
     StreamParser,
@@ -44,6 +45,16 @@ from nodecode.providers.wire import (
 )
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# OpenAI's prompt caching guide: automatic for prompts of 1,024 tokens or more, hits
+# in steps of 128 tokens past them, entries cleared after 5–10 minutes unused (the
+# shorter bound is taken). Chat completions and the Responses API alike.
+OPENAI_CACHE = AutoCache(
+    "OpenAI's automatic cache",
+    default_minimum=1024,
+    step=128,
+    lifetime=300.0,
+    source="https://platform.openai.com/docs/guides/prompt-caching",
+)
 _TRANSIENT = re.compile(
     r"overload|rate.?limit|timed? ?out|timeout|temporar|unavailable|try again|server.?error|"
     r"internal error|capacity",
@@ -65,6 +76,7 @@ class OpenAIWire(WireFormat):
     label = "OpenAI chat completions"
     default_base_url = DEFAULT_BASE_URL
     thinking_tag = "openai"
+    auto_cache = OPENAI_CACHE
 
     def url(self, base_url: str, model: str) -> str:
         return f"{base_url}/chat/completions"

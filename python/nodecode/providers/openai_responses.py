@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from nodecode.context.arrange import USER_SIDE
 from nodecode.context.message import Message
 from nodecode.errors import ConfigError, ProviderError
+from nodecode.providers.openai import OPENAI_CACHE
 from nodecode.providers.overflow import parse_overflow
 from nodecode.providers.sse import DONE, ServerSentEvent
 from nodecode.providers.types import EncodedList, Thinking, ThinkingSetting, ToolCall, count, dumpb
@@ -54,6 +55,7 @@ class ResponsesWire(WireFormat):
     label = "OpenAI Responses"
     default_base_url = DEFAULT_BASE_URL
     thinking_tag = TAG
+    auto_cache = OPENAI_CACHE
 
     def url(self, base_url: str, model: str) -> str:
         return f"{base_url}/responses"

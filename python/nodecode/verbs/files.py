@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from nodecode.cells import approval
+from nodecode.cells import approval, hunks
 from nodecode.cells.env import MAX_OUTPUT, CellEnv, FileChange
 from nodecode.cells.paths import beneath, display, in_context_dir, resolve_path
 from nodecode.cells.registry import Family, verb
@@ -80,10 +80,10 @@ def write_file(env: CellEnv, path: str, text: str) -> str:
     _refuse_special(real, "write-file", path, "a regular file")
     data = _encode(text, "write-file", "TEXT")
     before = _bytes_if_any(env, real, "write-file", path)
-    _approve_write(env, real, before, data)
+    data, picked = _approve_write(env, real, before, data)
     _replace(env, real, data, "write-file", path)
     _record(env, real, before, data)
-    return f"wrote {display(env, real)} ({len(data)} bytes)"
+    return f"wrote {display(env, real)} ({len(data)} bytes)" + picked
 
 
 @verb("edit-file", args=["path", "old", "new"])
@@ -99,9 +99,11 @@ def edit_file(env: CellEnv, path: str, old: str, new: str) -> str:
     text = data.decode("utf-8", "surrogateescape")
     at = _only_occurrence(text, old, display(env, real))
     after = _encode(text[:at] + new + text[at + len(old) :], "edit-file", "NEW")
-    _approve_write(env, real, data, after)
+    after, picked = _approve_write(env, real, data, after)
     _replace(env, real, after, "edit-file", path)
     _record(env, real, data, after)
+    if picked:
+        return f"edited {display(env, real)}" + picked
     first = text.count("\n", 0, at) + 1
     last = max(first, first + new.count("\n") - new.endswith("\n"))
     where = f"line {first}" if first == last else f"lines {first}–{last}"
@@ -371,11 +373,20 @@ def _encode(text: str, verb_name: str, what: str) -> bytes:
         ) from None
 
 
-def _approve_write(env: CellEnv, real: Path, before: bytes | None, after: bytes) -> None:
-    """The person allows this write (they see its diff), or CellError."""
+def _approve_write(
+    env: CellEnv, real: Path, before: bytes | None, after: bytes
+) -> tuple[bytes, str]:
+    """The bytes to write once the person allows this write (they see its diff),
+    and what the result adds when they took only some hunks; or CellError."""
     shown = display(env, real)
     request = approval.Approval("write", shown, change=(before, after))
-    approval.ask(env, request, f"write to {shown} not approved")
+    refused = f"write to {shown} not approved"
+    picked = approval.ask(env, request, refused)
+    if picked is None:
+        return after, ""
+    offered = {h["n"] for h in request.hunks}  # a hunk past a cut diff was never shown
+    choices = [c for c in picked.choices if c.number in offered]
+    return hunks.picked(before, after, choices, refused)
 
 
 def _record(env: CellEnv, real: Path, before: bytes | None, after: bytes) -> None:
