@@ -11,6 +11,7 @@ import pytest
 from helpers import run_cli
 
 from .conftest import configure, wait_for
+from .test_approval import approval_window
 from .test_picker import picker_key, wait_rows
 from .ui_helpers import idle, make_session, messages_of
 
@@ -142,3 +143,25 @@ def test_a_failed_automatic_title_is_one_warning_and_the_first_line_stays(
     assert "no titles today" in line and line.endswith("): the first line stays")
     assert tree_winbar(nvim) == f" why does add subtract?  · {sid}"
     assert cli_titles(home, workspace)[sid] == "why does add subtract?"
+
+
+def test_a_session_whose_turn_runs_is_not_deleted(nvim, home, workspace, loopback):
+    srv = loopback([{"calls": [{"code": '(shell "touch ran.txt")'}]}, {"text": "Ran."}])
+    configure(home, srv)
+    nvim.command("Nodecode run it")
+    wait_for(lambda: approval_window(nvim))  # the turn waits for the person
+    sid = nvim.exec_lua("return require('nodecode.rpc').call('info').id")
+
+    said = nvim.exec_lua(
+        "local ok, err = pcall(require('nodecode.rpc').call, 'delete_session', ...); return err",
+        sid,
+    )
+    cli = run_cli("sessions", "delete", sid, "--yes", home=home, cwd=workspace)
+
+    assert said.endswith("a turn is running — :NodecodeStop to stop it"), said
+    assert cli.returncode == 1 and cli.stderr == (
+        f"nodecode: session {sid} is running a turn: stop it first (nothing was deleted)\n"
+    )
+    assert sid in cli_titles(home, workspace)
+    nvim.input("r")  # refuse, and let the turn end
+    wait_for(lambda: idle(nvim))
