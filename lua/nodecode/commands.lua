@@ -145,6 +145,13 @@ M.commands = {
       require('nodecode.actions').sessions(o.args)
     end,
   },
+  NodecodeSessionRename = {
+    desc = 'nodecode: give this session a title (asks for it without one)',
+    nargs = '?',
+    impl = function(o)
+      require('nodecode.ui.sessions').rename_current(o.args)
+    end,
+  },
 }
 -- :NodecodeCompact is :NodecodeEvict by another name.
 M.commands.NodecodeCompact =

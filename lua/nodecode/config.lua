@@ -98,6 +98,8 @@ M.defaults = {
       restore = '<M-u>', -- the message back into the context buffer
       toggle = '<M-e>', -- this session's log <-> every session (full-text search)
       kinds = '<M-o>', -- recall: show (or hide again) the export and request rows of the log
+      rename = '<M-n>', -- sessions: give the session a title of your own
+      delete = '<M-x>', -- sessions: delete the session (after a confirmation)
       -- The built-in picker only (the others keep their own):
       next = '<C-n>',
       prev = '<C-p>',

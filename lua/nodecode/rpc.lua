@@ -343,6 +343,11 @@ function M._on_event(event)
     end
     return require('nodecode.ui.context').opened(event)
   end
+  if event.kind == 'title' then -- of no job: a session's automatic title, made or failed
+    return vim.schedule(function()
+      require('nodecode.ui.sessions').titled(event)
+    end)
+  end
   if event.kind == 'warning' then -- of no job: config.jsonc names a key that is not a setting
     require('nodecode.message').warn('%s', event.text)
     return

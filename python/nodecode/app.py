@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -21,7 +22,8 @@ from nodecode.cache import ledger
 from nodecode.cache.ledger import Scope
 from nodecode.checkpoints import shadow
 from nodecode.config import Config, load_config, mcp_servers_of, schema
-from nodecode.errors import ConfigError, NodecodeError
+from nodecode.errors import ConfigError, NodecodeError, SessionError, UserError
+from nodecode.log import delete as deletion
 from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
 from nodecode.log.store import Store, open_store
@@ -233,6 +235,30 @@ class App:
 
     def current_session(self) -> str | None:
         return sessions.current(self.store)
+
+    def resume_session(self, pinned: str | None) -> str:
+        """``pinned`` while it exists (another process may delete it: then, as
+        with none pinned, ``resolve_session``'s choice)."""
+        if pinned is not None:
+            try:
+                return self.resolve_session(pinned)
+            except SessionError:
+                pass
+        return self.resolve_session(None)
+
+    def rename_session(self, sid: str, title: str) -> str:
+        """Give ``sid`` the title ``title`` (one line; it wins over an automatic one)."""
+        words = " ".join(self.redactor.apply(str(title)).split())
+        if not words:
+            raise UserError(f"rename {sid}: expected a title (got {title!r})")
+        sessions.add_title(self.store, sid, words, "user")
+        return words
+
+    def delete_session(self, sid: str) -> deletion.Deleted:
+        """Delete ``sid`` from the store (``log.delete``) and its context folder."""
+        done = deletion.delete(self.store, sid)
+        shutil.rmtree(self.context_dir(sid), ignore_errors=True)
+        return done
 
     def resolve_session(self, explicit: str | None = None, *, create: bool = True) -> str:
         return sessions.resolve(self.store, explicit, self.environ, create_missing=create)

@@ -18,12 +18,12 @@ Events emitted (each a dict with ``job`` and ``kind``):
   · phase {phase} (sending, thinking, streaming, retrying, running, approval)
   · request {state: started | finished, round, provider, model; when finished:
     status, seq, usage {input, output, cache_read, cache_write, prompt}, cost (dollars), error}
-Three events of no job (``job`` is None): warning {text} (config.jsonc names a
-key that is not a setting; told once per key while the host runs), and
-history {token, part, rows, last} or {token, part, error, last}: a part of the
-chat's history, newest first (``Host.history``); context {token, value} or
-{token, error}: the export :NodecodeContext asked for (``Host.context_open``).
-"""
+Events of no job (``job`` None): warning {text} (config.jsonc names a key that
+is not a setting; told once per key while the host runs); history {token, part,
+rows, last} or {token, part, error, last}: a part of the chat's history, newest
+first (``Host.history``); context {token, value} or {token, error}: the export
+:NodecodeContext asked for (``Host.context_open``); title {session, title,
+failed, line}: a session's automatic title (``agent.title``)."""
 
 from __future__ import annotations
 
@@ -31,13 +31,13 @@ import functools
 import itertools
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from nodecode.agent import relay, warm
 from nodecode.agent.relay import Job
-from nodecode.agent.tabs import Pins, tab_of
+from nodecode.agent.tabs import Pins, Place, tab_of
 from nodecode.errors import UserError, one_line
 
 FLUSH_INTERVAL = 0.025  # seconds between streamed-text updates sent to Neovim
@@ -51,29 +51,6 @@ class Port(Protocol):
     must not block, and must deliver events in the order they were emitted."""
 
     def emit(self, event: dict[str, Any]) -> None: ...
-
-
-@dataclass(frozen=True)
-class Place:
-    """Where a Neovim works: the nodecode home, the store and the workspace."""
-
-    home: Path
-    store: str
-    cwd: Path
-
-    @classmethod
-    def from_lua(cls, ctx: Any) -> Place:
-        """Decode the ``{home?, store?, cwd?}`` table Lua sends with each call."""
-        from nodecode.paths import home_dir
-
-        ctx = ctx if isinstance(ctx, dict) else {}
-        home = ctx.get("home") or None
-        cwd = ctx.get("cwd") or None
-        return cls(
-            home=home_dir(home),
-            store=str(ctx.get("store") or "default"),
-            cwd=Path(cwd).expanduser().absolute() if cwd else Path.cwd(),
-        )
 
 
 def _moved(moved: Any, command: str) -> dict[str, Any]:
@@ -230,12 +207,15 @@ class Host:
 
     def session(self, ctx: Any) -> dict[str, Any]:
         """Where this tab works and what it is doing (job: its session's running turn)."""
+        from nodecode.views.titles import title_of
+
         place = Place.from_lua(ctx)
         app = self._app(place)
         session = self._session(app, place, tab_of(ctx))
         running = [j.id for j in self._jobs.values() if j.running and j.session == session]
         return {
             "id": session,
+            "title": title_of(app.store, session),
             "home": str(place.home),
             "store": place.store,
             "cwd": str(place.cwd),
@@ -380,6 +360,19 @@ class Host:
             sid = app.new_session()
             self._pins.pin((place.home, place.store), tab, str(sid))
         return self.session(ctx)
+
+    def rename_session(self, ctx: Any, sid: str, text: str) -> str:
+        """Give session ``sid`` the title ``text``; returns it as shown."""
+        return self._app(Place.from_lua(ctx)).rename_session(str(sid), str(text))
+
+    def delete_session(self, ctx: Any, sid: str) -> dict[str, Any]:
+        """Delete session ``sid`` (refused while a turn runs in it): {session, events,
+        blobs, pinned} (pinned: it was this Neovim's, which ``_session`` then replaces)."""
+        place = Place.from_lua(ctx)
+        if any(j.running and j.session == sid for j in self._jobs.values()):
+            raise UserError(BUSY)
+        pinned = self._pins.get((place.home, place.store), tab_of(ctx)) == sid
+        return {**asdict(self._app(place).delete_session(str(sid))), "pinned": pinned}
 
     # --- checkpoints: undo, redo, the tree, fork (doc/design.md "Checkpoints") ---
 
@@ -582,7 +575,7 @@ class Host:
         session = self._pins.resolve(
             (place.home, place.store),
             tab,
-            app.resolve_session,
+            app.resume_session,  # a session deleted meanwhile is not kept
             app.new_session,
             open_chat=open_chat,
         )
@@ -603,6 +596,9 @@ class Host:
 
     def _run(self, job: Job, text: str) -> None:
         relay.run(job, text, functools.partial(self._review, job))
+        from nodecode.agent import title  # after a first reply, on a thread of its own
+
+        title.start(job.app, job.session, lambda t: self._port.emit(t.event()))
 
     def _review(self, job: Job, request: Any) -> Any:
         """Called on the worker thread: allowed already (config, or "always" for
@@ -662,6 +658,8 @@ ENDPOINTS: dict[str, Endpoint] = {
     "turn_messages": Endpoint(Host.turn_messages),
     "sessions": Endpoint(Host.sessions),
     "use_session": Endpoint(Host.use_session),
+    "rename_session": Endpoint(Host.rename_session),
+    "delete_session": Endpoint(Host.delete_session),
     # checkpoints and the budget
     "undo": Endpoint(Host.undo),
     "redo": Endpoint(Host.redo),

@@ -371,9 +371,23 @@ class Spent:
 
 
 def spent(store: Store, sid: str) -> Spent:
-    """The session's spending, read from its request events and the summary
-    requests its stubs record (``budget.summary``); events are never changed, so
-    a second call reads only the events logged since the first."""
+    """The session's spending, read from its request events, the summary
+    requests its stubs record (``budget.summary``) and its automatic title's
+    request (``agent.title``: the session's, not a turn's)."""
+    done = _spent_in_log(store, sid)
+    rows = store.read(
+        "SELECT cost FROM titles WHERE session = ? AND source = 'auto' AND title IS NOT NULL",
+        (sid,),
+    )
+    total = done.total
+    for (cost,) in rows:
+        total = total.plus(cost)
+    return Spent(total, done.turns) if rows else done
+
+
+def _spent_in_log(store: Store, sid: str) -> Spent:
+    """``spent`` of the log's events; events are never changed, so a second call
+    reads only the events logged since the first."""
     key = ("cost", sid)
     seen, done = store.derived.get(key) or (0, Spent(pricing.NONE, {}))
     new = store.events(sid, after=seen, kinds=("request", "stub"))

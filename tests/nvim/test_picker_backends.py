@@ -330,7 +330,11 @@ FZF_OWN = [
 @pytest.mark.parametrize("b", PARAMS)
 def test_nodecodes_keys_shadow_none_of_the_pickers_own(nvim, b):
     load(nvim, b)
-    ours = {k: v for k, v in keys(nvim).items() if k in ("insert", "restore", "toggle", "kinds")}
+    ours = {
+        k: v
+        for k, v in keys(nvim).items()
+        if k in ("insert", "restore", "toggle", "kinds", "rename", "delete")
+    }
     standard = nvim.exec_lua(STANDARD_KEYS[b.name])
     if b.name == "fzf-lua":
         ours = {

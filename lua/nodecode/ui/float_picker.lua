@@ -12,6 +12,7 @@ local ns = api.nvim_create_namespace('nodecode_float_picker')
 ---@field name string
 ---@field key string|false
 ---@field desc? string what the key hints say it does (else its name)
+---@field extra? boolean an action vim.ui.select leaves out (picker.backend 'select')
 ---@field fn fun(item: table)
 
 ---@class nodecode.PickerSource

@@ -4,7 +4,7 @@
 -- (a fixed list with one action) to vim.ui.select. Three sources: recall (the
 -- log, or every session, with open / insert (recall-entry N) / restore, and a
 -- key that shows the export and request rows it hides by default), removed
--- messages (the context buffer's restore) and sessions.
+-- messages (the context buffer's restore) and sessions (use, rename, delete).
 
 local M = {}
 
@@ -26,10 +26,15 @@ M.ORDER = backends.ORDER
 M.unusable = backends.unusable
 M.backend = backends.backend
 
---- A fixed list with one action: vim.ui.select can show it.
+--- A fixed list with one action (besides `extra` ones, which vim.ui.select
+--- has no keys for: the sessions picker's rename and delete): vim.ui.select
+--- can show it.
 ---@param source nodecode.PickerSource
 local function simple(source)
-  return type(source.items) == 'table' and #source.actions == 1 and not source.toggle
+  local main = vim.tbl_filter(function(a)
+    return not a.extra
+  end, source.actions)
+  return type(source.items) == 'table' and #main == 1 and not source.toggle
 end
 
 ---@param source nodecode.PickerSource
@@ -354,6 +359,10 @@ function M.sessions(rows, on_choice, opts)
     end,
     actions = {
       { name = 'use', key = keys().open, fn = require('nodecode.actions').guard(on_choice) },
+      -- A session's rename and delete (ui/sessions.lua), then the picker again.
+      unpack(require('nodecode.ui.sessions').picker_actions(keys(), function()
+        require('nodecode.actions').sessions('', opts)
+      end)),
     },
   }, opts)
 end

@@ -158,6 +158,18 @@ local function draw(buf)
   return head
 end
 
+--- The session's title on the tree's winbar: the words the sessions picker
+--- and `nodecode sessions` show (a rename, the automatic title, the first ask).
+---@param buf integer
+local function winbar(buf)
+  local info = rpc().call('info')
+  local title = tostring(nonil(info.title) or '')
+  local text = (' %s  · %s'):format(title ~= '' and title or 'untitled', info.id)
+  for _, w in ipairs(vim.fn.win_findbuf(buf)) do
+    vim.wo[w][0].winbar = (text:gsub('%%', '%%%%'))
+  end
+end
+
 --- The turn on the cursor's line.
 ---@return integer
 function M.turn_at_cursor()
@@ -269,6 +281,7 @@ function M.open()
     api.nvim_win_set_buf(win, buf)
     vim.wo[win][0].number, vim.wo[win][0].wrap, vim.wo[win][0].cursorline = false, false, true
   end
+  winbar(buf)
   api.nvim_set_current_win(win)
   api.nvim_win_set_cursor(win, { head or 1, 0 })
   return buf
@@ -286,6 +299,7 @@ function M.refresh()
   local was_head = api.nvim_buf_get_lines(buf, row - 1, row, false)[1]
   local on = (was_head or ''):find('●', 1, true) == nil and state.rows[row] or nil
   local head = draw(buf)
+  winbar(buf)
   local at = head or 1
   for line, turn in pairs(state.rows) do
     if turn == on then

@@ -1,6 +1,7 @@
-"""Which session each tabpage of a Neovim works in: a chat per tab (doc/design.md
-Decisions, "A chat per tab"). Lua sends its tabpage's handle with every call;
-the host keeps one pin per (home, store, tab). A tab's first call pins it to
+"""Where a Neovim works (``Place``) and which session each of its tab pages
+works in: a chat per tab (doc/design.md Decisions, "A chat per tab"). Lua
+sends the place and its tabpage's handle with every call; the host keeps
+one pin per (home, store, tab). A tab's first call pins it to
 the store's current session unless another tab of this Neovim works there,
 when a call that opens a chat (an ask, the chat's history) starts a new
 session and any other call is refused: a tab never takes another's session.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,29 @@ from nodecode.errors import UserError
 
 NO_CHAT = "this tab has no chat of its own yet (another tab works in {sid}): :Nodecode opens one"
 HELD = "session {sid} is open in another tab's chat: go to that tab, or pick another session"
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a Neovim works: the nodecode home, the store and the workspace."""
+
+    home: Path
+    store: str
+    cwd: Path
+
+    @classmethod
+    def from_lua(cls, ctx: Any) -> Place:
+        """Decode the ``{home?, store?, cwd?}`` table Lua sends with each call."""
+        from nodecode.paths import home_dir
+
+        ctx = ctx if isinstance(ctx, dict) else {}
+        home = ctx.get("home") or None
+        cwd = ctx.get("cwd") or None
+        return cls(
+            home=home_dir(home),
+            store=str(ctx.get("store") or "default"),
+            cwd=Path(cwd).expanduser().absolute() if cwd else Path.cwd(),
+        )
 
 
 def tab_of(ctx: Any) -> int | None:
@@ -43,17 +68,22 @@ class Pins:
         open_chat: bool,
     ) -> str:
         """The session of ``tab``: its pin (checked by ``find``), or else the one
-        ``find(None)`` names (the store's current one) when no other tab holds
-        it; else a ``new()`` one when ``open_chat``, else a UserError."""
+        ``find`` names instead (the store's current one) when no other tab
+        holds it; else a ``new()`` one when ``open_chat``, else a UserError."""
         with self._lock:
             pinned = self._pins.get((*where, tab))
-            sid = find(pinned)
-            if pinned is None and self.holder(where, sid, tab) is not None:
+            sid = find(pinned)  # (its pin deleted meanwhile: the current one)
+            if sid != pinned and self.holder(where, sid, tab) is not None:
                 if not open_chat:
                     raise UserError(NO_CHAT.format(sid=sid))
                 sid = new()
             self._pins[(*where, tab)] = sid
             return sid
+
+    def get(self, where: tuple[Path, str], tab: int | None) -> str | None:
+        """The session ``tab`` works in, if it has made a call yet."""
+        with self._lock:
+            return self._pins.get((*where, tab))
 
     def pin(self, where: tuple[Path, str], tab: int | None, sid: str) -> None:
         """Make ``sid`` the session of ``tab``; refused while another tab holds it."""

@@ -95,13 +95,34 @@ def summarizer(
     provider = config.provider
 
     def summarize(prefix: list[Message], span: tuple[int, int]) -> Summary:
-        try:
-            return _request(app, config, provider, model or "", (limit, stop), prefix, span)
-        except Exception as e:  # noqa: BLE001 - any failure leaves the plain stub, said
-            line = " ".join(str(e).split()) or type(e).__name__
-            return Summary(None, model=model or "", failed=app.redactor.apply(line))
+        ask = INSTRUCTION.format(a=span[0], b=span[1])
+        return aside(app, config, provider, model or "", limit, prefix, ask, MAX_TOKENS, stop)
 
     return summarize
+
+
+def aside(
+    app: AppNeeds,
+    config: Config,
+    p: ProviderConfig,
+    model: str,
+    limit: float,
+    prefix: list[Message],
+    instruction: str,
+    max_tokens: int,
+    stop: threading.Event | None = None,
+) -> Summary:
+    """One request beside the session's turns (a stub's summary, a session's
+    title): ``prefix`` (the context a request just sent, which the provider's
+    cache holds) and ``instruction`` as the last user message, at most
+    ``max_tokens`` and ``limit`` seconds (``stop``: ends it at once). Never
+    raises: any failure is a Summary without text saying why, in one redacted line."""
+    try:
+        ends = (limit, stop)
+        return _request(app, config, p, model, ends, prefix, instruction, max_tokens)
+    except Exception as e:  # noqa: BLE001 - any failure is said, and the caller falls back
+        line = " ".join(str(e).split()) or type(e).__name__
+        return Summary(None, model=model, failed=app.redactor.apply(line))
 
 
 def _request(
@@ -111,11 +132,12 @@ def _request(
     model: str,
     ends: tuple[float, threading.Event | None],
     prefix: list[Message],
-    span: tuple[int, int],
+    instruction: str,
+    max_tokens: int,
 ) -> Summary:
     wire = config.wire()
     prompt = app.prompt()
-    ask = Message(0, "user", INSTRUCTION.format(a=span[0], b=span[1]))
+    ask = Message(0, "user", instruction)
     entry: dict[str, Any] = p.model_entry(model)
     built = wire.build(
         Request(
@@ -123,7 +145,7 @@ def _request(
             model=model,
             system=prompt.system,
             tools=prompt.tools,
-            max_tokens=MAX_TOKENS,
+            max_tokens=max_tokens,
             entry=entry,
             where=f"providers.{p.id}.models[{model}]",
         )

@@ -9,6 +9,7 @@ import sys
 import threading
 
 from nodecode import slash
+from nodecode.agent import title
 from nodecode.agent.loop import Agent, TurnCallbacks
 from nodecode.app import App
 from nodecode.cells.approval import Approval, Refused
@@ -157,6 +158,7 @@ def cmd_ask(app: App, args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGINT, previous)
     callbacks.end_line()
+    _title(app, sid)
     if result.status == "failed":
         print(f"nodecode: {result.error}", file=sys.stderr)
         return EXIT_USER if result.user_error else EXIT_PROVIDER
@@ -166,6 +168,20 @@ def cmd_ask(app: App, args: argparse.Namespace) -> int:
     if result.status == "round-limit":
         print("nodecode: stopped at max_rounds", file=sys.stderr)
     return EXIT_OK
+
+
+def _title(app: App, sid: str) -> None:
+    """The automatic title after a session's first reply (``agent.title``): asked
+    once the turn ended and its reply is out, waited for before the process ends
+    (it has its own time limit); a failure is one line on stderr."""
+    thread = title.start(app, sid, _said)
+    if thread is not None:
+        thread.join()
+
+
+def _said(outcome: title.Titled) -> None:
+    lead = "── " if outcome.title is not None else "nodecode: "
+    print(lead + outcome.line(), file=sys.stderr)
 
 
 def cmd_eval(app: App, args: argparse.Namespace) -> int:

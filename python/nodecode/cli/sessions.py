@@ -1,13 +1,16 @@
-"""``nodecode new`` and ``nodecode sessions``."""
+"""``nodecode new`` and ``nodecode sessions [rename ID TITLE | delete ID]``."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 from nodecode.app import App
-from nodecode.cli.common import EXIT_OK, Command
+from nodecode.cli.common import EXIT_OK, EXIT_USER, Command
+from nodecode.errors import UserError
+from nodecode.log import delete as deletion
 from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
 from nodecode.views.titles import session_title
@@ -18,7 +21,29 @@ def cmd_new(app: App, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _sessions_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", nargs="?", choices=["rename", "delete"])
+    p.add_argument("id", nargs="?", metavar="ID")
+    p.add_argument("words", nargs="*", metavar="TITLE", help="rename: the new title")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--yes", action="store_true", help="delete without asking")
+
+
 def cmd_sessions(app: App, args: argparse.Namespace) -> int:
+    if args.action is not None and not args.id:
+        raise UserError(f"sessions {args.action}: expected a session ID (got nothing)")
+    if args.action == "rename":
+        title = app.rename_session(args.id, " ".join(args.words))
+        print(f"{args.id}  {title}")
+        return EXIT_OK
+    if args.words:
+        raise UserError(f"sessions: unexpected words {' '.join(args.words)!r}")
+    if args.action == "delete":
+        return _delete(app, args.id, args.yes)
+    return _list(app, args.json)
+
+
+def _list(app: App, as_json: bool) -> int:
     rows = []
     for info in sessions.all_sessions(app.store):
         rows.append(
@@ -30,7 +55,7 @@ def cmd_sessions(app: App, args: argparse.Namespace) -> int:
                 "title": session_title(app.store, info),
             }
         )
-    if args.json:
+    if as_json:
         print(json.dumps(rows, ensure_ascii=False))
         return EXIT_OK
     current = app.current_session()
@@ -43,6 +68,35 @@ def cmd_sessions(app: App, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _delete(app: App, sid: str, yes: bool) -> int:
+    """Delete ``sid`` once the person confirms it on the terminal (or ``--yes``)."""
+    why = deletion.refusal(app.store, sid)
+    if why is not None:
+        raise UserError(why)
+    info = sessions.get(app.store, sid)
+    title = session_title(app.store, info) or "untitled"
+    turns = len(turn_tree.turns(app.store, sid))
+    if not yes:
+        if not sys.stdin.isatty():
+            print(
+                f"nodecode: sessions delete: not deleted: {sid} ({title}) needs a yes on a "
+                "terminal, or --yes",
+                file=sys.stderr,
+            )
+            return EXIT_USER
+        sys.stderr.write(
+            f"delete session {sid} ({title}, {turns} turn{'s' if turns != 1 else ''})? "
+            "Its log leaves the store and recall for good. [y/N] "
+        )
+        sys.stderr.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            print("not deleted", file=sys.stderr)
+            return EXIT_USER
+    done = app.delete_session(sid)
+    print(f"deleted {sid} ({title}): {done.events} events, {done.blobs} blobs")
+    return EXIT_OK
+
+
 COMMANDS = (
     Command(
         "new",
@@ -52,8 +106,8 @@ COMMANDS = (
     ),
     Command(
         "sessions",
-        "list sessions",
+        "list sessions; rename ID TITLE; delete ID [--yes]",
         cmd_sessions,
-        lambda p: p.add_argument("--json", action="store_true"),
+        _sessions_args,
     ),
 )

@@ -342,6 +342,20 @@ SETTINGS = Table(
             "how long an eviction's summary request may take before the plain stub is used",
         ),
         Setting(
+            "session_title",
+            Text(),
+            "first_line",
+            "a new session's title: first_line (its first ask's first line), auto (a few "
+            "words by the session's model after its first reply) or a model id of the same "
+            "provider",
+        ),
+        Setting(
+            "session_title_timeout",
+            Number(0, above=True, unit="seconds"),
+            15.0,
+            "how long the automatic title's request may take before the first line stays",
+        ),
+        Setting(
             "shadow_max_mb",
             Number(0, unit="MB"),
             200.0,

@@ -156,6 +156,42 @@ def m011_encode_file_blobs_as_deltas(db: sqlite3.Connection) -> None:
             )
 
 
+@migration
+def m012_create_titles(db: sqlite3.Connection) -> None:
+    # A session's titles, one row per title set: a rename (source 'user') or an
+    # automatic title (source 'auto'; title NULL when its request failed, ``failed``
+    # saying why). Rows are never changed: the title shown is the newest user row,
+    # else the one given at creation, else the newest automatic one.
+    db.execute("""
+        CREATE TABLE titles (
+            id INTEGER PRIMARY KEY,
+            session TEXT NOT NULL REFERENCES sessions(id),
+            title TEXT,
+            source TEXT NOT NULL,      -- user | auto
+            model TEXT, tokens INTEGER, cost REAL, failed TEXT,
+            time REAL NOT NULL
+        )""")
+    db.execute("CREATE INDEX titles_session ON titles (session, id)")
+    db.execute("""CREATE TRIGGER titles_no_update BEFORE UPDATE ON titles
+                  BEGIN SELECT RAISE(ABORT, 'titles are append-only'); END""")
+
+
+@migration
+def m013_allow_session_delete(db: sqlite3.Connection) -> None:
+    # Deleting a session (``nodecode sessions delete``) is the one way events
+    # leave the log: only while the session is named in ``deleting``, inside the
+    # delete's own transaction. Its messages leave the full-text index with them.
+    db.execute("CREATE TABLE deleting (session TEXT PRIMARY KEY)")
+    db.execute("DROP TRIGGER events_no_delete")
+    db.execute("""CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+                  WHEN NOT EXISTS (SELECT 1 FROM deleting WHERE session = old.session)
+                  BEGIN SELECT RAISE(ABORT, 'events are append-only'); END""")
+    db.execute("""CREATE TRIGGER events_fts_delete AFTER DELETE ON events
+                  WHEN old.role IS NOT NULL
+                  BEGIN INSERT INTO events_fts(events_fts, rowid, text)
+                        VALUES ('delete', old.id, old.text); END""")
+
+
 def _file_deltas(db: sqlite3.Connection, sid: str) -> list[tuple[str, bytes, str]]:
     """(hash, delta, base hash) for the session's export and file-edit blobs."""
     exports: dict[int, tuple[str, str]] = {}

@@ -114,3 +114,42 @@ def resolve(
 def set_head(store: Store, sid: str, turn: int | None) -> None:
     with store.atomic() as db:
         db.execute("UPDATE sessions SET head = ? WHERE id = ?", (turn, sid))
+
+
+@dataclass(frozen=True)
+class Titled:
+    """The newest title row of one source: its title (None: an automatic title
+    that failed, ``failed`` saying why)."""
+
+    title: str | None
+    source: str
+    failed: str | None = None
+
+
+def add_title(
+    store: Store,
+    sid: str,
+    title: str | None,
+    source: str,
+    *,
+    model: str | None = None,
+    tokens: int | None = None,
+    cost: float | None = None,
+    failed: str | None = None,
+) -> None:
+    """Log a title of ``sid`` (a rename: source 'user'; 'auto': the automatic one)."""
+    get(store, sid)
+    with store.atomic() as db:
+        db.execute(
+            "INSERT INTO titles (session, title, source, model, tokens, cost, failed, time)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (sid, title, source, model, tokens, cost, failed, time.time()),
+        )
+
+
+def titles(store: Store, sid: str) -> dict[str, Titled]:
+    """The newest title row of each source ('user', 'auto') the session has."""
+    rows = store.read(
+        "SELECT title, source, failed FROM titles WHERE session = ? ORDER BY id", (sid,)
+    )
+    return {source: Titled(title, source, failed) for title, source, failed in rows}

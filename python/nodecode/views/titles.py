@@ -2,7 +2,8 @@
 line of words, without the fenced blocks a range, ``#buffer`` or ``#file``
 put into it (``what does this do?``, not ```` ```python calc.py:9-11 ````).
 One function, so ``nodecode sessions``, the sessions picker and the tree
-show the same words."""
+show the same words; a rename or an automatic title (``nodecode.agent.title``)
+comes before the first line."""
 
 from __future__ import annotations
 
@@ -43,11 +44,31 @@ def _cut(line: str, width: int) -> str:
 
 
 def session_title(store: Store, info: sessions.SessionInfo) -> str:
-    """The title the session was given, else its first ask's ("" with none)."""
-    if info.title:
-        return info.title
+    """Its newest rename, else the title it was given at creation, else its
+    automatic title (``session_title``), else its first ask's ("" with none)."""
+    given = sessions.titles(store, info.id)
+    for title in (getattr(given.get("user"), "title", None), info.title):
+        if title:
+            return title
+    auto = given.get("auto")
+    if auto is not None and auto.title:
+        return auto.title
     rows = store.read(
         "SELECT text FROM events WHERE session = ? AND role = 'user' ORDER BY seq LIMIT 1",
         (info.id,),
     )
     return ask_title(rows[0][0]) if rows else ""
+
+
+def title_of(store: Store, sid: str) -> str:
+    """``session_title`` of session ``sid``."""
+    return session_title(store, sessions.get(store, sid))
+
+
+def one_line(text: str, width: int = WIDTH) -> str:
+    """A title as given (a rename, a model's reply): its first line of words, without
+    markdown heading marks and the quotes a model may put around it, cut at ``width``."""
+    line = ask_title(text, 10 * width).lstrip("#").strip()
+    if len(line) > 1 and line[0] == line[-1] and line[0] in "\"'`*":
+        line = line[1:-1].strip()
+    return _cut(line.rstrip("."), width) if line else ""
