@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from nodecode import devtrace
 from nodecode.agent import relay, warm
 from nodecode.agent.relay import Job
 from nodecode.errors import UserError, one_line
@@ -585,7 +586,8 @@ class Host:
         self._port.emit({"job": job_id, **event})
 
     def _run(self, job: Job, text: str) -> None:
-        relay.run(job, text, functools.partial(self._review, job))
+        with devtrace.turn(job.id):
+            relay.run(job, text, functools.partial(self._review, job))
 
     def _review(self, job: Job, request: Any) -> bool:
         """Called on the worker thread: allowed already (config, or "always" for
