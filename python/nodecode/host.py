@@ -155,6 +155,9 @@ class Host:
             job.thread = threading.Thread(
                 target=self._run, args=(job, text), name=f"nodecode-job-{job.id}", daemon=True
             )
+            # A finished job is done with: its done event told Neovim all of it.
+            # Kept, each held its thread, batcher and events for the host's life.
+            self._jobs = {i: j for i, j in self._jobs.items() if j.running}
             self._jobs[job.id] = job
         job.thread.start()
         return job.id
