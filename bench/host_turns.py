@@ -44,8 +44,10 @@ cProfile of every turn's worker thread (``DIR/turn-N.prof``).
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -265,6 +267,7 @@ def run(report: Report, tmp: Path, turns: int, reps: int, hooks: dict[str, str])
         young.stop()
     memory_row(report, memory, fresh, turns)
     time_rows(report, turns, reps, late, early, along)
+    host_alone(report, tmp, ws, turns, reps)
 
 
 def alternated(old: Session, young: Session, reps: int) -> tuple[list[Turn], list[Turn]]:
@@ -307,6 +310,70 @@ def time_rows(
         "  local = a turn's wall time (the command sent → the chat's job over) less its two "
         "requests' server time (request line read → reply's last byte written, "
         "bench/_sse_server.py --timings)"
+    )
+
+
+ALONE = """
+import json, sys, threading, time
+from nodecode.host import Host
+
+home, cwd, turns = sys.argv[1], sys.argv[2], int(sys.argv[3])
+done = threading.Event()
+
+class Port:
+    def emit(self, event):
+        if event.get("kind") == "done":
+            done.set()
+
+host = Host(Port())
+walls = []
+for i in range(turns):
+    done.clear()
+    t0 = time.perf_counter()
+    host.ask({"home": home, "cwd": cwd}, f"Question {i} about the parser, and a test for it.")
+    if not done.wait(120):
+        sys.exit(f"turn {i + 1} never ended")
+    walls.append((time.perf_counter() - t0) * 1000)
+print(json.dumps(walls), flush=True)
+"""
+
+
+def host_alone(report: Report, tmp: Path, ws: Path, turns: int, reps: int) -> None:
+    """The real ``Host`` in a process of its own without Neovim (its events
+    dropped), the same turns against its own server: what of a turn's growth
+    is the host's."""
+    root = tmp / "alone"
+    home, timings = root / "home", root / "served.txt"
+    with ServerProcess(root / "server", rounds(random.Random("alone")), timings=timings) as srv:
+        write_config(home, srv.url)
+        done = subprocess.run(
+            [sys.executable, "-c", ALONE, str(home), str(ws), str(turns)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        said = (done.stderr.strip().splitlines() or ["nothing"])[-1]
+        raise RuntimeError(f"the host alone ended {done.returncode}: {said}")
+    walls = json.loads(lines[-1])
+    served = {}
+    for line in timings.read_text(encoding="utf-8").splitlines():
+        n, ms = line.split()
+        served[int(n)] = float(ms)
+    local = [w - served[2 * i + 1] - served[2 * i + 2] for i, w in enumerate(walls)]
+    late, early = local[-reps:], local[WARMUP : WARMUP + reps]
+    ratio = median(late) / median(early)
+    report.row(
+        f"the host alone (no Neovim): local time per turn at turn {turns} vs turn 10",
+        round(ratio, 2),
+        GOAL_TIME,
+        ratio <= GOAL_TIME,
+        unit="×",
+        result="NOT A BAR (the host's share of the bar above, in one sequence)",
+        figures=f"turns {turns - reps + 1}–{turns} {band(late)} ms vs "
+        f"turns {WARMUP + 1}–{WARMUP + reps} {band(early)} ms",
     )
 
 
