@@ -28,7 +28,10 @@ old Neovim's turns after ``--turns`` against the young one's turns 6, 7, …,
 so that the machine's load falls on both (on a shared machine the load moves
 more in a minute than the bar allows). The same figure from the one Neovim's
 own sequence (its last turns against its turns 6, 7, …) and the CPU time of
-the host and Neovim per turn are printed beside.
+the host and Neovim per turn are printed beside. A row that is not a bar: the
+same alternation for the real ``Host`` in processes of their own without
+Neovim (an old one after ``--turns`` turns, a young one), with each side's CPU
+time per turn — the host's share of what grows.
 
 The host's RSS is ``VmRSS`` of ``/proc/PID/status`` of the Python child of
 Neovim, read half a second after turns 10, 100, 200, … and the last; the fresh
