@@ -89,7 +89,7 @@ class RequestLog:
         the process's life. Done only past ``HELD`` requests, so rarely."""
         if len(self.seqs) <= HELD:
             return
-        cut = min(self.seqs[-1], *self.by_turn.get(head, ()) if head is not None else ())
+        cut = min([self.seqs[-1], *(self.by_turn.get(head, ()) if head is not None else ())])
         if self.warning is not None:
             cut = min(cut, self.warning)
         first = bisect.bisect_left(self.seqs, cut)
