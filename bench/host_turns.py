@@ -42,7 +42,7 @@ figures of such a run are slow): ``--trace DIR``, a tracemalloc snapshot
 after turns 10, 100, 200, … (``DIR/turn-N.snap``); ``--profile DIR``, a
 cProfile of every turn's worker thread (``DIR/turn-N.prof``).
 
-    python bench/host_turns.py [--json] [--turns 300] [--reps 16] [--trace DIR] [--profile DIR]
+    python bench/host_turns.py [--json] [--turns 300] [--reps 30] [--trace DIR] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -457,7 +457,7 @@ def memory_row(report: Report, memory: dict[int, float], fresh: float, turns: in
 def main(argv: list[str] | None = None) -> int:
     parser = arg_parser(__doc__.split("\n")[0])
     parser.add_argument("--turns", type=int, default=300, help="turns in one Neovim (300)")
-    parser.add_argument("--reps", type=int, default=16, help="alternated turns per side (16)")
+    parser.add_argument("--reps", type=int, default=30, help="alternated turns per side (30)")
     parser.add_argument("--trace", help="DIR: tracemalloc snapshots of the host")
     parser.add_argument("--profile", help="DIR: a cProfile of each of the host's turns")
     args = parser.parse_args(argv)

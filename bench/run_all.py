@@ -60,7 +60,7 @@ REDUCED: dict[str, dict[str, str | None]] = {
     "context_io": {"--reps": "25", "--warmup": "1"},
     "open_buffer": {"--reps": "15"},
     "responsive": {"--reps": "4"},
-    "host_turns": {},  # 300 turns, the bar's own size; 16 alternated turns a side
+    "host_turns": {},  # 300 turns, the bar's own size; 30 alternated turns a side
     "flat_costs": {"--reps": "25"},
     "fill": {"--reps": "7", "--warmup": "1"},
     "notes": {"--reps": "5"},
