@@ -65,7 +65,7 @@ def turn(number: int) -> Iterator[None]:
                 gc_ms, full = _GC[0] - collected[0], _GC[1] - collected[1]
                 took = (time.perf_counter() - started) * 1000
                 out.write(f"{number} {took:.3f} {gc_ms:.3f} {full}\n")
-        if profiler is not None:
+        if profiler is not None and profile:
             profiler.disable()
             Path(profile).mkdir(parents=True, exist_ok=True)
             profiler.dump_stats(str(Path(profile) / f"turn-{number}.prof"))

@@ -362,7 +362,7 @@ class _Workers:
                 fn(*args)
             except BaseException:  # noqa: BLE001 - a pump reports through its queue
                 pass
-            fn = args = None  # an idle pump keeps nothing of the request it sent
+            del fn, args  # an idle pump keeps nothing of the request it sent
             me.name = IDLE
             with self._lock:
                 self._idle += 1
