@@ -417,7 +417,7 @@ class LoopbackServer:
             model = str(body.get("model") or "")
             cache = CacheUsage()
             if self.cache is not None and points:
-                cache = self.cache.apply(model, blocks, points)
+                cache = self.cache.apply(model, blocks, points, self.usage_scale)
             if flavor != ANTHROPIC and self.cache is not None:
                 cache = CacheUsage(read=self.prefix.apply(model, _units(flavor, body)))
         usage = self._usage(total, cache, rnd)
