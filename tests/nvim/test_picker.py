@@ -9,7 +9,7 @@ from pathlib import Path
 import pynvim
 import pytest
 
-from .conftest import configure, open_context, wait_for
+from .conftest import configure, guard_unmet, open_context, wait_for
 from .ui_helpers import make_session
 
 # Checkouts of plenary.nvim and telescope.nvim (not on PyPI) for the telescope test.
@@ -245,6 +245,10 @@ def test_enter_at_once_in_the_sessions_picker_stays_in_the_current_session(nvim,
     DEPS is None,
     reason="set NODECODE_TEST_DEPS to a directory holding checkouts named "
     "plenary.nvim and telescope.nvim",
+)
+@pytest.mark.skipif(
+    bool(DEPS and guard_unmet(DEPS / "telescope.nvim")),
+    reason=(DEPS and guard_unmet(DEPS / "telescope.nvim")) or "",
 )
 def test_recall_in_telescope_when_it_is_installed(nvim, sessions):
     assert DEPS is not None

@@ -14,7 +14,7 @@ from pathlib import Path
 import pynvim
 import pytest
 
-from .conftest import open_context, wait_for
+from .conftest import guard_unmet, open_context, wait_for
 from .test_picker import sessions  # noqa: F401  (the fixture)
 
 DEPS = Path(os.environ["NODECODE_TEST_DEPS"]) if os.environ.get("NODECODE_TEST_DEPS") else None
@@ -99,6 +99,9 @@ def missing(b: Backend) -> str | None:
     absent = [c for c in b.checkouts if not (DEPS / c / "lua").is_dir()]
     if absent:
         return f"NODECODE_TEST_DEPS ({DEPS}) has no checkout named {', '.join(absent)}"
+    unmet = next((w for c in b.checkouts if (w := guard_unmet(DEPS / c))), None)
+    if unmet:
+        return unmet  # tests/nvim/test_old_neovim.py shows what nodecode does then
     if b.needs and not shutil.which(b.needs):
         return f"{b.name} needs the {b.needs} program on PATH"
     return None
@@ -394,22 +397,27 @@ def test_auto_takes_the_first_installed_in_the_documented_order(nvim):
     assert nvim.exec_lua("return require('nodecode.ui.picker').backend()") == "telescope"
 
 
-@pytest.mark.skipif(bool(missing(TELESCOPE)), reason=missing(TELESCOPE) or "")
+@pytest.mark.skipif(
+    DEPS is None or not all((DEPS / c / "lua").is_dir() for c in TELESCOPE.checkouts),
+    reason=f"set NODECODE_TEST_DEPS to a directory holding {' and '.join(TELESCOPE.checkouts)}",
+)
 def test_a_backend_that_needs_a_newer_neovim_is_skipped_and_checkhealth_says_why(
     nvim,
     sessions,  # noqa: F811
     tmp_path,
 ):
     # The real telescope checkout, its plugin/ guard asking for a Neovim newer
-    # than this one: what telescope's own guard does on Neovim 0.10 (its modules
+    # than this one: as it is on Neovim 0.10, else asking for 0.99 (its modules
     # still load, so require() succeeds, and a picker then fails half-way).
     assert DEPS is not None
-    newer = tmp_path / "telescope.nvim"
-    shutil.copytree(DEPS / "telescope.nvim", newer, ignore=shutil.ignore_patterns(".git"))
-    guard = newer / "plugin" / "telescope.lua"
-    text = guard.read_text()
-    assert text.startswith('if 1 ~= vim.fn.has "nvim-0.11" then')
-    guard.write_text(text.replace('"nvim-0.11"', '"nvim-0.99"', 1))
+    newer, asked = DEPS / "telescope.nvim", "0.11"
+    if not guard_unmet(newer):
+        newer, asked = tmp_path / "telescope.nvim", "0.99"
+        shutil.copytree(DEPS / "telescope.nvim", newer, ignore=shutil.ignore_patterns(".git"))
+        guard = newer / "plugin" / "telescope.lua"
+        text = guard.read_text()
+        assert text.startswith('if 1 ~= vim.fn.has "nvim-0.11" then')
+        guard.write_text(text.replace('"nvim-0.11"', '"nvim-0.99"', 1))
     for path in (DEPS / "plenary.nvim", newer):
         nvim.exec_lua("vim.opt.rtp:append(...)", str(path))
     nvim.exec_lua("pcall(vim.cmd, 'runtime! plugin/telescope.lua')")  # errors, as lazy.nvim's load
@@ -428,6 +436,6 @@ def test_a_backend_that_needs_a_newer_neovim_is_skipped_and_checkhealth_says_why
         "local v = vim.version() return ('%d.%d.%d'):format(v.major, v.minor, v.patch)"
     )
     assert (
-        f"WARNING telescope skipped: telescope.nvim needs Neovim 0.99 (this is {this})" in report
+        f"WARNING telescope skipped: telescope.nvim needs Neovim {asked} (this is {this})" in report
     ), report
     assert 'OK pickers use builtin (picker.backend = "auto"; installed: telescope)' in report
