@@ -39,7 +39,13 @@ def picker(nv: pynvim.Nvim) -> dict:
         local st = require('nodecode.ui.float_picker').current
         if not st then return vim.NIL end
         local get = function(b) return vim.api.nvim_buf_get_lines(b, 0, -1, false) end
+        local footers = {}
+        for _, w in ipairs({ st.lwin, st.vwin }) do
+          local f = vim.api.nvim_win_get_config(w).footer
+          footers[#footers + 1] = type(f) == 'table' and f[1] and f[1][1] or ''
+        end
         return { title = vim.api.nvim_win_get_config(st.pwin).title[1][1],
+                 footers = table.concat(footers, ' | '),
                  prompt = get(st.pbuf)[1], rows = get(st.lbuf), preview = get(st.vbuf) }
     """)
 
@@ -152,7 +158,7 @@ def test_recall_hides_export_and_request_rows_until_a_key_shows_them(
     nvim.command("NodecodeRecall")
     first = wait_rows(nvim, lambda rows: len(rows) >= 4)
     assert not [r for r in first["rows"] if any(b in r for b in BOOKKEEPING)], first["rows"]
-    assert "<M-o>" in first["title"]
+    assert "<M-o> exports and requests" in first["footers"]
 
     nvim.input("<M-o>")
 
