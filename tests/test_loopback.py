@@ -643,3 +643,11 @@ def test_the_cli_prints_its_url_and_serves_until_terminated(tmp_path):
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0
+
+
+def test_a_stub_after_the_ask_is_no_ask():
+    rounds = [{"text": "for the bug", "match_ask": "bug"}]
+    stub = "[history evicted: seq 3–9 · 2 rounds of turn 1 · recall: (recall-log)]\n;; read f1"
+    with LoopbackServer(rounds) as s:
+        bug = anthropic_events(s, anthropic_body([user("fix the bug"), user(stub)]))
+    assert "".join(text_of(bug)) == "for the bug"

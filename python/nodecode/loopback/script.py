@@ -9,8 +9,9 @@ JSON script's ``"\\ud800"``): they go on the wire as JSON ``\\ud800`` escapes, a
 from a gateway that cuts strings between UTF-16 units. A request takes the
 first remaining round whose ``match`` (if any) is in its last user text and
 whose ``match_ask`` (if any) is in its newest ask, the newest user text that
-is not a notice (a whole turn's rounds keep matching its ask when a notice
-follows it, and an earlier turn's ask matches nothing, ended or stopped);
+is not a notice or stub, whose first line is in square brackets (a whole
+turn's rounds keep matching its ask when a notice follows it, and an earlier
+turn's ask matches nothing, ended or stopped);
 skipped rounds stay for later. A ``"keep": true`` round stays after it is
 taken: the answer to whatever no other round matches.
 """
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 EXHAUSTED_TEXT = "(the loopback script has no more rounds)"
-NOTICE = re.compile(r"\[.*\]", re.DOTALL)  # nodecode's notices and stubs: not an ask
+# nodecode's notices and stubs (a first line wholly in square brackets): not an ask.
+NOTICE = re.compile(r"\[[^\n]*\](\n.*)?", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -152,8 +154,9 @@ def _texts(content: Any) -> str:
 
 def newest_ask(body: dict) -> str:
     """The newest user text of a request that is not a notice (any wire format):
-    the ask of the turn it belongs to. A text wholly in square brackets is
-    nodecode's (a notice, a stub), and tool results are not user text."""
+    the ask of the turn it belongs to. A text whose first line is wholly in
+    square brackets is nodecode's (a notice, a stub), and tool results are not
+    user text."""
     items = body.get("input")
     if isinstance(items, str):
         return items

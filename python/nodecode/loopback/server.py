@@ -13,21 +13,21 @@ A script is a list of rounds (or a JSONL file of them): ``{"text": ...,
 "calls": [{"code": "(read-file \\"a.txt\\")"} | {"name": ..., "input": {...}}],
 "match"?: "substring"}``. Each model request takes the first remaining round
 whose ``match`` (if any) is in the request's last user text, and whose
-``match_ask`` (if any) is in its newest ask (its newest user text that is not
-a notice in square brackets); rounds skipped for not matching stay for later
-requests, and a ``"keep": true`` round stays when taken. Rejected and faulted requests take
-no round. The script queue, token counting and the simulated Anthropic
-prompt cache live in ``script``, ``tokens`` and ``cache``; the wire formats
-in ``wire``; Anthropic's cache diagnostics (the beta header and
-``diagnostics.previous_message_id``) in ``diagnostics``. ``usage_scale``
-stands for the provider's tokenizer: reported usage, count_tokens and the
-``window`` check all use round(counted * scale).
-``reported_input`` stands for a gateway whose usage is wrong: every reply reports
-that many prompt tokens, none of them cached, whatever was counted (the
-``window`` check and count_tokens still count).
-The cache's entries expire on ``clock`` (a ``cache.Clock`` the tests and
-benches advance); ``cache_rules`` picks the readings where Anthropic's docs
-are silent and ``cache_min_tokens`` overrides every model's minimum.
+``match_ask`` (if any) is in its newest ask (its newest user text whose first
+line is not in square brackets: not a notice or stub); rounds skipped for not
+matching stay for later requests, and a ``"keep": true`` round stays when
+taken. Rejected and faulted requests take no round. The script queue, token
+counting and the simulated Anthropic prompt cache live in ``script``,
+``tokens`` and ``cache``; the wire formats in ``wire``; Anthropic's cache
+diagnostics (the beta header and ``diagnostics.previous_message_id``) in
+``diagnostics``. ``usage_scale`` stands for the provider's tokenizer: reported
+usage, count_tokens and the ``window`` check all use round(counted * scale).
+``reported_input`` stands for a gateway whose usage is wrong: every reply
+reports that many prompt tokens, none of them cached, whatever was counted (the
+``window`` check and count_tokens still count). The cache's entries expire on
+``clock`` (a ``cache.Clock`` the tests and benches advance); ``cache_rules``
+picks the readings where Anthropic's docs are silent and ``cache_min_tokens``
+overrides every model's minimum.
 
 Faults (``{"at": N, "kind": ...}``) hit the N-th model request (1-based,
 counting only the model endpoints, faulted requests included); a fault
