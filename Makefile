@@ -55,7 +55,7 @@ test: install $(VENV)/.installed-test $(NODE_PREFIX)/.installed-stylua-$(STYLUA_
 	$(VENV)/bin/mypy
 	$(STYLUA) --check . .luacheckrc
 	@scripts/luacheck.sh $(LUACHECK)
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n 2
 
 # The demo keeps .demo/ (its session comes back next time); demo-clean removes it.
 demo: install $(VENV)/.installed-demo

@@ -198,7 +198,13 @@ class ServerProcess:
     """bench/_sse_server.py in its own process (never holding our GIL), its URL read
     from its first line; ``rounds`` is what it replies, cycling."""
 
-    def __init__(self, root: Path, rounds: list[dict[str, Any]], save: Path | None = None):
+    def __init__(
+        self,
+        root: Path,
+        rounds: list[dict[str, Any]],
+        save: Path | None = None,
+        timings: Path | None = None,
+    ):
         root.mkdir(parents=True, exist_ok=True)
         script = root / f"rounds-{id(self)}.jsonl"
         script.write_text("\n".join(json.dumps(r) for r in rounds) + "\n", encoding="utf-8")
@@ -211,6 +217,8 @@ class ServerProcess:
         if save is not None:
             save.mkdir(parents=True, exist_ok=True)
             argv += ["--save", str(save)]
+        if timings is not None:
+            argv += ["--timings", str(timings)]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.url = self.proc.stdout.readline().strip()

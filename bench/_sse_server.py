@@ -10,11 +10,14 @@ proxy (input = body bytes ÷ 4); nothing is cached.
 
 Run in its own process, so its work never holds the measured process's GIL:
 
-    python bench/_sse_server.py --script ROUNDS.jsonl [--save DIR]
+    python bench/_sse_server.py --script ROUNDS.jsonl [--save DIR] [--timings FILE]
 
 It prints its URL on one line and serves until killed. ``--script`` is JSONL
 of ``{"text": str, "calls": [cell code, ...]}``; ``--save DIR`` writes each
-body to DIR/N.json after its reply (to record what a client sends).
+body to DIR/N.json after its reply (to record what a client sends);
+``--timings FILE`` appends one line per request, ``N MS``: the ms from its
+request line read to its reply's last byte written (the server's own time,
+which a client's wall time less it leaves as the client's).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import socket
 import socketserver
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -96,10 +100,13 @@ class Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, rounds: list[dict[str, Any]], save: Path | None) -> None:
+    def __init__(
+        self, rounds: list[dict[str, Any]], save: Path | None, timings: Path | None = None
+    ) -> None:
         super().__init__(("127.0.0.1", 0), Handler)
         self.rounds = itertools.cycle(rounds)
         self.save = save
+        self.timings = timings
         self.lock = threading.Lock()
         self.served = 0
         self.tools = 0
@@ -133,6 +140,7 @@ class Handler(socketserver.StreamRequestHandler):
             head = self.rfile.readline(65537)
             if not head:
                 return
+            started = time.perf_counter()
             method, path = (head.decode("latin-1").split() + ["", ""])[:2]
             length = 0
             while True:
@@ -146,7 +154,12 @@ class Handler(socketserver.StreamRequestHandler):
             if body is None and not self.drop(length):
                 return
             if method == "POST" and path.split("?")[0] == "/v1/messages":
-                self.stream(length, body)
+                n = self.stream(length, body)
+                self.wfile.flush()
+                if self.server.timings is not None:
+                    ms = (time.perf_counter() - started) * 1000
+                    with self.server.timings.open("a", encoding="utf-8") as out:
+                        out.write(f"{n} {ms:.3f}\n")
             else:
                 self.plain(404 if path != "/health" else 200, b"ok" if path == "/health" else b"{}")
 
@@ -165,7 +178,7 @@ class Handler(socketserver.StreamRequestHandler):
             % (status, len(data), data)
         )
 
-    def stream(self, length: int, body: bytes | None) -> None:
+    def stream(self, length: int, body: bytes | None) -> int:
         rnd, n, first = self.server.next_round()
         if body is not None and self.server.save is not None:
             # Saved before the reply: whoever reads it after the reply sees it whole.
@@ -177,12 +190,14 @@ class Handler(socketserver.StreamRequestHandler):
         for data in reply_frames(rnd, length, n, first):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.write(b"0\r\n\r\n")
+        return n
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--script", required=True, help="JSONL of rounds {text, calls}")
     parser.add_argument("--save", help="write each request body to DIR/N.json")
+    parser.add_argument("--timings", help="append each request's N and server ms to FILE")
     args = parser.parse_args(argv)
     lines = Path(args.script).read_text(encoding="utf-8").splitlines()
     rounds = [json.loads(line) for line in lines if line.strip()]
@@ -190,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"_sse_server: {args.script} holds no rounds", file=sys.stderr)
         return 1
     save = Path(args.save) if args.save else None
-    with Server(rounds, save) as server:
+    timings = Path(args.timings) if args.timings else None
+    with Server(rounds, save, timings) as server:
         host, port = server.server_address[:2]
         print(f"http://{host}:{port}", flush=True)
         server.serve_forever(poll_interval=0.2)

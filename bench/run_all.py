@@ -41,6 +41,7 @@ ORDER = [
     "context_io",
     "open_buffer",
     "responsive",
+    "host_turns",
     "flat_costs",
     "fill",
     "notes",
@@ -59,6 +60,7 @@ REDUCED: dict[str, dict[str, str | None]] = {
     "context_io": {"--reps": "25", "--warmup": "1"},
     "open_buffer": {"--reps": "15"},
     "responsive": {"--reps": "4"},
+    "host_turns": {},  # 300 turns, the bar's own size; 30 alternated turns a side
     "flat_costs": {"--reps": "25"},
     "fill": {"--reps": "7", "--warmup": "1"},
     "notes": {"--reps": "5"},

@@ -73,3 +73,23 @@ def test_a_first_request_rejected_as_too_large_calibrates_from_the_errors_count(
     now = status(home, workspace)
     assert abs(now["calibration"] - 1.5) < 0.03, now  # the error's count ÷ ours
     assert now["fill"] > 2000  # over the window, as the provider counts: not sent again blind
+
+
+def test_a_prefix_the_provider_cached_is_cached_in_status_though_we_count_it_under_the_minimum(
+    loopback, home, workspace
+):
+    # The provider counts 1.1× what we do: the prompt (about 980 of ours, 1,075 of
+    # its) is over the model's 1,024-token minimum as it counts, and it caches it.
+    srv = loopback([{"text": "ok"}], usage_scale=1.1, cache_min_tokens=1024)
+    write_config(home, srv)
+    run_cli("new", home=home)
+
+    assert run_cli("ask", "word " * 200, home=home, cwd=workspace).returncode == 0
+
+    wrote = srv.model_requests[-1].usage["cache_write"]
+    now = status(home, workspace)
+    assert now["counted"] < 1024 <= wrote, (now["counted"], wrote)  # the case itself
+    assert now["last_request"]["cache_write"] == wrote
+    assert now["cache"]["through"] is not None and now["cache"]["tokens"] >= 1024, now["cache"]
+    text = run_cli("status", home=home, cwd=workspace).stdout
+    assert "next request: cached through message " in text and "nothing cached" not in text

@@ -160,6 +160,10 @@ ERRORS = [
         "providers.loopback.base_url must be an http:// or https:// URL or null (found 5)",
     ),
     (
+        provider(base_url=""),
+        'providers.loopback.base_url must be an http:// or https:// URL or null (found "")',
+    ),
+    (
         provider(type="gemini"),
         "providers.loopback.type must be one of anthropic, openai, openai-responses, google "
         '(found "gemini")',

@@ -38,10 +38,12 @@ def session(loopback, tmp_path):
         s.close()
 
 
-def stub_header(a: int, b: int, turns: int, rounds: int = 0) -> str:
-    more = f" · {rounds} round{'s' * (rounds != 1)}" if rounds else ""
-    many = f"{turns} turn{'s' * (turns != 1)}"
-    return f"[history evicted: seq {a}–{b} · {many}{more} · recall: {RECALL.format(b + 1)}]"
+def stub_header(a: int, b: int, turns: int, rounds: int = 0, of_turn: int = 0) -> str:
+    """A stub's first line: ``turns`` whole turns, or ``rounds`` rounds of turn ``of_turn``."""
+    many = f"{rounds} round{'s' * (rounds != 1)} of turn {of_turn}" if rounds else ""
+    if turns or not rounds:
+        many = f"{turns} turn{'s' * (turns != 1)}" + (f" · {many}" if many else "")
+    return f"[history evicted: seq {a}–{b} · {many} · recall: {RECALL.format(b + 1)}]"
 
 
 def cells_of(n: int) -> list[str]:
@@ -189,7 +191,7 @@ def test_the_running_turns_older_rounds_go_but_never_its_ask_and_newest_round(se
     a = s.events("assistant")[0].seq
     b = results[calls[went - 1].seq].seq
     assert stub.text == "\n".join(
-        [stub_header(a, b, 0, went), *[f";; read f{k}" for k in range(1, went + 1)]]
+        [stub_header(a, b, 0, went, 1), *[f";; read f{k}" for k in range(1, went + 1)]]
     )
 
 
@@ -406,9 +408,36 @@ def test_a_cell_line_in_a_stub():
 
 
 def test_stub_words_agree_with_their_numbers():
-    text = stubs.stub_text((3, 9), 0, 1, [], [])
-    assert text.startswith("[history evicted: seq 3–9 · 0 turns · 1 round · recall: ")
-    assert " · 1 turn · 2 rounds · " in stubs.stub_text((3, 9), 1, 2, [], [])
+    text = stubs.stub_text((3, 9), 0, [(7, 2)], [], [])
+    assert text.startswith("[history evicted: seq 3–9 · 1 round of turn 7 · recall: ")
+    text = stubs.stub_text((3, 9), 0, [(7, 1), (7, 2)], [], [])
+    assert text.startswith("[history evicted: seq 3–9 · 2 rounds of turn 7 · recall: ")
+    text = stubs.stub_text((3, 9), 1, [(7, 1), (7, 2)], [], [])
+    assert " · 1 turn · 2 rounds of turn 7 · " in text
+    assert " · 2 turns · recall: " in stubs.stub_text((3, 9), 2, [], [], [])
+
+
+def test_a_call_restored_then_evicted_again_is_listed_once_in_the_stub(session):
+    s = session(window=None)
+    for k in range(1, 4):
+        s.read_turn(k)
+    evictions.manual(s.app.workspace, s.app.config, s.sid, through=2)
+    (first,) = s.events("stub")
+    assert first.text.splitlines()[1:] == [";; read f1", ";; read f2"]
+    result = next(t for t in s.events("tool") if "word1x0" in t.text)
+    path = takes.export(s.app.workspace, s.sid)
+    nonce = takes.latest_export(s.app.store, s.sid).payload["nonce"]
+    path.write_text(path.read_text() + f"[[m:{nonce} {result.seq} tool]]\n")
+    s.read_turn(4)  # its first request takes the restore
+    assert result.payload["call"] in context_ids(s)
+
+    evictions.manual(s.app.workspace, s.app.config, s.sid, through=3)
+
+    second = s.events("stub")[-1]
+    assert second.payload["replaces"] == [first.seq]
+    assert second.text.splitlines()[1:] == [";; read f1", ";; read f2", ";; read f3"]
+    assert " · 3 turns · " in second.text.splitlines()[0]
+    assert result.payload["call"] not in context_ids(s)
 
 
 def stored_bytes(s: Session) -> int:

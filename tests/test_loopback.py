@@ -144,10 +144,10 @@ def test_a_match_round_is_used_only_when_the_last_user_text_contains_it():
     assert "".join(text_of(hello)) == "for hello"
 
 
-def test_a_match_any_round_follows_its_ask_past_a_later_notice():
+def test_a_match_ask_round_follows_its_ask_past_a_later_notice():
     rounds = [
-        {"text": "for median", "match_any": "median"},
-        {"text": "for the bug", "match_any": "bug"},
+        {"text": "for median", "match_ask": "median"},
+        {"text": "for the bug", "match_ask": "bug"},
     ]
     with LoopbackServer(rounds) as s:
         body = anthropic_body([user("fix the bug"), user("[context at 87% of the budget]")])
@@ -155,6 +155,35 @@ def test_a_match_any_round_follows_its_ask_past_a_later_notice():
         other = anthropic_events(s, anthropic_body([user("hello")]))
     assert "".join(text_of(bug)) == "for the bug"  # the median round stays for its ask
     assert "".join(text_of(other)) == EXHAUSTED_TEXT
+    assert s.rounds_left == 1
+
+
+def test_a_match_ask_round_matches_only_the_ask_of_its_own_turn():
+    rounds = [{"text": "for the bug", "match_ask": "bug"}, {"text": "anything", "keep": True}]
+    called = {"role": "assistant", "content": [
+        {"type": "text", "text": "Reading."},
+        {"type": "tool_use", "id": "toolu_1", "name": "eval", "input": {"code": "(x)"}},
+    ]}  # fmt: skip
+    result = {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "x"},
+        {"type": "text", "text": "[context at 87% of the budget]"},
+    ]}  # fmt: skip
+    # The turn stopped at max_rounds: its result, the notice and the next ask in one message.
+    stopped = {"role": "user", "content": [
+        *result["content"],
+        {"type": "text", "text": "[the turn stopped after 1 rounds, the configured max_rounds]"},
+        {"type": "text", "text": "what is calc.py?"},
+    ]}  # fmt: skip
+    with LoopbackServer(rounds) as s:
+        other = anthropic_events(s, anthropic_body([user("fix the bug"), called, stopped]))
+        ended = [user("fix the bug"), {"role": "assistant", "content": "done"}]
+        other_openai = openai_chunks(s, openai_body([*ended, user("what is calc.py?")]))
+        bug = anthropic_events(s, anthropic_body([user("fix the bug"), called, result]))
+        again = anthropic_events(s, anthropic_body([user("hello")]))
+    assert "".join(text_of(other)) == "anything"  # an earlier turn's ask matches nothing
+    assert other_openai[1]["choices"][0]["delta"]["content"] == "anything"
+    assert "".join(text_of(bug)) == "for the bug"  # past the tool round and its notice
+    assert "".join(text_of(again)) == "anything"  # a kept round stays
     assert s.rounds_left == 1
 
 
@@ -614,3 +643,11 @@ def test_the_cli_prints_its_url_and_serves_until_terminated(tmp_path):
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0
+
+
+def test_a_stub_after_the_ask_is_no_ask():
+    rounds = [{"text": "for the bug", "match_ask": "bug"}]
+    stub = "[history evicted: seq 3–9 · 2 rounds of turn 1 · recall: (recall-log)]\n;; read f1"
+    with LoopbackServer(rounds) as s:
+        bug = anthropic_events(s, anthropic_body([user("fix the bug"), user(stub)]))
+    assert "".join(text_of(bug)) == "for the bug"

@@ -72,8 +72,13 @@ local function open_float(lines, level)
     vim.wo[shown].winhighlight = 'FloatBorder:'
       .. (level >= vim.log.levels.ERROR and 'ErrorMsg' or 'WarningMsg')
   end
-  vim.on_key(function() -- the next key the person types closes it (after it ran)
-    vim.schedule(close)
+  -- The next key the person types closes it (after it ran). Keys a `:normal`
+  -- runs (the chat scrolling itself after a change) reach on_key too, with
+  -- nothing typed: they must not close what was just shown.
+  vim.on_key(function(_, typed)
+    if typed ~= nil and typed ~= '' then
+      vim.schedule(close)
+    end
   end, ns)
 end
 

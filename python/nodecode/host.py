@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from nodecode import devtrace
 from nodecode.agent import relay, warm
 from nodecode.agent.relay import Job
 from nodecode.agent.tabs import Pins, Place, tab_of
@@ -121,6 +122,9 @@ class Host:
             job.thread = threading.Thread(
                 target=self._run, args=(job, text), name=f"nodecode-job-{job.id}", daemon=True
             )
+            # A finished job is done with: its done event told Neovim all of it.
+            # Kept, each held its thread, batcher and events for the host's life.
+            self._jobs = {i: j for i, j in self._jobs.items() if j.running}
             self._jobs[job.id] = job
         job.thread.start()
         return job.id
@@ -595,7 +599,8 @@ class Host:
         self._port.emit({"job": job_id, **event})
 
     def _run(self, job: Job, text: str) -> None:
-        relay.run(job, text, functools.partial(self._review, job))
+        with devtrace.turn(job.id):
+            relay.run(job, text, functools.partial(self._review, job))
         from nodecode.agent import title  # after a first reply, on a thread of its own
 
         title.start(job.app, job.session, lambda t: self._port.emit(t.event()))

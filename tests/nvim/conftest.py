@@ -5,9 +5,12 @@ and the host runs this .venv's Python (``g:nodecode_python``)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -37,6 +40,32 @@ def find_nvim() -> str:
 
 
 NVIM = find_nvim()
+# Checkouts of the Neovim plugins some tests load (.ci/run: ../shared/nvim-deps).
+DEPS_DIR = Path(os.environ["NODECODE_TEST_DEPS"]) if os.environ.get("NODECODE_TEST_DEPS") else None
+
+
+@functools.cache
+def nvim_version(binary: str = NVIM) -> tuple[int, int, int]:
+    """The version of a Neovim binary (``nvim --version``'s first line)."""
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    found = re.match(r"NVIM v(\d+)\.(\d+)\.(\d+)", out.stdout)
+    assert found, f"{binary} --version said {out.stdout[:80]!r}"
+    major, minor, patch = (int(x) for x in found.groups())
+    return major, minor, patch
+
+
+def guard_unmet(checkout: Path, binary: str = NVIM) -> str | None:
+    """Why a plugin checkout cannot load in this Neovim: its plugin/ guard
+    (`if 1 ~= vim.fn.has "nvim-0.11"`, as telescope's) asks for a newer one."""
+    for script in sorted((checkout / "plugin").glob("*.lua")):
+        asked = re.search(r'has[ (]*["\']nvim-(\d+)\.(\d+)', script.read_text()[:2000])
+        have = nvim_version(binary)
+        if asked and (int(asked[1]), int(asked[2])) > have[:2]:
+            return (
+                f"{checkout.name} needs Neovim {asked[1]}.{asked[2]} (its {script.name}); "
+                f"this is {'.'.join(map(str, have))}"
+            )
+    return None
 
 
 @pytest.fixture(scope="session")
@@ -46,6 +75,10 @@ def nvim_env(tmp_path_factory: pytest.TempPathFactory):
     env = {f"XDG_{d.upper()}_HOME": str(base / d) for d in ("config", "data", "state", "cache")}
     env["NVIM_RPLUGIN_MANIFEST"] = str(base / "rplugin.vim")
     env["NODECODE_TEST_PYTHON"] = sys.executable
+    if os.environ.get("NVIM_BIN"):
+        # fzf-lua runs its Lua in a child Neovim, by default v:progpath: for a
+        # wrapper script (the extracted Debian packages) that is the loader it execs.
+        env["FZF_LUA_NVIM_BIN"] = NVIM
     for d in ("config", "data", "state", "cache"):
         (base / d).mkdir()
     mp = pytest.MonkeyPatch()

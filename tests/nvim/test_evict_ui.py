@@ -179,3 +179,18 @@ def test_evict_with_summaries_on_shows_the_summary_in_the_stub_of_the_context_bu
     assert note.startswith("note: summary of seq 1–")
     assert note.endswith(f"(loopback-model, {output} tokens):")
     assert text == "  Turn 1 read a.txt: it says hello."
+
+
+def test_a_long_message_stays_until_a_key_is_typed_not_when_nodecode_scrolls(nvim):
+    """In a real terminal the float vanished at once: the chat's own `:normal! zb`
+    after a change reached on_key like a typed key and closed it."""
+    nvim.ui_attach(80, 24)
+    long = "nothing to evict: " + "the fill is 889 tokens (76% of 1170); " * 4
+    nvim.exec_lua("require('nodecode.message').info('%s', ...)", long)
+    wait_for(lambda: floats(nvim))
+    nvim.exec_lua("vim.cmd('normal! zb'); vim.cmd('normal! zE')")  # nodecode's own keys
+    after_scheduled(nvim)
+    (win,) = floats(nvim)
+    assert long in "".join(win["lines"])
+    nvim.input("<Esc>")  # the person's next key closes it
+    wait_for(lambda: floats(nvim) == [])

@@ -138,14 +138,14 @@ def test_the_picker_names_its_toggle_key_and_lists_its_keys(nvim, home, workspac
     configure(home, loopback([{"text": "one"}]))
     make_session(home, workspace, ["first"])
     nvim.exec_lua("require('nodecode').setup({ keymaps = { picker = { toggle = '<C-g>' } } })")
+    windows = """local st = require('nodecode.ui.float_picker').current
+        local prompt, results = vim.api.nvim_win_get_config(st.pwin), vim.api.nvim_win_get_config(st.lwin)
+        return { prompt.title[1][1], results.footer[1][1] }"""
+    nvim.exec_lua("vim.o.columns = 200")  # room in the footer for every hint
     nvim.command("NodecodeRecall")
-    title = nvim.exec_lua(
-        "return vim.api.nvim_win_get_config(require('nodecode.ui.float_picker').current.pwin)"
-        ".title[1][1]"
-    )
-    assert title == (
-        " recall: this session (text) · <C-g> every session · <M-o> shows exports and requests "
-    )
+    title, footer = nvim.exec_lua(windows)
+    assert title == " recall: this session "
+    assert footer == " <C-g> this / every session · <M-o> exports and requests · <C-/> keys "
 
     nvim.input("<C-/>")
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import pynvim
 import pytest
 
-from .conftest import open_context, wait_for
+from .conftest import guard_unmet, open_context, wait_for
 from .test_picker import sessions  # noqa: F401  (the fixture)
+from .ui_helpers import screen
 
 DEPS = Path(os.environ["NODECODE_TEST_DEPS"]) if os.environ.get("NODECODE_TEST_DEPS") else None
 
@@ -99,6 +100,9 @@ def missing(b: Backend) -> str | None:
     absent = [c for c in b.checkouts if not (DEPS / c / "lua").is_dir()]
     if absent:
         return f"NODECODE_TEST_DEPS ({DEPS}) has no checkout named {', '.join(absent)}"
+    unmet = next((w for c in b.checkouts if (w := guard_unmet(DEPS / c))), None)
+    if unmet:
+        return unmet  # tests/nvim/test_old_neovim.py shows what nodecode does then
     if b.needs and not shutil.which(b.needs):
         return f"{b.name} needs the {b.needs} program on PATH"
     return None
@@ -212,11 +216,11 @@ def test_fzf_shows_the_query_after_a_short_prompt_and_the_title_follows_the_togg
 
     shown = wait_for(lambda: (f := nvim.exec_lua(fzf))["prompt"] and f)
     assert shown["prompt"].startswith("> did they"), shown
-    assert "recall: this session (text)" in shown["title"], shown
+    assert "recall: this session" in shown["title"], shown
 
     nvim.input(keys(nvim)["toggle"])
 
-    wait_for(lambda: "recall: every session (words)" in nvim.exec_lua(fzf)["title"])
+    wait_for(lambda: "recall: every session" in nvim.exec_lua(fzf)["title"])
 
 
 @pytest.mark.parametrize("b", PARAMS)
@@ -398,22 +402,27 @@ def test_auto_takes_the_first_installed_in_the_documented_order(nvim):
     assert nvim.exec_lua("return require('nodecode.ui.picker').backend()") == "telescope"
 
 
-@pytest.mark.skipif(bool(missing(TELESCOPE)), reason=missing(TELESCOPE) or "")
+@pytest.mark.skipif(
+    DEPS is None or not all((DEPS / c / "lua").is_dir() for c in TELESCOPE.checkouts),
+    reason=f"set NODECODE_TEST_DEPS to a directory holding {' and '.join(TELESCOPE.checkouts)}",
+)
 def test_a_backend_that_needs_a_newer_neovim_is_skipped_and_checkhealth_says_why(
     nvim,
     sessions,  # noqa: F811
     tmp_path,
 ):
     # The real telescope checkout, its plugin/ guard asking for a Neovim newer
-    # than this one: what telescope's own guard does on Neovim 0.10 (its modules
+    # than this one: as it is on Neovim 0.10, else asking for 0.99 (its modules
     # still load, so require() succeeds, and a picker then fails half-way).
     assert DEPS is not None
-    newer = tmp_path / "telescope.nvim"
-    shutil.copytree(DEPS / "telescope.nvim", newer, ignore=shutil.ignore_patterns(".git"))
-    guard = newer / "plugin" / "telescope.lua"
-    text = guard.read_text()
-    assert text.startswith('if 1 ~= vim.fn.has "nvim-0.11" then')
-    guard.write_text(text.replace('"nvim-0.11"', '"nvim-0.99"', 1))
+    newer, asked = DEPS / "telescope.nvim", "0.11"
+    if not guard_unmet(newer):
+        newer, asked = tmp_path / "telescope.nvim", "0.99"
+        shutil.copytree(DEPS / "telescope.nvim", newer, ignore=shutil.ignore_patterns(".git"))
+        guard = newer / "plugin" / "telescope.lua"
+        text = guard.read_text()
+        assert text.startswith('if 1 ~= vim.fn.has "nvim-0.11" then')
+        guard.write_text(text.replace('"nvim-0.11"', '"nvim-0.99"', 1))
     for path in (DEPS / "plenary.nvim", newer):
         nvim.exec_lua("vim.opt.rtp:append(...)", str(path))
     nvim.exec_lua("pcall(vim.cmd, 'runtime! plugin/telescope.lua')")  # errors, as lazy.nvim's load
@@ -432,6 +441,41 @@ def test_a_backend_that_needs_a_newer_neovim_is_skipped_and_checkhealth_says_why
         "local v = vim.version() return ('%d.%d.%d'):format(v.major, v.minor, v.patch)"
     )
     assert (
-        f"WARNING telescope skipped: telescope.nvim needs Neovim 0.99 (this is {this})" in report
+        f"WARNING telescope skipped: telescope.nvim needs Neovim {asked} (this is {this})" in report
     ), report
     assert 'OK pickers use builtin (picker.backend = "auto"; installed: telescope)' in report
+
+
+TITLES = {  # each recall mode's title, and the query and mode it starts with
+    "recall: this session": ("", {}),
+    "recall: this session, every kind": ("", {"every_kind": True}),
+    "recall: every session": ("parser", {"everywhere": True}),
+}
+HINTS = "<M-e> this / every session · <M-o> exports and requests"
+
+
+def drawn_at_80_columns(nv: pynvim.Nvim, b: Backend | None, query: str, start: dict) -> list[str]:
+    """The screen of an 80×24 Neovim showing the recall picker opened in `start`'s mode."""
+    nv.ui_attach(80, 24, rgb=True)
+    if b is None:
+        nv.exec_lua("require('nodecode').setup({ picker = { backend = 'builtin' } })")
+    else:
+        load(nv, b)
+    nv.exec_lua("vim.o.columns, vim.o.lines = 80, 24")
+    recall = "local q, s = ... require('nodecode.ui.picker').recall(q, nil, s)"
+    nv.exec_lua(recall, query, start, async_=True)
+    wait_for(lambda: any("seq " in line for line in screen(nv, 24)))
+    return screen(nv, 24)
+
+
+@pytest.mark.parametrize("title", list(TITLES))
+@pytest.mark.parametrize("b", [pytest.param(None, id="builtin"), *PARAMS])
+def test_the_recall_title_is_whole_at_80_columns_and_the_keys_show(nvim, sessions, b, title):  # noqa: F811
+    drawn = "\n".join(drawn_at_80_columns(nvim, b, *TITLES[title]))
+
+    assert title in drawn, drawn  # whole, not cut at the window's edge
+    if b is None:  # the footers of the built-in picker's results and preview
+        assert "<M-e> this / every session" in drawn, drawn
+        assert "<M-o> exports and requests" in drawn, drawn
+    elif b.name != "mini.pick":  # mini.pick lists them in its info view (<S-Tab>)
+        assert HINTS in drawn, drawn

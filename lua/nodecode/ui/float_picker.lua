@@ -23,6 +23,7 @@ local ns = api.nvim_create_namespace('nodecode_float_picker')
 ---@field actions nodecode.PickerAction[]
 ---@field toggle? { key: string|false, fn: fun(), desc?: string }
 ---@field query? string
+---@field hints? string[] key hints (`<M-e> this / every session`), shown where a backend has room
 
 --- The picker open now (tests look at it), if any.
 ---@type table?
@@ -54,9 +55,34 @@ local function filtered(source, query)
   end, source.items)
 end
 
+--- The footers of the results and preview windows: the source's key hints
+--- and the help key, in order, each whole, as many as fit in `widths`.
+---@param source nodecode.PickerSource
+---@param help string|false
+---@param widths integer[]
+---@return string[] footers (an empty one: none)
+local function footers(source, help, widths)
+  local parts = vim.list_extend({}, source.hints or {})
+  if type(help) == 'string' and help ~= '' then
+    parts[#parts + 1] = help .. ' keys'
+  end
+  local out, w = { '' }, 1
+  for _, p in ipairs(parts) do
+    local more = out[w] == '' and p or (out[w] .. ' · ' .. p)
+    if vim.fn.strdisplaywidth(more) + 2 > widths[w] and out[w] ~= '' and widths[w + 1] then
+      w, more = w + 1, p -- the next window's footer
+      out[w] = ''
+    end
+    if vim.fn.strdisplaywidth(more) + 2 <= widths[w] then
+      out[w] = more
+    end
+  end
+  return out
+end
+
 --- Open the picker for `source`; returns its state.
 ---@param source nodecode.PickerSource
----@param keys { next: string|false, prev: string|false, close: string|false }
+---@param keys { next: string|false, prev: string|false, close: string|false, help?: string|false }
 ---@return table
 function M.open(source, keys)
   local W, H = vim.o.columns, vim.o.lines
@@ -97,6 +123,12 @@ function M.open(source, keys)
       { row = row, col = col, width = lw, height = 1, title = title_of(source) }
     )
   )
+  for i, text in ipairs(footers(source, keys.help, { lw, width - lw - 2 })) do
+    if text ~= '' then
+      local win = i == 1 and st.lwin or st.vwin
+      api.nvim_win_set_config(win, { footer = ' ' .. text .. ' ', footer_pos = 'center' })
+    end
+  end
   vim.wo[st.lwin].cursorline, vim.wo[st.lwin].wrap = true, false
   vim.wo[st.lwin].winhighlight = 'CursorLine:NodecodeMatch'
   require('nodecode.ui.highlights').setup()

@@ -119,13 +119,19 @@ function M.pick(source, opts)
       reload = true,
     }
   end
-  -- The title (up to ~85 characters for recall) is the window's: as the
-  -- prompt it would push the typed query out of sight.
+  -- The title is the window's (as the prompt it would push the typed query
+  -- out of sight); the key hints are fzf's header line, the window's width.
+  local hints = source.hints and #source.hints > 0 and table.concat(source.hints, ' · ') or nil
   local spec = vim.tbl_deep_extend('force', {
     prompt = '> ',
     query = source.query,
     winopts = { title = ' ' .. title_of(source) .. ' ' },
-    fzf_opts = { ['--delimiter'] = '\t', ['--with-nth'] = '2..', ['--no-multi'] = true },
+    fzf_opts = {
+      ['--delimiter'] = '\t',
+      ['--with-nth'] = '2..',
+      ['--no-multi'] = true,
+      ['--header'] = hints,
+    },
     actions = actions,
     previewer = source.preview and previewer(source, item_of) or nil,
   }, opts or {})

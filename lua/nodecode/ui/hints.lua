@@ -155,11 +155,36 @@ local FILETYPES = {
   ['nodecode-tree'] = 'tree',
 }
 
+---@type fun()? gives `q` back (Neovim 0.10)
+local release
+
 function M.close()
   if M.win and api.nvim_win_is_valid(M.win) then
     api.nvim_win_close(M.win, true)
   end
   M.win = nil
+  local give_back = release
+  release = nil
+  if give_back then
+    give_back()
+  end
+end
+
+--- Map `q` in `buf` to close the float, until it closes (then its own
+--- mapping, if it had one, comes back).
+---@param buf integer
+local function hold_q(buf)
+  local saved = vim.fn.maparg('q', 'n', false, true)
+  vim.keymap.set('n', 'q', M.close, { buffer = buf, nowait = true, desc = 'close the key hints' })
+  release = function()
+    if not api.nvim_buf_is_valid(buf) then
+      return
+    end
+    pcall(vim.keymap.del, 'n', 'q', { buffer = buf })
+    if saved.buffer == 1 then
+      vim.fn.mapset('n', false, saved)
+    end
+  end
 end
 
 --- Show the keys of `kind` (nil: the current buffer's) near the cursor.
@@ -201,8 +226,12 @@ function M.open(kind, source)
   })
   -- The next key closes it and does nothing else (`q` closes it, it does
   -- not then start a recording): an on_key callback returning '' discards
-  -- the key (Neovim 0.11; on 0.10 the key still runs). Only this float.
+  -- the key on Neovim 0.11. 0.10 runs the key anyway: there `q` is mapped in
+  -- the buffer until the float closes, so it at least does not record.
   local win = M.win
+  if vim.fn.has('nvim-0.11') == 0 then
+    hold_q(api.nvim_get_current_buf())
+  end
   vim.on_key(function()
     vim.on_key(nil, ns)
     vim.schedule(function()

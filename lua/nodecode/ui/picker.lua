@@ -93,17 +93,14 @@ local function split(text)
   return vim.split(text or '', '\n', { plain = true })
 end
 
---- A picker title naming its toggle key and what the key switches to:
---- `recall: this session (text) · <C-t> every session`.
----@param title string
----@param key string|false
----@param other string
----@return string
-function M.with_toggle(title, key, other)
-  if type(key) ~= 'string' or key == '' then
-    return title
-  end
-  return ('%s · %s %s'):format(title, key, other)
+--- The key hints of a source that has them: `<M-e> this / every session`,
+--- shown where each backend has room (source.hints).
+---@param parts (string|false)[] each `KEY WHAT` part; false: its key is disabled
+---@return string[]
+function M.key_hints(parts)
+  return vim.tbl_filter(function(p)
+    return type(p) == 'string'
+  end, parts)
 end
 
 -- Recall ----------------------------------------------------------------
@@ -222,19 +219,18 @@ function M.recall(query, opts, start)
     end)
   end
   return M.pick({
+    -- Short enough to show whole at 80 columns in every backend; the keys
+    -- are in `hints`.
     title = function()
-      local other = mode.everywhere and 'this session' or 'every session'
       if mode.everywhere then
-        return M.with_toggle('recall: every session (words)', k.toggle, other)
+        return 'recall: every session'
       end
-      local key = type(k.kinds) == 'string' and k.kinds ~= '' and k.kinds or nil
-      if mode.every_kind then
-        return M.with_toggle('recall: this session, every kind (text)', k.toggle, other)
-          .. (key and (' · ' .. key .. ' hides exports and requests') or '')
-      end
-      return M.with_toggle('recall: this session (text)', k.toggle, other)
-        .. (key and (' · ' .. key .. ' shows exports and requests') or '')
+      return mode.every_kind and 'recall: this session, every kind' or 'recall: this session'
     end,
+    hints = M.key_hints({
+      type(k.toggle) == 'string' and k.toggle ~= '' and (k.toggle .. ' this / every session'),
+      type(k.kinds) == 'string' and k.kinds ~= '' and (k.kinds .. ' exports and requests'),
+    }),
     query = last,
     items = function(q)
       last = q

@@ -89,7 +89,8 @@ function M.pick(source, opts)
       local ok, lines = pcall(source.preview, ctx.item.value)
       ctx.preview:reset()
       ctx.preview:set_lines(ok and lines or { tostring(lines) })
-      ctx.preview:set_title('entry')
+      -- The key hints: the preview's title is the widest at 80 columns.
+      ctx.preview:set_title(table.concat({ 'entry', unpack(source.hints or {}) }, ' · '))
     end,
     confirm = 'nodecode_' .. source.actions[1].name,
     actions = actions,

@@ -81,6 +81,8 @@ function M.pick(source, opts)
   pickers
     .new(opts, {
       prompt_title = title_of(source),
+      results_title = source.hints and #source.hints > 0 and table.concat(source.hints, ' · ')
+        or nil,
       default_text = source.query,
       finder = finder(source),
       sorter = dynamic and sorters.highlighter_only(opts) or conf.generic_sorter(opts),

@@ -370,7 +370,11 @@ class _Turn:
         spent = self.cost_of(u)
         with self.store.atomic():  # the request and what the cache now holds, together
             if placed:
-                ledger.record(self.store, placed[0], now, u.cache_read)
+                # The provider's tokens per one of ours, as this reply says (else as calibrated).
+                theirs = self.wire.prompt_tokens(u)
+                plausible = theirs and ours[-1] and not ignored
+                scale = theirs / ours[-1] if plausible else self.meter.ratio()
+                ledger.record(self.store, placed[0], now, u.cache_read, scale)
             else:
                 ledger.record_end(self.store, scope, arranged, now)
             seen = u.cache_read > 0 or bool(before and before[1].get("cache_seen"))

@@ -418,7 +418,7 @@ def _stub_head(meter: meters.Meter, st: State) -> int:
     """About what a stub's header line costs (its seqs and counts are not known yet): an
     eviction estimated without it could end a few tokens over its target."""
     last = st.messages[-1].id if st.messages else 1
-    return meter.text(stub_text((last, last), 1, 1, [], [])) + meters.MESSAGE_OVERHEAD
+    return meter.text(stub_text((last, last), 1, [(last, 1)], [], [])) + meters.MESSAGE_OVERHEAD
 
 
 def _with_pairs(st: State, ids: set[int], protect: set[int]) -> set[int]:
@@ -482,7 +482,7 @@ def _apply(
             text = stub_text(
                 tuple(payload["span"]),
                 payload["turns"],
-                payload["rounds"],
+                [(t, r) for t, r in payload["of_rounds"]],
                 payload["cells"],
                 payload["notes"],
             )

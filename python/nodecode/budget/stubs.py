@@ -71,12 +71,21 @@ def read_lines(text: str) -> tuple[list[str], list[str]]:
 
 
 def stub_text(
-    span: tuple[int, int], turns: int, rounds: int, cells: list[str], notes: list[str]
+    span: tuple[int, int],
+    turns: int,
+    rounds: list[tuple[int, int]],
+    cells: list[str],
+    notes: list[str],
 ) -> str:
+    """The stub's text: its header (what it covers: whole turns, and rounds of a
+    turn not evicted whole, named by their turn), then its cell lines and notes."""
     a, b = span
-    head = f"[history evicted: seq {a}\u2013{b} \u00b7 {plural(turns, 'turn')}"
-    if rounds:
-        head += f" \u00b7 {plural(rounds, 'round')}"
+    parts = [plural(turns, "turn")] if turns or not rounds else []
+    per_turn: dict[int, int] = {}
+    for turn, _ in rounds:
+        per_turn[turn] = per_turn.get(turn, 0) + 1
+    parts += [f"{plural(n, 'round')} of turn {t}" for t, n in sorted(per_turn.items())]
+    head = f"[history evicted: seq {a}\u2013{b} \u00b7 " + " \u00b7 ".join(parts)
     head += f' \u00b7 recall: (recall-log :match "text" :before {b + 1})]'
     return "\n".join([head, *cells, *(note_lines(n) for n in notes)])
 
@@ -96,8 +105,12 @@ def stub_payload(run: Run, unit_of: dict[int, Unit]) -> dict[str, Any]:
     of_rounds: set[tuple[int, int]] = set()
     cells: list[str] = []
     notes: list[str] = []
-    replaces = []
     evicted = {m.id for m in run.evicted}
+    kept = [m for m in run.members if m.role == "stub" and m.id not in evicted]
+    # The calls and notes a line stands for: one restored from a stub here, then
+    # evicted again, already has its line.
+    listed = {i for m in kept for i in m.payload.get("listed", [])}
+    replaces = []
     for m in run.members:
         if m.role == "stub" and m.id not in evicted:
             p = m.payload
@@ -119,21 +132,42 @@ def stub_payload(run: Run, unit_of: dict[int, Unit]) -> dict[str, Any]:
             of_turns.add(unit.turn)
         elif unit.round is not None and unit.turn is not None:
             of_rounds.add((unit.turn, unit.round))
+        if m.id in listed or _listed_before(m, kept):
+            continue
         if m.role == "call":
             cells.append(cell_line(m.text))
+            listed.add(m.id)
         elif m.role == "note":
             notes.append(kept_note(m))
+            listed.add(m.id)
     span = [min(lows), max(highs)]
+    rounds = sorted(r for r in of_rounds if r[0] not in of_turns)  # a whole turn's are in it
     return {
         "span": span,
         "turns": len(of_turns),
-        "rounds": len(of_rounds),
+        "rounds": len(rounds),
         "cells": cells,
         "notes": notes,
         "of_turns": sorted(of_turns),
-        "of_rounds": sorted(list(r) for r in of_rounds),
+        "of_rounds": [list(r) for r in rounds],
+        "listed": sorted(listed),
         "replaces": replaces,
     }
+
+
+def _listed_before(m: Message, stubs: list[Message]) -> bool:
+    """Whether one of ``stubs`` written before stubs recorded what they list (no
+    ``listed``) has ``m``'s line: ``m`` inside its span, its line among its own."""
+    if m.role not in ("call", "note"):
+        return False
+    line = cell_line(m.text) if m.role == "call" else kept_note(m)
+    for s in stubs:
+        if "listed" in s.payload:
+            continue
+        a, b = s.payload.get("span", [s.id, s.id])
+        if a <= m.id <= b and line in s.payload.get("cells" if m.role == "call" else "notes", []):
+            return True
+    return False
 
 
 def runs(order: list[Message], evicted: set[int]) -> list[Run | Message]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -182,15 +183,19 @@ def place(
     return Placed(scope, prefix, tokens, planned, minimum)
 
 
-def record(store: Store, placed: Placed, now: float, cache_read: int) -> None:
+def record(store: Store, placed: Placed, now: float, cache_read: int, scale: float = 1.0) -> None:
     """After the reply: the ledger learns what this request wrote and refreshed. A
     reply that read nothing where something was expected means the provider holds
-    less than believed (another key, an eviction): the ledger starts over."""
+    less than believed (another key, an eviction): the ledger starts over.
+    ``scale``: the provider's tokens per one of ours. The model's minimum is in
+    the provider's tokens: a prefix of 980 of ours that it counts as 1,052 is
+    cached under a minimum of 1,024."""
     ledger = load(store, placed.scope, now)
-    expected = placed.plan.read >= 0 and placed.tokens[placed.plan.read] >= placed.minimum
+    minimum = math.floor(placed.minimum / scale) if scale > 0 else placed.minimum
+    expected = placed.plan.read >= 0 and placed.tokens[placed.plan.read] >= minimum
     if expected and cache_read == 0:
         ledger = cache_plan.Ledger()
-    ledger.record(placed.prefix, placed.tokens, placed.plan.marks, now, placed.minimum)
+    ledger.record(placed.prefix, placed.tokens, placed.plan.marks, now, minimum)
     save(store, placed.scope, ledger, now)
 
 

@@ -19,6 +19,7 @@ query. A rolled-back transaction drops every view (``Store.forget``).
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from nodecode.log.store import Event, Store, unpack_payload
 WARNING_MARK = "[context at "
 
 Probe = tuple[int, int | None, str | None]  # (last seq, head, head turn's status)
+HELD = 64  # requests a session's log holds before it forgets those a first read would not
 
 
 def is_rejection(payload: dict[str, Any]) -> bool:
@@ -79,6 +81,26 @@ class RequestLog:
         self.payloads.append(payload)
         if turn is not None:
             self.by_turn.setdefault(turn, []).append(seq)
+
+    def trim(self, head: int | None) -> None:
+        """Forget the requests a first read would not hold: those older than the
+        newest request, the newest budget warning and the head turn's requests.
+        A host asks for hundreds of turns, and each request held its payload for
+        the process's life. Done only past ``HELD`` requests, so rarely."""
+        if len(self.seqs) <= HELD:
+            return
+        cut = min([self.seqs[-1], *(self.by_turn.get(head, ()) if head is not None else ())])
+        if self.warning is not None:
+            cut = min(cut, self.warning)
+        first = bisect.bisect_left(self.seqs, cut)
+        if first == 0:
+            return
+        self.whole = {t for t in self.whole if min(self.by_turn.get(t, (cut,))) >= cut}
+        self.seqs, self.payloads = self.seqs[first:], self.payloads[first:]
+        self.by_turn = {
+            t: kept for t, seqs in self.by_turn.items() if (kept := [s for s in seqs if s >= cut])
+        }
+        self.since = max(self.since, cut)
 
     def payload(self, k: int) -> dict[str, Any]:
         """The ``k``-th held request's payload (decoded at its first read)."""
@@ -257,6 +279,7 @@ def _advance(store: Store, d: Derived, probe: Probe) -> None:
         d.takes.seen = max(d.takes.seen, last)
         if head is not None and head not in d.requests.by_turn and _new_turn(new, head):
             d.requests.whole.add(head)  # a turn begun since: every request of it is here
+        d.requests.trim(head)
         made = model.grow(store, sid, d.computed, head, new, d.requests.of_turn)
         if made is None:
             known = d.computed.state.path_messages

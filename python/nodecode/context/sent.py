@@ -87,7 +87,7 @@ def remember(views: Derived, seq: int, sent: Pairs) -> None:
     the next delta starts from them."""
     made, views.sent_hash = views.sent_hash, None
     hasher = made[1] if made is not None and made[0] is sent else _hasher(sent)
-    views.sent = (seq, [(i, d) for i, d in sent], hasher)
+    views.sent = (seq, list(sent), hasher)  # its pairs are tuples: a copy in C, not a rebuild
 
 
 def sent_of(store: Store, sid: str, seq: int, views: Derived | None = None) -> Pairs:

@@ -65,7 +65,7 @@ def script_for(root: Path) -> Path:
     lines = (HERE / "script.jsonl").read_text(encoding="utf-8").splitlines()
     calc = root / "workspace" / "calc.py"
     if calc.exists() and BUG not in calc.read_text(encoding="utf-8"):
-        lines = [x for x in lines if '"match_any": "fix the bug"' not in x]
+        lines = [x for x in lines if '"match_ask": "fix the bug"' not in x]
     path = root / "script.jsonl"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

@@ -35,11 +35,18 @@ vim.api.nvim_create_autocmd('VimEnter', {
       chat.say('calc.py is fixed already (the workspace is kept between runs).')
     end
     chat.say('Type  ' .. asks .. '  and watch the replies stream in here.')
-    chat.say('Writes and commands ask first: a accepts, r rejects, R rejects with a reason,')
-    chat.say('A accepts that kind for the rest of the session. The window is small: the')
-    chat.say('second question evicts the first (:NodecodeContext shows the stub).')
-    chat.say('In the input area (:Nodecode alone), /help lists the slash commands: /context,')
-    chat.say('/tree, /undo… run there without asking the model.')
+    -- One say per sentence: each is its own "> " line, wrapped by the window.
+    chat.say(
+      'Writes and commands ask first: a accepts, r rejects, R rejects with a reason, '
+        .. 'A accepts that kind for the rest of the session.'
+    )
+    chat.say(
+      'The window is small: the second question evicts the first (:NodecodeContext shows the stub).'
+    )
+    chat.say(
+      'In the input area (:Nodecode alone), /help lists the slash commands: '
+        .. '/context, /tree, /undo… run there without asking the model.'
+    )
     chat.say(
       'Quit with :qa. The session is kept for the next `make demo`; '
         .. '`make demo-clean` starts afresh.'

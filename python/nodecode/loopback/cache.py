@@ -47,6 +47,7 @@ readings, so both are selectable):
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import threading
 import time
@@ -275,10 +276,14 @@ class PromptCache:
         with self._lock:
             return sum(e.live(now) for e in self._entries.values())
 
-    def apply(self, model: str, blocks: list[Block], points: list[Breakpoint]) -> CacheUsage:
-        """Look the request up, refresh what it read, write its breakpoints; returns the bill."""
+    def apply(
+        self, model: str, blocks: list[Block], points: list[Breakpoint], scale: float = 1.0
+    ) -> CacheUsage:
+        """Look the request up, refresh what it read, write its breakpoints; returns the
+        bill. ``scale``: the provider's tokens per counted one (the server's
+        ``usage_scale``): the model's minimum is in the provider's tokens."""
         hashes, totals = _prefixes(model, blocks)
-        minimum = self.rules.minimum(model)
+        minimum = math.ceil(self.rules.minimum(model) / scale)
         with self._lock:
             now = self.clock.now()
             found = [self._find(hashes, p.index, now) for p in points]

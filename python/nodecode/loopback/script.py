@@ -8,19 +8,25 @@ reasoning). Text, tool input and thinking may hold lone UTF-16 surrogates (a
 JSON script's ``"\\ud800"``): they go on the wire as JSON ``\\ud800`` escapes, as
 from a gateway that cuts strings between UTF-16 units. A request takes the
 first remaining round whose ``match`` (if any) is in its last user text and
-whose ``match_any`` (if any) is in any of its user texts (a whole turn's
-rounds keep matching its ask when a notice follows it); skipped rounds stay
-for later.
+whose ``match_ask`` (if any) is in its newest ask, the newest user text that
+is not a notice or stub, whose first line is in square brackets (a whole
+turn's rounds keep matching its ask when a notice follows it, and an earlier
+turn's ask matches nothing, ended or stopped);
+skipped rounds stay for later. A ``"keep": true`` round stays after it is
+taken: the answer to whatever no other round matches.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
 EXHAUSTED_TEXT = "(the loopback script has no more rounds)"
+# nodecode's notices and stubs (a first line wholly in square brackets): not an ask.
+NOTICE = re.compile(r"\[[^\n]*\](\n.*)?", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -32,8 +38,9 @@ class Round:
     calls: tuple[tuple[str, dict], ...] = ()
     match: str | None = None
     chunks: tuple[str, ...] = ()
-    match_any: str | None = None
+    match_ask: str | None = None
     thinking: tuple[tuple[str, str], ...] = ()  # ("text", thought) or ("redacted", "")
+    keep: bool = False  # stays in the queue when taken
 
 
 def _parse_call(call: Any, where: str) -> tuple[str, dict]:
@@ -68,7 +75,7 @@ def parse_round(raw: Any, where: str = "round") -> Round:
     calls = raw.get("calls") or []
     if not isinstance(calls, list):
         raise ValueError(f"{where}: 'calls' must be a list (got {calls!r})")
-    match, match_any = raw.get("match"), raw.get("match_any")
+    match, match_ask = raw.get("match"), raw.get("match_ask")
     chunks = raw.get("chunks") or []
     if not isinstance(chunks, list) or not all(isinstance(c, str) for c in chunks):
         raise ValueError(f"{where}: 'chunks' must be a list of strings (got {chunks!r})")
@@ -77,9 +84,16 @@ def parse_round(raw: Any, where: str = "round") -> Round:
         calls=tuple(_parse_call(c, where) for c in calls),
         match=str(match) if match is not None else None,
         chunks=tuple(chunks),
-        match_any=str(match_any) if match_any is not None else None,
+        match_ask=str(match_ask) if match_ask is not None else None,
         thinking=_parse_thinking(raw.get("thinking"), where),
+        keep=_parse_keep(raw.get("keep", False), where),
     )
+
+
+def _parse_keep(keep: Any, where: str) -> bool:
+    if not isinstance(keep, bool):
+        raise ValueError(f"{where}: 'keep' must be true or false (got {keep!r})")
+    return keep
 
 
 def load_script(script: list[dict] | str | os.PathLike | None) -> list[Round]:
@@ -111,7 +125,7 @@ class ScriptQueue:
     def _find(self, user_text: str, every: str) -> int | None:
         for i, rnd in enumerate(self.rounds):
             if (rnd.match is None or rnd.match in user_text) and (
-                rnd.match_any is None or rnd.match_any in every
+                rnd.match_ask is None or rnd.match_ask in every
             ):
                 return i
         return None
@@ -122,7 +136,9 @@ class ScriptQueue:
 
     def take(self, user_text: str, every: str = "") -> Round:
         i = self._find(user_text, every)
-        return Round(text=EXHAUSTED_TEXT) if i is None else self.rounds.pop(i)
+        if i is None:
+            return Round(text=EXHAUSTED_TEXT)
+        return self.rounds[i] if self.rounds[i].keep else self.rounds.pop(i)
 
 
 def _texts(content: Any) -> str:
@@ -136,16 +152,34 @@ def _texts(content: Any) -> str:
     )
 
 
-def user_texts(body: dict) -> str:
-    """Every user text of a request, oldest first, one per line (any wire format)."""
+def newest_ask(body: dict) -> str:
+    """The newest user text of a request that is not a notice (any wire format):
+    the ask of the turn it belongs to. A text whose first line is wholly in
+    square brackets is nodecode's (a notice, a stub), and tool results are not
+    user text."""
     items = body.get("input")
     if isinstance(items, str):
         return items
-    return "\n".join(
-        _texts(m.get("content") or m.get("parts"))
+    asks = [
+        text
         for m in body.get("messages") or items or body.get("contents") or []
         if isinstance(m, dict) and m.get("role") == "user"
-    )
+        for text in _blocks(m.get("content") or m.get("parts"))
+        if text.strip() and not NOTICE.fullmatch(text.strip())
+    ]
+    return asks[-1] if asks else ""
+
+
+def _blocks(content: Any) -> list[str]:
+    """The text blocks of a message's content, each whole."""
+    if isinstance(content, str):
+        return [content]
+    parts = content if isinstance(content, list) else []
+    return [
+        str(p.get("text", ""))
+        for p in parts
+        if isinstance(p, dict) and p.get("type", "text") in ("text", "input_text") and "text" in p
+    ]
 
 
 def last_user_text(body: dict) -> str:

@@ -13,20 +13,21 @@ A script is a list of rounds (or a JSONL file of them): ``{"text": ...,
 "calls": [{"code": "(read-file \\"a.txt\\")"} | {"name": ..., "input": {...}}],
 "match"?: "substring"}``. Each model request takes the first remaining round
 whose ``match`` (if any) is in the request's last user text, and whose
-``match_any`` (if any) is in any of its user texts; rounds skipped
-for not matching stay for later requests. Rejected and faulted requests take
-no round. The script queue, token counting and the simulated Anthropic
-prompt cache live in ``script``, ``tokens`` and ``cache``; the wire formats
-in ``wire``; Anthropic's cache diagnostics (the beta header and
-``diagnostics.previous_message_id``) in ``diagnostics``. ``usage_scale``
-stands for the provider's tokenizer: reported usage, count_tokens and the
-``window`` check all use round(counted * scale).
-``reported_input`` stands for a gateway whose usage is wrong: every reply reports
-that many prompt tokens, none of them cached, whatever was counted (the
-``window`` check and count_tokens still count).
-The cache's entries expire on ``clock`` (a ``cache.Clock`` the tests and
-benches advance); ``cache_rules`` picks the readings where Anthropic's docs
-are silent and ``cache_min_tokens`` overrides every model's minimum.
+``match_ask`` (if any) is in its newest ask (its newest user text whose first
+line is not in square brackets: not a notice or stub); rounds skipped for not
+matching stay for later requests, and a ``"keep": true`` round stays when
+taken. Rejected and faulted requests take no round. The script queue, token
+counting and the simulated Anthropic prompt cache live in ``script``,
+``tokens`` and ``cache``; the wire formats in ``wire``; Anthropic's cache
+diagnostics (the beta header and ``diagnostics.previous_message_id``) in
+``diagnostics``. ``usage_scale`` stands for the provider's tokenizer: reported
+usage, count_tokens and the ``window`` check all use round(counted * scale).
+``reported_input`` stands for a gateway whose usage is wrong: every reply
+reports that many prompt tokens, none of them cached, whatever was counted (the
+``window`` check and count_tokens still count). The cache's entries expire on
+``clock`` (a ``cache.Clock`` the tests and benches advance); ``cache_rules``
+picks the readings where Anthropic's docs are silent and ``cache_min_tokens``
+overrides every model's minimum.
 
 Faults (``{"at": N, "kind": ...}``) hit the N-th model request (1-based,
 counting only the model endpoints, faulted requests included); a fault
@@ -97,8 +98,8 @@ from nodecode.loopback.script import (
     ScriptQueue,
     last_user_text,
     load_script,
+    newest_ask,
     parse_round,
-    user_texts,
 )
 from nodecode.loopback.thinking import (
     CANNOT_MODIFY,
@@ -411,13 +412,13 @@ class LoopbackServer:
         if self.window is not None and scaled > self.window:
             return overflow_reply(flavor, scaled, self.window)
         with self._lock:
-            rnd = self._script.take(last_user_text(body), user_texts(body))
+            rnd = self._script.take(last_user_text(body), newest_ask(body))
             first_id = self._next_tool
             self._next_tool += len(rnd.calls)
             model = str(body.get("model") or "")
             cache = CacheUsage()
             if self.cache is not None and points:
-                cache = self.cache.apply(model, blocks, points)
+                cache = self.cache.apply(model, blocks, points, self.usage_scale)
             if flavor != ANTHROPIC and self.cache is not None:
                 cache = CacheUsage(read=self.prefix.apply(model, _units(flavor, body)))
         usage = self._usage(total, cache, rnd)
@@ -507,7 +508,7 @@ class LoopbackServer:
         total = anthropic_tokens(body) if flavor == ANTHROPIC else _tokens(flavor, body)
         with self._lock:
             rnd, first_id = (
-                self._script.peek(last_user_text(body), user_texts(body)),
+                self._script.peek(last_user_text(body), newest_ask(body)),
                 self._next_tool,
             )
         reply = self._render(

@@ -362,6 +362,7 @@ class _Workers:
                 fn(*args)
             except BaseException:  # noqa: BLE001 - a pump reports through its queue
                 pass
+            del fn, args  # an idle pump keeps nothing of the request it sent
             me.name = IDLE
             with self._lock:
                 self._idle += 1
@@ -371,6 +372,19 @@ BUSY, IDLE = "nodecode-provider", "nodecode-provider-idle"
 
 
 _WORKERS = _Workers()
+
+
+class _Sent(httpx.SyncByteStream):
+    """A request's body, which the pump empties once the reply is read: httpx's
+    request and response refer to each other, a cycle only the collector's rare
+    full pass frees, and until then each kept the body it sent (megabytes each,
+    late in a long session; doc/design.md "Decisions", the host's memory)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield self.data
 
 
 class _Pump:
@@ -392,11 +406,16 @@ class _Pump:
     def _run(
         self, client: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any]
     ) -> None:
+        sent = None
         try:
             content = encode_body(body)  # here, as httpx's json= would: its errors alike
             headers = {**headers, "content-type": "application/json"}
-            with client.stream("POST", url, headers=headers, content=content) as response:
-                self._response = response
+            request = client.build_request("POST", url, headers=headers)
+            request.headers["content-length"] = str(len(content))
+            request.stream = sent = _Sent(content)
+            del body, content
+            response = self._response = client.send(request, stream=True)
+            try:
                 if response.status_code >= 300:
                     response.read()
                     self._put("status", (response.status_code, response.headers, response.text))
@@ -405,9 +424,15 @@ class _Pump:
                     if self._aborted.is_set():
                         return
                     self._put("bytes", chunk)
+            finally:
+                response.close()
+                sent.data = b""  # before the caller hears the end
             self._put("eof", None)
         except Exception as exc:  # noqa: BLE001 - handed to the caller's thread, which decides
             self._put("exc", exc)
+        finally:
+            if sent is not None:
+                sent.data = b""
 
     def _put(self, kind: str, value: Any) -> None:
         if not self._aborted.is_set():
