@@ -29,10 +29,10 @@ def two_turns(home: Path, workspace: Path, loopback):
     one naming "beta" by writing two.txt, each reply streamed slowly."""
     srv = loopback(
         [
-            {"match_any": "alpha", "calls": [{"code": '(write-file "one.txt" "1")'}]},
-            {"match_any": "alpha", "chunks": streamed("alpha")},
-            {"match_any": "beta", "calls": [{"code": '(write-file "two.txt" "2")'}]},
-            {"match_any": "beta", "chunks": streamed("beta")},
+            {"match_ask": "alpha", "calls": [{"code": '(write-file "one.txt" "1")'}]},
+            {"match_ask": "alpha", "chunks": streamed("alpha")},
+            {"match_ask": "beta", "calls": [{"code": '(write-file "two.txt" "2")'}]},
+            {"match_ask": "beta", "chunks": streamed("beta")},
         ],
         chunk_delay=SLOW,
     )
@@ -231,8 +231,8 @@ def test_an_approval_of_another_tabs_turn_waits_until_that_tab_is_entered(
 ):
     srv = loopback(
         [
-            {"match_any": "beta", "calls": [{"code": '(write-file "two.txt" "2")'}]},
-            {"match_any": "beta", "text": "wrote it"},
+            {"match_ask": "beta", "calls": [{"code": '(write-file "two.txt" "2")'}]},
+            {"match_ask": "beta", "text": "wrote it"},
         ]
     )
     configure(home, srv)  # writes ask first
