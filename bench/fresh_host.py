@@ -52,7 +52,7 @@ class Port:
             first.set()
 
 host = Host(Port(), flush_interval=0.0)
-host._pins[(Path(home), "default")] = sid  # the session the grown home holds
+host._pins.pin((Path(home), "default"), None, sid)  # the session the grown home holds
 host.sessions({"home": home, "cwd": cwd})
 time.sleep(float(typing))
 t0 = time.perf_counter()

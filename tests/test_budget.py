@@ -541,7 +541,7 @@ def test_the_host_api_for_status_budget_and_evict(session):
 
     host = Host(Port())
     ctx = {"home": str(s.home), "cwd": str(s.ws)}
-    host._pins[(s.home, "default")] = s.sid
+    host._pins.pin((s.home, "default"), None, s.sid)
     try:
         assert host.budget(ctx)["window"] is None
         shown = host.budget(ctx, 8000)
@@ -567,7 +567,7 @@ def test_the_host_budget_takes_a_window_in_ascii_digits_only(session, typed):
 
     host = Host(Port())
     ctx = {"home": str(s.home), "cwd": str(s.ws)}
-    host._pins[(s.home, "default")] = s.sid
+    host._pins.pin((s.home, "default"), None, s.sid)
     try:
         with pytest.raises(UserError) as caught:
             host.budget(ctx, typed)

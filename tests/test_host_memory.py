@@ -86,7 +86,8 @@ def test_the_host_keeps_no_job_that_has_finished(loopback, tmp_path):
         port.done.clear()
         host.ask(ctx, f"question {n}")
         assert port.done.wait(30)
-    assert host.jobs() == [{"id": 5, "session": host.session(ctx)["id"], "status": "done"}]
+    sid = host.session(ctx)["id"]
+    assert host.jobs() == [{"id": 5, "session": sid, "tab": None, "status": "done"}]
     assert len(srv.model_requests) == 5
 
 

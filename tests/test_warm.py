@@ -137,7 +137,7 @@ ASK_AFTER_WARMING = textwrap.dedent(
     home, cwd, sid = sys.argv[1:4]
     ctx = {"home": home, "cwd": cwd}
     host = Host(Port())
-    host._pins[(Path(home), "default")] = sid
+    host._pins.pin((Path(home), "default"), None, sid)
     host.sessions(ctx)  # the first call: the pinned session is warmed
     for thread in [t for t in threading.enumerate() if t.name == warm.NAME]:
         thread.join(60)

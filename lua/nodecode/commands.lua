@@ -234,6 +234,22 @@ function M.register()
     })
   end
   require('nodecode.keymaps').plugs()
+  -- A chat per tab: entering a tab and closing one (ui/chat_tabs.lua).
+  local tabs = vim.api.nvim_create_augroup('nodecode_tabs', { clear = true })
+  vim.api.nvim_create_autocmd('TabEnter', {
+    group = tabs,
+    callback = function()
+      require('nodecode.ui.chat_tabs').entered()
+    end,
+  })
+  vim.api.nvim_create_autocmd('TabClosed', {
+    group = tabs,
+    callback = function() -- (the tabpage is freed after its TabClosed)
+      vim.schedule(function()
+        require('nodecode.ui.chat_tabs').closed()
+      end)
+    end,
+  })
   -- `#buffer` typed in the chat's input area means the file buffer left last.
   vim.api.nvim_create_autocmd('BufLeave', {
     group = vim.api.nvim_create_augroup('nodecode_ask', { clear = true }),

@@ -284,13 +284,16 @@ function M.no_python()
 end
 
 --- Where this Neovim works, sent with each host call; nil fields use the
---- host's own defaults ($NODECODE_HOME, …).
----@return { home?: string, store: string, cwd: string }
-function M.place()
+--- host's own defaults ($NODECODE_HOME, …). `tab` (the current tabpage, or
+--- the one given) chooses the session: each tab's chat has its own.
+---@param tab? integer
+---@return { home?: string, store: string, cwd: string, tab: integer }
+function M.place(tab)
   return {
     home = current.home and vim.fn.expand(current.home) or nil,
     store = current.store,
     cwd = vim.fn.getcwd(),
+    tab = tab or vim.api.nvim_get_current_tabpage(),
   }
 end
 

@@ -57,6 +57,10 @@ end
 local current = nil
 ---@type string? the remote plugin's path (M.register), to register it again
 local plugin_path = nil
+---@type integer? the tabpage whose session calls act on (M.within); nil: the current one
+local tab_override = nil
+---@type table<integer, boolean> every tabpage a call was sent for (the host pinned its session)
+local sent = {}
 
 --- Forget a host that died before it answered: the remote functions and the
 --- host are registered anew, so the next call starts another.
@@ -188,9 +192,13 @@ function M.shutdown()
   if M.running() then
     local chan = vim.fn['remote#host#Require'](HOST)
     if pcall(M.notify, 'stop') then
-      vim.wait(5000, function()
-        local ok, info = pcall(M.call, 'info')
-        return not ok or info.job == vim.NIL
+      vim.wait(5000, function() -- every tab's turn
+        local ok, jobs = pcall(M.call, 'jobs')
+        return not ok
+          or #vim.tbl_filter(function(j)
+              return j.status == 'running'
+            end, jobs)
+            == 0
       end, 20)
     end
     stopped[chan] = true
@@ -241,7 +249,7 @@ end
 ---@param ... any the endpoint's arguments
 ---@return any
 function M.call(name, ...)
-  local place = require('nodecode.config').place()
+  local place = require('nodecode.config').place(M.tab())
   await()
   local ok, reply = pcall(vim.fn.NodecodeCall, name, place, ...)
   if not ok then
@@ -264,10 +272,56 @@ end
 ---@param name string
 ---@param ... any the endpoint's arguments
 function M.notify(name, ...)
-  local ok, err = pcall(vim.fn.NodecodeNotify, name, require('nodecode.config').place(), ...)
+  local place = require('nodecode.config').place(M.tab())
+  local ok, err = pcall(vim.fn.NodecodeNotify, name, place, ...)
   if not ok then -- the host could not start: one line, as rpc.call says it
     error('nodecode: ' .. first_line(err), 0)
   end
+end
+
+--- The tabpage whose session calls act on: the one M.within names, else the
+--- current tab's chat's (ui/chat.lua M.owner), without loading the chat.
+---@return integer
+function M.tab()
+  local tab = tab_override
+  if not tab then
+    local chat = package.loaded['nodecode.ui.chat']
+    tab = chat and chat.owner() or vim.api.nvim_get_current_tabpage()
+  end
+  sent[tab] = true
+  return tab
+end
+
+--- Tell the host to forget the tabpages that are gone (their sessions are
+--- free for other tabs, their running turns stop); chat or none.
+function M.tabs_closed()
+  local chat = package.loaded['nodecode.ui.chat']
+  local kept = chat and chat.tabs() or {} -- a chat shown in another tab lives on
+  for tab in pairs(sent) do
+    if not vim.api.nvim_tabpage_is_valid(tab) and not vim.tbl_contains(kept, tab) then
+      sent[tab] = nil
+      if M.running() then
+        pcall(M.notify, 'close_tab', tab)
+      end
+    end
+  end
+end
+
+--- Run `fn(...)` with every call and notification in it acting on the session
+--- of tabpage `tab` (a turn of another tab finished: its views follow it).
+---@generic T
+---@param tab integer
+---@param fn fun(...): T
+---@return T
+function M.within(tab, fn, ...)
+  local was = tab_override
+  tab_override = tab
+  local result = { pcall(fn, ...) }
+  tab_override = was
+  if not result[1] then
+    error(result[2], 0)
+  end
+  return unpack(result, 2, table.maxn(result))
 end
 
 --- Entry point of the host's events (nodecode.host module docstring lists them).

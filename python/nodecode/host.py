@@ -1,8 +1,9 @@
 """The bridge the Neovim remote plugin calls: pure Python, never imports pynvim.
 
 One ``Host`` lives in the plugin's host process, i.e. one per Neovim. It opens
-an App per (home, store, workspace) lazily, pins the session this Neovim works
-in, and runs each ask as a job on a daemon worker thread. The worker reaches
+an App per (home, store, workspace) lazily, pins the session each tabpage of
+this Neovim works in (``agent.tabs``: a chat per tab), and runs each ask as a
+job on a daemon worker thread; two tabs' turns run at once, each in its session. The worker reaches
 Neovim only through ``Port.emit``, which the rplugin shim implements with
 ``nvim.async_call``; streamed text is coalesced so a fast stream costs one
 buffer update per ``flush_interval``, not one per token.
@@ -37,6 +38,7 @@ from typing import Any, Protocol
 from nodecode import devtrace
 from nodecode.agent import relay, warm
 from nodecode.agent.relay import Job
+from nodecode.agent.tabs import Pins, Place, tab_of
 from nodecode.errors import UserError, one_line
 
 FLUSH_INTERVAL = 0.025  # seconds between streamed-text updates sent to Neovim
@@ -50,41 +52,6 @@ class Port(Protocol):
     must not block, and must deliver events in the order they were emitted."""
 
     def emit(self, event: dict[str, Any]) -> None: ...
-
-
-@dataclass(frozen=True)
-class Place:
-    """Where a Neovim works: the nodecode home, the store and the workspace."""
-
-    home: Path
-    store: str
-    cwd: Path
-
-    @classmethod
-    def from_lua(cls, ctx: Any) -> Place:
-        """Decode the ``{home?, store?, cwd?}`` table Lua sends with each call."""
-        from nodecode.paths import home_dir
-
-        ctx = ctx if isinstance(ctx, dict) else {}
-        home = ctx.get("home") or None
-        cwd = ctx.get("cwd") or None
-        return cls(
-            home=home_dir(home),
-            store=str(ctx.get("store") or "default"),
-            cwd=Path(cwd).expanduser().absolute() if cwd else Path.cwd(),
-        )
-
-
-def history_parts(rows: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
-    """``rows`` cut into parts of about ``size`` rows, newest part first, each
-    starting at an ask (a turn is never cut: the chat draws each part alone)."""
-    parts: list[list[dict[str, Any]]] = []
-    end = len(rows)
-    for start in range(len(rows) - 1, -1, -1):
-        if start == 0 or (end - start >= size and rows[start]["role"] == "user"):
-            parts.append(rows[start:end])
-            end = start
-    return parts
 
 
 def _moved(moved: Any, command: str) -> dict[str, Any]:
@@ -127,14 +94,14 @@ class Host:
         self._open_app = open_app
         self._flush_interval = flush_interval
         self._apps: dict[Place, Any] = {}
-        self._pins: dict[tuple[Path, str], str] = {}
+        self._pins = Pins()  # (home, store, tab) → session
         self._jobs: dict[int, Job] = {}
         self._job_ids = itertools.count(1)
         self._approval_ids = itertools.count(1)
         self._always: dict[str, set[str]] = {}  # session → kinds the person always allows
         self._models: dict[tuple[Path, str], tuple[str, str]] = {}  # (home, store) → choice
         self._warmed: set[tuple[int, str]] = set()  # (id of an App, session) warmed for
-        self._history: tuple[int, list[list[dict[str, Any]]]] | None = None  # (token, parts)
+        self._history: dict[int | None, tuple[int, list[list[dict[str, Any]]]]] = {}  # tab →
         self._lock = threading.Lock()
 
     # --- what the rplugin calls (on Neovim's loop thread) -------------------
@@ -145,13 +112,13 @@ class Host:
             raise UserError("ask: expected some text to send (got nothing)")
         place = Place.from_lua(ctx)
         app = self._app(place)
-        session = self._session(app, place)
+        session = self._session(app, place, tab_of(ctx), open_chat=True)
         with self._lock:
             if any(j.running and j.session == session for j in self._jobs.values()):
                 raise UserError(BUSY)
             job_id = next(self._job_ids)
             batcher = relay.Batcher(functools.partial(self._emit, job_id), self._flush_interval)
-            job = Job(id=job_id, app=app, session=session, batcher=batcher)
+            job = Job(id=job_id, app=app, session=session, batcher=batcher, tab=tab_of(ctx))
             job.thread = threading.Thread(
                 target=self._run, args=(job, text), name=f"nodecode-job-{job.id}", daemon=True
             )
@@ -203,7 +170,7 @@ class Host:
 
         place = Place.from_lua(ctx)
         app = self._app(place)
-        rows = transcript.rows(app.store, self._session(app, place))
+        rows = transcript.rows(app.store, self._session(app, place, tab_of(ctx), open_chat=True))
         return [
             {
                 "seq": int(m["seq"] or 0),
@@ -219,33 +186,36 @@ class Host:
         {token, part, rows, last} (or {token, part, error, last}). Part 1 reads
         the whole transcript (as ``messages``); Neovim asks for each next part
         once it has drawn one, so no part waits behind another in its queue."""
+        from nodecode.views import transcript
+
+        tab = tab_of(ctx)
         if part <= 1:
             try:
-                parts = history_parts(self.messages(ctx), HISTORY_PART)
+                parts = transcript.parts(self.messages(ctx), HISTORY_PART)
             except Exception as e:  # noqa: BLE001 -- the chat says it, as the request would
-                self._history = None
+                self._history.pop(tab, None)
                 self._emit_history(token, part, last=True, error=one_line(e))
                 return
-            self._history = (token, parts)
-        held = self._history
+            self._history[tab] = (token, parts)
+        held = self._history.get(tab)
         if held is None or held[0] != token or part > len(held[1]):
             self._emit_history(token, part, last=True, rows=[])  # a load since replaced
             return
         last = part >= len(held[1])
         if last:
-            self._history = None
+            self._history.pop(tab, None)
         self._emit_history(token, part, last=last, rows=held[1][part - 1])
 
     def _emit_history(self, token: int, part: int, **event: Any) -> None:
         self._port.emit({"job": None, "kind": "history", "token": token, "part": part, **event})
 
     def session(self, ctx: Any) -> dict[str, Any]:
-        """Where this Neovim works and what it is doing."""
+        """Where this tab works and what it is doing (job: its session's running turn)."""
         from nodecode.views.titles import title_of
 
         place = Place.from_lua(ctx)
         app = self._app(place)
-        session = self._session(app, place)
+        session = self._session(app, place, tab_of(ctx))
         running = [j.id for j in self._jobs.values() if j.running and j.session == session]
         return {
             "id": session,
@@ -257,7 +227,20 @@ class Host:
         }
 
     def jobs(self) -> list[dict[str, Any]]:
-        return [{"id": j.id, "session": j.session, "status": j.status} for j in self._jobs.values()]
+        """Every job of this Neovim: [{id, session, tab, status}]."""
+        return [
+            {"id": j.id, "session": j.session, "tab": j.tab, "status": j.status}
+            for j in self._jobs.values()
+        ]
+
+    def close_tab(self, tab: int) -> list[int]:
+        """A tabpage closed: its running turn is stopped (it ends as stopped, logged)
+        and its pins are forgotten; the ids of the jobs asked to stop."""
+        with self._lock:
+            jobs = [j.id for j in self._jobs.values() if j.running and j.tab == int(tab)]
+            self._history.pop(int(tab), None)
+        self._pins.forget(int(tab))
+        return [i for j in jobs for i in self.stop(j)]
 
     # --- the context buffer, recall and sessions (ui/context.lua, picker, tree)
 
@@ -354,27 +337,32 @@ class Host:
         return view.turn_messages(app.store, sid, int(turn))
 
     def sessions(self, ctx: Any) -> list[dict[str, Any]]:
-        """The store's sessions, newest first, the pinned one marked."""
+        """The store's sessions, newest first, the pinned one marked; ``tab``: the
+        tab page whose chat works in it, when another tab's (else None)."""
         from nodecode.views import context as view
 
         app, sid = self._pinned(ctx)
-        return view.session_rows(app.store, sid)
+        place = Place.from_lua(ctx)
+        others = self._pins.others((place.home, place.store), tab_of(ctx))
+        return [{**r, "tab": others.get(r["id"])} for r in view.session_rows(app.store, sid)]
 
     def use_session(self, ctx: Any, sid: str | None) -> dict[str, Any]:
-        """Pin session ``sid`` (None: a new one) for this Neovim and make it the
-        store's current session; refused while a turn of this Neovim runs."""
+        """Pin session ``sid`` (None: a new one) for this tab and make it the
+        store's current session; refused while a turn runs in the tab's session,
+        or when another tab works in ``sid``."""
         from nodecode.log import sessions
 
-        place = Place.from_lua(ctx)
+        place, tab = Place.from_lua(ctx), tab_of(ctx)
         app = self._app(place)
-        if any(j.running for j in self._jobs.values()):
+        if any(j.running and j.tab == tab for j in self._jobs.values()):
             raise UserError(BUSY)
         if sid:
+            sessions.get(app.store, str(sid))
+            self._pins.pin((place.home, place.store), tab, str(sid))
             sessions.set_current(app.store, str(sid))
         else:
             sid = app.new_session()
-        with self._lock:
-            self._pins[(place.home, place.store)] = str(sid)
+            self._pins.pin((place.home, place.store), tab, str(sid))
         return self.session(ctx)
 
     def rename_session(self, ctx: Any, sid: str, text: str) -> str:
@@ -387,7 +375,7 @@ class Host:
         place = Place.from_lua(ctx)
         if any(j.running and j.session == sid for j in self._jobs.values()):
             raise UserError(BUSY)
-        pinned = self._pins.get((place.home, place.store)) == sid
+        pinned = self._pins.get((place.home, place.store), tab_of(ctx)) == sid
         return {**asdict(self._app(place).delete_session(str(sid))), "pinned": pinned}
 
     # --- checkpoints: undo, redo, the tree, fork (doc/design.md "Checkpoints") ---
@@ -449,8 +437,7 @@ class Host:
         place = Place.from_lua(ctx)
         app, sid = self._idle(ctx)
         child = checkpoints.fork(app.store, sid, int(turn) if turn is not None else None)
-        with self._lock:
-            self._pins[(place.home, place.store)] = child
+        self._pins.pin((place.home, place.store), tab_of(ctx), child)
         return {"id": child, "parent": sid}
 
     # --- the budget: /context, /evict, /budget (doc/design.md "Budget and eviction")
@@ -576,7 +563,7 @@ class Host:
         """The App and the pinned session for a Lua ``ctx``."""
         place = Place.from_lua(ctx)
         app = self._app(place)
-        return app, self._session(app, place)
+        return app, self._session(app, place, tab_of(ctx))
 
     def _idle(self, ctx: Any) -> tuple[Any, str]:
         """``_pinned``, refused while a turn of this Neovim runs in that session
@@ -586,14 +573,17 @@ class Host:
             raise UserError(BUSY)
         return app, sid
 
-    def _session(self, app: Any, place: Place) -> str:
-        """The session pinned by this Neovim for (home, store); resolved once."""
-        key = (place.home, place.store)
+    def _session(self, app: Any, place: Place, tab: int | None, open_chat: bool = False) -> str:
+        """The session ``tab`` of this Neovim works in for (home, store); resolved
+        at its first call (``agent.tabs.Pins.resolve``; a new one only to open a chat)."""
+        session = self._pins.resolve(
+            (place.home, place.store),
+            tab,
+            app.resume_session,  # a session deleted meanwhile is not kept
+            app.new_session,
+            open_chat=open_chat,
+        )
         with self._lock:
-            pinned = self._pins.get(key)
-        session = app.resume_session(pinned)  # a session deleted meanwhile is not kept
-        with self._lock:
-            self._pins[key] = session
             fresh = (id(app), session) not in self._warmed
             self._warmed.add((id(app), session))
         if fresh:  # what its first ask would load and count, while the person types
@@ -660,6 +650,8 @@ ENDPOINTS: dict[str, Endpoint] = {
     "messages": Endpoint(Host.messages),
     "history": Endpoint(Host.history, notify=True),
     "info": Endpoint(Host.session),
+    "jobs": Endpoint(Host.jobs),
+    "close_tab": Endpoint(Host.close_tab, notify=True),
     # the context buffer, recall and sessions
     "context": Endpoint(Host.context),
     "context_open": Endpoint(Host.context_open, notify=True),

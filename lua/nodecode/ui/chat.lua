@@ -2,6 +2,11 @@
 -- showing the pinned session's history and the running turn as it streams
 -- (the layout is ui/transcript.lua's); `:Nodecode` alone adds the input area
 -- (ui/input.lua). Events from the host arrive in on_event.
+--
+-- A chat per tab: each tabpage has its own chat on its own session (the host
+-- pins one per tab); the first is `nodecode://chat`, another tab's
+-- `nodecode://chat/TAB` (TAB: its tabpage handle). Commands act on the
+-- current tab's chat; a job's events go to the chat that asked.
 
 local M = {}
 
@@ -9,11 +14,45 @@ local NAME = 'nodecode://chat'
 local Transcript = require('nodecode.ui.transcript')
 
 ---@class nodecode.ChatState
+---@field tab integer the tabpage
 ---@field buf? integer
 ---@field view? nodecode.Transcript
 ---@field job? integer the running job
 ---@field token? integer the history being loaded (M.on_history)
-local state = {}
+
+---@type table<integer, nodecode.ChatState> by tabpage
+local chats = {}
+
+--- The tabpage whose chat tabpage `tab` (the current one) works with: its
+--- own, or, in a tab showing another tab's chat and none of its own (one
+--- `chat.position = 'tab'` opened), that tab's. Commands act on its session.
+---@param tab? integer
+---@return integer
+function M.owner(tab)
+  tab = tab or vim.api.nvim_get_current_tabpage()
+  if chats[tab] then
+    return tab
+  end
+  for t, state in pairs(chats) do
+    if state.buf and vim.api.nvim_buf_is_valid(state.buf) then
+      for _, w in ipairs(vim.fn.win_findbuf(state.buf)) do
+        if vim.api.nvim_win_get_tabpage(w) == tab then
+          return t
+        end
+      end
+    end
+  end
+  return tab
+end
+
+--- The chat state of tabpage `tab` (the current tab's owner), made when missing.
+---@param tab? integer
+---@return nodecode.ChatState
+local function chat_of(tab)
+  tab = tab or M.owner()
+  chats[tab] = chats[tab] or { tab = tab }
+  return chats[tab]
+end
 
 local function config()
   return require('nodecode.config').get()
@@ -26,13 +65,14 @@ end
 -- Approvals and notices: ui/chat_events.lua. The history: ui/chat_history.lua
 -- (M.loading, M.without_host, M.on_history).
 local events = require('nodecode.ui.chat_events')
-local load_history = require('nodecode.ui.chat_history').install(M, state)
+local load_history = require('nodecode.ui.chat_history').install(M, chats)
 
 -- Buffer and window -----------------------------------------------------
 
---- Window options and folds for a window that starts showing the chat.
+--- Window options and folds for a window that starts showing a chat.
+---@param state nodecode.ChatState
 ---@param win integer
-local function setup_win(win)
+local function setup_win(state, win)
   state.view:refold(win)
   local wo = vim.wo[win][0]
   wo.wrap, wo.linebreak = true, true
@@ -45,13 +85,32 @@ local function setup_win(win)
   end
 end
 
---- The chat buffer, created (with the session's history) when missing.
+--- The name of a new chat buffer: `nodecode://chat` unless another tab's
+--- chat has it (a buffer of that name left by an earlier load is taken over).
+---@param state nodecode.ChatState
+---@return string
+local function name_for(state)
+  for tab, other in pairs(chats) do
+    local b = other.buf
+    if tab ~= state.tab and b and vim.api.nvim_buf_is_valid(b) then
+      if vim.api.nvim_buf_get_name(b) == NAME then
+        return NAME .. '/' .. state.tab
+      end
+    end
+  end
+  return NAME
+end
+
+--- The chat buffer of `state` (the current tab's), created (with the
+--- session's history) when missing.
+---@param state? nodecode.ChatState
 ---@return integer buf
-local function chat_buf()
+local function chat_buf(state)
+  state = state or chat_of()
   if state.buf and vim.api.nvim_buf_is_valid(state.buf) then
     return state.buf
   end
-  local buf = require('nodecode.ui.buffers').named(NAME)
+  local buf = require('nodecode.ui.buffers').named(name_for(state))
   vim.bo[buf].filetype = 'nodecode-chat'
   vim.bo[buf].undolevels = -1
   pcall(vim.treesitter.language.register, 'markdown', 'nodecode-chat')
@@ -69,7 +128,7 @@ local function chat_buf()
   vim.api.nvim_create_autocmd('BufWinEnter', {
     buffer = buf,
     callback = function()
-      setup_win(vim.api.nvim_get_current_win())
+      setup_win(state, vim.api.nvim_get_current_win())
     end,
   })
   -- Our own writes move a following window's cursor to the end too, so only
@@ -83,7 +142,7 @@ local function chat_buf()
     end,
   })
   require('nodecode.ui.hints').empty_chat(buf) -- until the history's first part is drawn
-  load_history()
+  load_history(state)
   return buf
 end
 
@@ -94,12 +153,12 @@ local SPLITS = { right = 'vertical botright', left = 'vertical topleft', below =
 local function chat_win()
   local buf = chat_buf()
   local tab = vim.api.nvim_get_current_tabpage()
+  local c = config().chat
   for _, win in ipairs(vim.fn.win_findbuf(buf)) do
-    if vim.api.nvim_win_get_tabpage(win) == tab then
-      return win, false
+    if vim.api.nvim_win_get_tabpage(win) == tab or c.position == 'tab' then
+      return win, false -- ('tab': the chat's own tab, wherever it is)
     end
   end
-  local c = config().chat
   if c.position == 'tab' then
     vim.cmd('tabnew')
   elseif c.position ~= 'current' then
@@ -107,7 +166,7 @@ local function chat_win()
   end
   vim.api.nvim_win_set_buf(0, buf)
   local win = vim.api.nvim_get_current_win()
-  setup_win(win) -- BufWinEnter does not fire inside other autocmds (e.g. VimEnter)
+  setup_win(chat_of(), win) -- BufWinEnter does not fire inside other autocmds (e.g. VimEnter)
   vim.api.nvim_win_set_cursor(win, { vim.api.nvim_buf_line_count(buf), 0 })
   return win, true
 end
@@ -134,6 +193,7 @@ function M.ask(text)
   if not text then
     return
   end
+  local state = chat_of()
   if state.job then
     error('nodecode: a turn is running — :NodecodeStop to stop it', 0)
   end
@@ -147,7 +207,7 @@ function M.ask(text)
     message().caught(job)
     return
   end
-  state.job = job
+  state.job, state.last_job = job, job
 end
 
 --- Show the chat for an ask, per chat.open_on_ask and chat.focus_on_ask:
@@ -173,92 +233,16 @@ function M.show_for_ask()
   end
 end
 
---- The window next to `win` in direction `dir` ('k' above, 'j' below) in the
---- same column (same left edge and width); nil when there is none.
----@param win integer
----@param dir 'k'|'j'
----@return integer?
-local function column_neighbour(win, dir)
-  local other = vim.api.nvim_win_call(win, function()
-    return vim.fn.win_getid(vim.fn.winnr(dir))
-  end)
-  if other == 0 or other == win then
-    return nil
-  end
-  local same = vim.fn.win_screenpos(other)[2] == vim.fn.win_screenpos(win)[2]
-    and vim.api.nvim_win_get_width(other) == vim.api.nvim_win_get_width(win)
-  return same and other or nil
-end
+-- :NodecodeToggle: ui/chat_toggle.lua.
+require('nodecode.ui.chat_toggle').install(M, {
+  buf = chat_buf,
+  chat_of = chat_of,
+  setup_win = setup_win,
+})
 
----@type table<integer, { win: integer, dir: 'k'|'j', height: integer }>
-local hidden = {} -- per tab: where :NodecodeToggle hid the chat
-
---- Show the chat again where :NodecodeToggle hid it: in its column, next to
---- the window it shared that column with (the context buffer opened above
---- it). A new split across the whole screen would squeeze that column.
----@param tab integer
----@return boolean shown
-local function show_where_hidden(tab)
-  local h = hidden[tab]
-  hidden[tab] = nil
-  if not (h and vim.api.nvim_win_is_valid(h.win)) then
-    return false
-  end
-  if vim.api.nvim_win_get_tabpage(h.win) ~= tab then
-    return false
-  end
-  local height = math.min(h.height, math.max(1, vim.api.nvim_win_get_height(h.win) - 2))
-  local win = vim.api.nvim_open_win(chat_buf(), true, {
-    split = h.dir == 'k' and 'below' or 'above',
-    win = h.win,
-    height = height,
-  })
-  setup_win(win)
-  vim.api.nvim_win_set_cursor(win, { vim.api.nvim_buf_line_count(state.buf), 0 })
-  require('nodecode.ui.status').refresh()
-  return true
-end
-
---- :NodecodeToggle — hide the chat (and its input area) in this tab, or show
---- it where it was.
-function M.toggle()
-  local tab = vim.api.nvim_get_current_tabpage()
-  local wins, chat, input = {}, nil, nil
-  for _, w in ipairs(vim.api.nvim_tabpage_list_wins(tab)) do
-    local name = vim.api.nvim_buf_get_name(vim.api.nvim_win_get_buf(w))
-    if name == NAME or name == 'nodecode://input' then
-      wins[#wins + 1] = w
-      chat = name == NAME and (chat or w) or chat
-      input = name ~= NAME and w or input
-    end
-  end
-  if #wins == 0 then
-    if show_where_hidden(tab) then
-      return
-    end
-    return M.open()
-  end
-  if chat then
-    local above = column_neighbour(chat, 'k')
-    local below = not above and column_neighbour(input or chat, 'j') or nil
-    if above or below then
-      local height = vim.api.nvim_win_get_height(chat)
-      hidden[tab] = { win = above or below, dir = above and 'k' or 'j', height = height }
-    end
-  end
-  for _, w in ipairs(wins) do
-    if #vim.api.nvim_tabpage_list_wins(tab) > 1 then
-      vim.api.nvim_win_close(w, false)
-    else -- the last window: it shows another buffer instead
-      vim.api.nvim_win_call(w, function()
-        vim.cmd(vim.fn.bufnr('#') > 0 and vim.fn.bufnr('#') ~= state.buf and 'buffer #' or 'enew')
-      end)
-    end
-  end
-end
-
---- Stop the running turn (the chat then says it stopped).
+--- Stop the running turn of this tab's chat (the chat then says it stopped).
 function M.stop()
+  local state = chat_of()
   if not state.job then
     return message().info('nothing is running')
   end
@@ -270,7 +254,8 @@ end
 ---@param text string
 ---@param apart? boolean
 function M.say(text, apart)
-  chat_buf()
+  local state = chat_of()
+  chat_buf(state)
   if apart then
     state.view:paragraph()
   end
@@ -278,8 +263,9 @@ function M.say(text, apart)
 end
 
 --- Show the session's history again (after an undo, a tree move, a session
---- switch). Left alone while a turn streams into it.
+--- switch) in this tab's chat. Left alone while a turn streams into it.
 function M.reload()
+  local state = chat_of()
   if not (state.buf and vim.api.nvim_buf_is_valid(state.buf)) or state.job then
     return
   end
@@ -304,7 +290,7 @@ function M.reload()
   state.view:prepend(all)
   require('nodecode.ui.hints').empty_chat(buf)
   for _, win in ipairs(vim.fn.win_findbuf(buf)) do
-    setup_win(win)
+    setup_win(state, win)
     if away[win] then
       vim.api.nvim_win_call(win, function()
         vim.fn.winrestview(away[win])
@@ -313,16 +299,60 @@ function M.reload()
   end
 end
 
---- The job running in this chat, if any.
+--- The job running in this tab's chat (or tabpage `tab`'s), if any.
+---@param tab? integer
 ---@return integer?
-function M.job()
-  return state.job
+function M.job(tab)
+  local state = chats[tab or M.owner()]
+  return state and state.job
 end
 
---- Handle one event pushed by the host (kinds: see python/nodecode/host.py).
+--- The tabpage whose chat runs (or ran last) job `job`, if any.
+---@param job integer
+---@return integer?
+function M.tab_of(job)
+  for tab, state in pairs(chats) do
+    if state.job == job or state.last_job == job then
+      return tab
+    end
+  end
+end
+
+--- The chat buffer of tabpage `tab` (the current one), if it has one.
+---@param tab? integer
+---@return integer?
+function M.buf(tab)
+  local state = chats[tab or M.owner()]
+  local b = state and state.buf
+  return b and vim.api.nvim_buf_is_valid(b) and b or nil
+end
+
+--- Forget tabpage `tab`'s chat (the tab was closed): its buffer is wiped.
+---@param tab integer
+function M.forget(tab)
+  local state = chats[tab]
+  chats[tab] = nil
+  if state and state.buf and vim.api.nvim_buf_is_valid(state.buf) then
+    pcall(vim.api.nvim_buf_delete, state.buf, { force = true })
+  end
+end
+
+--- The tabpages that have a chat.
+---@return integer[]
+function M.tabs()
+  return vim.tbl_keys(chats)
+end
+
+--- Handle one event pushed by the host (kinds: see python/nodecode/host.py):
+--- drawn in the chat whose ask started the job (none: its tab was closed).
 ---@param ev table
 function M.on_event(ev)
-  chat_buf()
+  local tab = M.tab_of(ev.job)
+  if not tab then
+    return
+  end
+  local state = chats[tab]
+  chat_buf(state)
   local view, kind = state.view, ev.kind
   if kind == 'text' then
     view:text(ev.text)
@@ -343,7 +373,7 @@ function M.on_event(ev)
   elseif kind == 'approve' then
     events.approve(ev, function()
       return state.view
-    end)
+    end, tab)
   elseif kind == 'request' and ev.state == 'finished' and ev.status ~= 'failed' then
     view:request_done(ev)
   elseif kind == 'done' then

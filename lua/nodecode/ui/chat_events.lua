@@ -39,9 +39,17 @@ end
 
 --- Ask the person (outside the RPC callback), then answer the waiting worker;
 --- what they said goes into the chat's transcript (`view()`, if any by then).
+--- The turn of another tab than the current one waits until that tab is
+--- entered (ui/chat_tabs.lua): its prompt is never shown over another chat.
 ---@param ev { job: integer, id: integer, approval: string, detail: string }
 ---@param view fun(): nodecode.Transcript?
-function M.approve(ev, view)
+---@param tab? integer the tabpage whose chat's turn asks
+function M.approve(ev, view, tab)
+  if tab and tab ~= require('nodecode.ui.chat').owner() then
+    return require('nodecode.ui.chat_tabs').later(tab, function()
+      M.approve(ev, view)
+    end)
+  end
   vim.schedule(function()
     if config().approve == 'diff' then
       return require('nodecode.ui.approval').open(ev, function(said)

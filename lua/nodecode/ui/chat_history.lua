@@ -12,14 +12,35 @@ local function message()
 end
 
 ---@param M table the chat module
----@param state nodecode.ChatState
----@return fun() load ask for the history (a history asked for before is dropped)
-function H.install(M, state)
-  --- Ask the host for the session's history, which arrives in parts, newest
-  --- first (M.on_history). A history asked for before is dropped.
-  local function load_history()
-    state.token = (state.token or 0) + 1
-    local ok, err = pcall(require('nodecode.rpc').notify, 'history', state.token, 1)
+---@param chats table<integer, nodecode.ChatState> every tab's chat
+---@return fun(state: nodecode.ChatState) load asks for a chat's history
+function H.install(M, chats)
+  local tokens = 0 -- one count for every chat: a token names its chat
+
+  ---@param token integer
+  ---@return nodecode.ChatState?
+  local function chat_of_token(token)
+    for _, state in pairs(chats) do
+      if state.token == token then
+        return state
+      end
+    end
+  end
+
+  ---@param state nodecode.ChatState
+  ---@param part integer
+  local function ask_part(state, part)
+    local rpc = require('nodecode.rpc')
+    return pcall(rpc.within, state.tab, rpc.notify, 'history', state.token, part)
+  end
+
+  --- Ask the host for a chat's session's history, which arrives in parts,
+  --- newest first (M.on_history). A history asked for before is dropped.
+  ---@param state nodecode.ChatState
+  local function load_history(state)
+    tokens = tokens + 1
+    state.token = tokens
+    local ok, err = ask_part(state, 1)
     if not ok then
       state.token = nil
       state.view:quote('error', message().reason(err))
@@ -27,18 +48,25 @@ function H.install(M, state)
     end
   end
 
-  --- Is the session's history still arriving? (Tests and :checkhealth look.)
+  --- Is a chat's history still arriving? (Tests and :checkhealth look.)
   ---@return boolean
   function M.loading()
-    return state.token ~= nil
+    for _, state in pairs(chats) do
+      if state.token ~= nil then
+        return true
+      end
+    end
+    return false
   end
 
-  --- The host died before it answered: the history asked for never comes.
+  --- The host died before it answered: the histories asked for never come.
   ---@param why string
   function M.without_host(why)
-    if state.token and state.buf and vim.api.nvim_buf_is_valid(state.buf) then
-      state.token = nil
-      state.view:quote('error', why)
+    for _, state in pairs(chats) do
+      if state.token and state.buf and vim.api.nvim_buf_is_valid(state.buf) then
+        state.token = nil
+        state.view:quote('error', why)
+      end
     end
   end
 
@@ -46,8 +74,9 @@ function H.install(M, state)
   --- chat shows, then the next older part is asked for.
   ---@param ev { token: integer, part: integer, rows?: table[], last: boolean, error?: string }
   function M.on_history(ev)
-    if ev.token ~= state.token or not (state.buf and vim.api.nvim_buf_is_valid(state.buf)) then
-      return -- asked for by a chat since reloaded or wiped
+    local state = chat_of_token(ev.token)
+    if not (state and state.buf and vim.api.nvim_buf_is_valid(state.buf)) then
+      return -- asked for by a chat since reloaded, wiped or closed
     end
     if type(ev.error) == 'string' then
       state.token = nil
@@ -61,7 +90,7 @@ function H.install(M, state)
       state.token = nil
       return require('nodecode.ui.hints').empty_chat(state.buf)
     end
-    local ok, err = pcall(require('nodecode.rpc').notify, 'history', ev.token, ev.part + 1)
+    local ok, err = ask_part(state, ev.part + 1)
     if not ok then
       state.token = nil
       message().caught(err)

@@ -1,14 +1,28 @@
 -- The input area `nodecode://input`: a small split under the chat whose
--- whole (multi-line) text is sent as one ask.
+-- whole (multi-line) text is sent as one ask. Each tab's chat has its own
+-- (another tab's is `nodecode://input/TAB`), sending to that tab's session.
 
 local M = {}
 
 local NAME = 'nodecode://input'
 
----@type integer?
-local buf
----@type string? the undone ask the input holds, as undo put it there
-local undone
+--- The tabpage whose chat the current tab works with (ui/chat.lua M.owner).
+---@return integer
+local function owner()
+  return require('nodecode.rpc').tab()
+end
+
+---@type table<integer, integer> by tabpage: its input buffer
+local bufs = {}
+---@type table<integer, string> by tabpage: the undone ask its input holds, as undo put it there
+local undones = {}
+
+--- This tab's input buffer, if any.
+---@return integer?
+local function this_buf()
+  local b = bufs[owner()]
+  return b and vim.api.nvim_buf_is_valid(b) and b or nil
+end
 
 --- The input's whole text.
 ---@return string
@@ -19,19 +33,21 @@ end
 --- Send the whole input as an ask (or run it: a slash command), clearing it
 --- first: `/undo` puts the undone ask back here.
 function M.send()
+  local tab = owner()
+  local buf = assert(this_buf(), 'nodecode: this tab has no input area')
   local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
   local text = vim.trim(table.concat(lines, '\n'))
   if text == '' then
     return require('nodecode.message').warn('nothing to send')
   end
-  local b, was = buf, undone
+  local b, was = buf, undones[tab]
   vim.api.nvim_buf_set_lines(b, 0, -1, false, {})
-  undone = nil
+  undones[tab] = nil
   local ok, err = pcall(require('nodecode.ui.chat').ask, text)
   if not ok then -- (a bad #file:, a running turn, an unknown /command) the input keeps the text
     if vim.api.nvim_buf_is_valid(b) and vim.trim(text_of(b)) == '' then
       vim.api.nvim_buf_set_lines(b, 0, -1, false, lines)
-      undone = was
+      undones[tab] = was
     end
     return require('nodecode.message').caught(err)
   end
@@ -70,7 +86,8 @@ end
 --- The placeholder shown now, if any (tests look at it).
 ---@return string?
 function M.shown_placeholder()
-  if not (buf and vim.api.nvim_buf_is_valid(buf)) then
+  local buf = this_buf()
+  if not buf then
     return nil
   end
   local m = vim.api.nvim_buf_get_extmarks(buf, placeholder_ns, 0, -1, { details = true })[1]
@@ -79,10 +96,18 @@ end
 
 ---@return integer
 local function input_buf()
-  if buf and vim.api.nvim_buf_is_valid(buf) then
+  local buf = this_buf()
+  if buf then
     return buf
   end
-  buf = require('nodecode.ui.buffers').named(NAME)
+  local tab, name = owner(), NAME
+  for t, b in pairs(bufs) do
+    if t ~= tab and vim.api.nvim_buf_is_valid(b) and vim.api.nvim_buf_get_name(b) == NAME then
+      name = NAME .. '/' .. tab -- another tab's chat has the first name
+    end
+  end
+  buf = require('nodecode.ui.buffers').named(name)
+  bufs[tab] = buf
   vim.bo[buf].filetype = 'nodecode-input'
   vim.bo[buf].omnifunc = "v:lua.require'nodecode.ask'.omnifunc" -- #buffer, #file:PATH, /NAME
   vim.api.nvim_create_autocmd('TextChangedI', {
@@ -177,26 +202,38 @@ end
 ---@param text string
 ---@return boolean put
 function M.put_undone(chat, text)
-  local b = input_buf()
+  local b, tab = input_buf(), owner()
   local now = text_of(b)
-  if vim.trim(now) ~= '' and now ~= undone then
+  if vim.trim(now) ~= '' and now ~= undones[tab] then
     return false
   end
   vim.api.nvim_buf_set_lines(b, 0, -1, false, vim.split(text, '\n', { plain = true }))
-  undone = text_of(b)
+  undones[tab] = text_of(b)
   local win = shown_under(b, chat)
   local n = vim.api.nvim_buf_line_count(b)
   vim.api.nvim_win_set_cursor(win, { n, #vim.api.nvim_buf_get_lines(b, n - 1, n, true)[1] })
   return true
 end
 
---- Clear the undone ask (a redo brought its turn back, or another session is
---- pinned), unless the person has edited it into an ask of their own.
+--- Clear this tab's undone ask (a redo brought its turn back, or another
+--- session is pinned), unless the person has edited it into an ask of their own.
 function M.clear_undone()
-  if undone and buf and vim.api.nvim_buf_is_valid(buf) and text_of(buf) == undone then
+  local tab, buf = owner(), this_buf()
+  local undone = undones[tab]
+  if undone and buf and text_of(buf) == undone then
     vim.api.nvim_buf_set_lines(buf, 0, -1, false, {})
   end
-  undone = nil
+  undones[tab] = nil
+end
+
+--- Forget tabpage `tab`'s input area (the tab was closed): its buffer is wiped.
+---@param tab integer
+function M.forget(tab)
+  local b = bufs[tab]
+  bufs[tab], undones[tab] = nil, nil
+  if b and vim.api.nvim_buf_is_valid(b) then
+    pcall(vim.api.nvim_buf_delete, b, { force = true })
+  end
 end
 
 return M

@@ -327,13 +327,15 @@ function M.sessions(rows, on_choice, opts)
         return '+ new session'
       end
       local about = it.title ~= '' and it.title or it.first_ask
-      return ('%s %s  %s  %d turn%s  %s'):format(
+      local tab = type(it.tab) == 'number' and vim.api.nvim_tabpage_is_valid(it.tab) and it.tab
+      return ('%s %s  %s  %d turn%s  %s%s'):format(
         it.pinned and '*' or ' ',
         it.id,
         it.created,
         it.turns,
         it.turns == 1 and '' or 's',
-        about or ''
+        about or '',
+        tab and ('  (tab %d)'):format(vim.api.nvim_tabpage_get_number(tab)) or ''
       )
     end,
     preview = function(it)

@@ -18,13 +18,15 @@ local PHASES = {
   approval = 'waiting for approval',
 }
 
----@class nodecode.Progress
----@field job? integer the job shown
----@field started? integer vim.uv.now() when its first event came
+---@class nodecode.Progress one running job's
+---@field started integer vim.uv.now() when its first event came
 ---@field phase? string
----@field frame integer
----@field timer? uv.uv_timer_t
-local state = { frame = 1 }
+
+---@type table<integer, nodecode.Progress> by job: every tab's running turn
+local jobs = {}
+local frame = 1
+---@type uv.uv_timer_t?
+local timer = nil
 
 --- Whether a statusline has asked (only then is it redrawn on every tick).
 M.wanted = false
@@ -67,51 +69,56 @@ local function elapsed(ms)
   return ('%dm%02ds'):format(math.floor(s / 60), math.floor(s % 60))
 end
 
---- The indicator's text, `⠋ streaming · 2.1s` ('' when nothing runs).
----@return string
-function M.text()
-  if not state.job then
-    return ''
-  end
-  local phase = PHASES[state.phase] or state.phase or 'starting'
-  return ('%s %s · %s'):format(FRAMES[state.frame], phase, elapsed(vim.uv.now() - state.started))
+local function chat()
+  return require('nodecode.ui.chat')
 end
 
---- The statusline part (the indicator, '' when idle).
+--- The indicator's text of `job` (this tab's chat's turn), `⠋ streaming ·
+--- 2.1s` ('' when nothing runs).
+---@param job? integer
+---@return string
+function M.text(job)
+  if next(jobs) == nil then
+    return '' -- (the statusline asks before any chat is loaded)
+  end
+  local p = jobs[job or chat().job() or -1]
+  if not p then
+    return ''
+  end
+  local phase = PHASES[p.phase] or p.phase or 'starting'
+  return ('%s %s · %s'):format(FRAMES[frame], phase, elapsed(vim.uv.now() - p.started))
+end
+
+--- The statusline part (the indicator of this tab's turn, '' when idle).
 ---@return string
 function M.statusline()
   M.wanted = true
   return M.text()
 end
 
----@return integer?
-local function chat_buf()
-  for _, b in ipairs(api.nvim_list_bufs()) do
-    if api.nvim_buf_get_name(b) == 'nodecode://chat' and api.nvim_buf_is_loaded(b) then
-      return b
-    end
-  end
-end
-
---- Draw the indicator after the chat's last line (or remove it when idle).
-local function draw()
-  local buf = chat_buf()
+--- Draw `job`'s indicator after its chat's last line (or remove it when idle).
+---@param job integer
+local function draw(job)
+  local tab = chat().tab_of(job)
+  local buf = tab and chat().buf(tab)
   if not buf then
     return
   end
   api.nvim_buf_clear_namespace(buf, ns, 0, -1)
-  if state.job and require('nodecode.config').get().chat.progress then
+  if jobs[job] and require('nodecode.config').get().chat.progress then
     local last = api.nvim_buf_line_count(buf) - 1
     api.nvim_buf_set_extmark(buf, ns, last, 0, {
-      virt_text = { { ' ' .. M.text(), 'NodecodeProgress' } },
+      virt_text = { { ' ' .. M.text(job), 'NodecodeProgress' } },
       virt_text_pos = 'eol',
     })
   end
 end
 
 local function tick()
-  state.frame = state.frame % #FRAMES + 1
-  draw()
+  frame = frame % #FRAMES + 1
+  for job in pairs(jobs) do
+    draw(job)
+  end
   if M.wanted then
     pcall(vim.cmd, 'redrawstatus')
   end
@@ -120,26 +127,32 @@ end
 ---@param job integer
 local function begin(job)
   require('nodecode.ui.highlights').setup()
-  state.job, state.started, state.phase, state.frame = job, vim.uv.now(), nil, 1
-  state.timer = state.timer or vim.uv.new_timer()
-  state.timer:start(100, 100, vim.schedule_wrap(tick))
+  jobs[job] = { started = vim.uv.now() }
+  if not timer then
+    timer = vim.uv.new_timer()
+    frame = 1
+    timer:start(100, 100, vim.schedule_wrap(tick))
+  end
 end
 
-local function finish()
-  state.job, state.phase = nil, nil
-  if state.timer then
-    state.timer:stop()
+---@param job integer
+local function finish(job)
+  jobs[job] = nil
+  if timer and next(jobs) == nil then
+    timer:stop()
+    timer:close()
+    timer = nil
   end
-  draw()
+  draw(job)
   if M.wanted then
     pcall(vim.cmd, 'redrawstatus')
   end
 end
 
---- The indicator shown in the chat now, if any (tests look at it).
+--- The indicator shown in this tab's chat now, if any (tests look at it).
 ---@return string?
 function M.shown()
-  local buf = chat_buf()
+  local buf = chat().buf()
   if not buf then
     return nil
   end
@@ -151,11 +164,11 @@ end
 --- Host events: follow the job, draw, fire the autocommands.
 ---@param ev table
 function M.on_event(ev)
-  if ev.kind ~= 'done' and state.job ~= ev.job then
+  if ev.kind ~= 'done' and not jobs[ev.job] then
     begin(ev.job)
   end
   if ev.kind == 'phase' then
-    state.phase = ev.phase
+    jobs[ev.job].phase = ev.phase
   elseif ev.kind == 'request' then
     local data = nonil(ev)
     data.kind, data.state = nil, nil
@@ -169,8 +182,8 @@ function M.on_event(ev)
     local refused = ev.text:find('\nrefused at seq ') ~= nil
     M.fire('NodecodeContextTaken', { job = ev.job, receipt = ev.text, refused = refused })
   elseif ev.kind == 'done' then
-    if state.job == ev.job then
-      finish()
+    if jobs[ev.job] then
+      finish(ev.job)
     end
     M.fire(
       'NodecodeTurnFinished',
@@ -178,7 +191,7 @@ function M.on_event(ev)
     )
     return
   end
-  draw()
+  draw(ev.job)
 end
 
 return M

@@ -1,14 +1,16 @@
 -- :NodecodeStatus (the /context report in a float) and the statusline text
--- behind require('nodecode').status(): fill and budget, cached here and
--- refreshed after each turn and each change; reading it never calls the host.
+-- behind require('nodecode').status(): fill and budget, cached here per tab
+-- (each tab's chat has its own session) and refreshed after each turn and
+-- each change; reading it never calls the host.
 
 local M = {}
 
 local api = vim.api
 
----@type string
-local cached = ''
-local scheduled = false
+---@type table<integer, string> by tabpage
+local cached = {}
+---@type table<integer, boolean> tabs whose refresh is scheduled
+local scheduled = {}
 -- Refreshed only once a statusline has asked: without one, no turn pays for
 -- a status report it would never show.
 local wanted = false
@@ -78,42 +80,52 @@ function M.format(r)
   return 'ctx ' .. short(fill) .. spent
 end
 
---- The cached statusline text (never blocks, never starts the host).
+--- The cached statusline text of this tab's session (never blocks, never
+--- starts the host).
 ---@return string
 function M.line()
   if not wanted then
     wanted = true
     M.refresh()
   end
-  return cached
+  return cached[require('nodecode.rpc').tab()] or ''
 end
 
---- Refresh the cached text soon, outside whatever is running now; only when
---- the host already runs.
-function M.refresh()
-  if scheduled or not wanted then
+--- Refresh the cached text of tabpage `tab` (the current one) soon, outside
+--- whatever is running now; only when the host already runs.
+---@param tab? integer
+function M.refresh(tab)
+  tab = tab or require('nodecode.rpc').tab()
+  if scheduled[tab] or not wanted then
     return
   end
-  scheduled = true
+  scheduled[tab] = true
   vim.schedule(function()
-    scheduled = false
+    scheduled[tab] = nil
     local rpc = require('nodecode.rpc')
-    if not rpc.ready() then
+    if not rpc.ready() or not api.nvim_tabpage_is_valid(tab) then
       return -- not started, or starting: it refreshes when the host answers
     end
-    local ok, r = pcall(rpc.call, 'status')
+    -- (A tab of no chat whose session another tab has is refused: it shows nothing.)
+    local ok, r = pcall(rpc.within, tab, rpc.call, 'status')
     if ok then
-      cached = M.format(r)
+      cached[tab] = M.format(r)
       pcall(vim.cmd, 'redrawstatus!')
     end
   end)
 end
 
---- Host events: a finished turn refreshes the statusline.
+--- Forget tabpage `tab`'s text (the tab was closed).
+---@param tab integer
+function M.forget(tab)
+  cached[tab] = nil
+end
+
+--- Host events: a finished turn refreshes its tab's statusline.
 ---@param ev table
 function M.on_event(ev)
   if ev.kind == 'done' then
-    M.refresh()
+    M.refresh(require('nodecode.ui.chat').tab_of(ev.job))
   end
 end
 
@@ -152,7 +164,7 @@ end
 ---@return integer win
 function M.open()
   local r = require('nodecode.rpc').call('status')
-  cached = M.format(r)
+  cached[require('nodecode.rpc').tab()] = M.format(r)
   local lines = report_lines(r)
   local width = 20
   for _, l in ipairs(lines) do

@@ -81,6 +81,7 @@ class Job:
     app: Any
     session: str
     batcher: Batcher  # every event of the job goes out through it
+    tab: int | None = None  # the tabpage whose chat asked (None: no tab, e.g. a test)
     cancel: threading.Event = field(default_factory=threading.Event)
     status: str = "running"
     thread: threading.Thread | None = None

@@ -103,3 +103,15 @@ def _marks(
     if not on_path:
         words.append("undone")
     return [{"seq": turn.last_seq, "role": "mark", "text": w, "turn": turn.number} for w in words]
+
+
+def parts(rows: list[dict[str, Any]], size: int) -> list[list[dict[str, Any]]]:
+    """``rows`` cut into parts of about ``size`` rows, newest part first, each
+    starting at an ask (a turn is never cut: the chat draws each part alone)."""
+    out: list[list[dict[str, Any]]] = []
+    end = len(rows)
+    for start in range(len(rows) - 1, -1, -1):
+        if start == 0 or (end - start >= size and rows[start]["role"] == "user"):
+            out.append(rows[start:end])
+            end = start
+    return out

@@ -34,6 +34,7 @@ M.ns_diag = api.nvim_create_namespace('nodecode_context_diag')
 --- read, prompt, missed?, why?} (why: the reason it read short of what the mark promised)
 ---@field changed_from? integer 0-based first row changed since the export (or the last :w)
 ---@field header string Lua pattern of this export's headers, capturing the ID
+---@field tab integer the tabpage that opened it: its chat's session is the buffer's
 
 ---@type table<integer, nodecode.ContextState>
 local states = {}
@@ -69,6 +70,18 @@ end
 function M.state(buf)
   buf = (buf == nil or buf == 0) and api.nvim_get_current_buf() or buf
   return states[buf]
+end
+
+--- The tabpage whose session context buffer `buf` edits (the current one
+--- when the tab that opened it is closed).
+---@param buf integer
+---@return integer
+function M.tab_of(buf)
+  local st = states[buf]
+  if st and st.tab and api.nvim_tabpage_is_valid(st.tab) then
+    return st.tab
+  end
+  return api.nvim_get_current_tabpage()
 end
 
 --- The loaded context buffer of `session` (any, when nil).
@@ -234,17 +247,21 @@ function M.adopt(buf)
   api.nvim_create_autocmd('BufEnter', { group = group, buffer = buf, callback = reattach })
 end
 
---- Make `buf` (context.txt, loaded) the context buffer of export `data`.
+--- Make `buf` (context.txt, loaded) the context buffer of export `data`,
+--- asked for by tabpage `tab` (the one that opened it before, or the current one).
 ---@param buf integer
 ---@param data table what rpc.call('context') returned
-function M.attach(buf, data)
+---@param tab? integer
+function M.attach(buf, data, tab)
   local tokens, prefix, cached = {}, {}, {}
   for _, b in ipairs(data.blocks) do
     tokens[b.id], prefix[b.id], cached[b.id] = b.tokens, nonil(b.prefix), b.cached == true
   end
   require('nodecode.ui.highlights').setup()
   local fresh = states[buf] == nil
+  tab = tab or (states[buf] and M.tab_of(buf)) or api.nvim_get_current_tabpage()
   states[buf] = {
+    tab = tab,
     path = data.path,
     session = data.session,
     first = data.first,
@@ -316,17 +333,21 @@ function M.switch(old, pinned)
   return open().switch(old, pinned)
 end
 
---- Re-export into the loaded, unmodified context buffer of the pinned session (open.lua).
-function M.follow()
-  return open().follow()
+--- Re-export into the loaded, unmodified context buffer of the session of
+--- tabpage `tab` (the current one) (open.lua).
+---@param tab? integer
+function M.follow(tab)
+  return open().follow(tab)
 end
 
---- Host events: a finished turn is followed (receipts are told by the chat).
+--- Host events: a finished turn is followed, in its tab's session (receipts
+--- are told by the chat).
 ---@param ev table
 function M.on_event(ev)
-  if ev.kind == 'done' and M.find() then
+  local tab = ev.kind == 'done' and require('nodecode.ui.chat').tab_of(ev.job)
+  if tab and api.nvim_tabpage_is_valid(tab) and M.find() then
     vim.schedule(function()
-      local ok, err = pcall(M.follow)
+      local ok, err = pcall(M.follow, tab)
       if not ok then
         message().caught(err)
       end

@@ -114,6 +114,8 @@ end
 ---@type integer? the export :NodecodeContext waits for (M.opened)
 local opening = nil
 local last_token = 0
+---@type integer? the tabpage that asked for it: the buffer edits its session
+local opening_tab = nil
 
 --- :NodecodeContext — export, then open context.txt with folds and marks.
 --- The host exports on a worker thread; the buffer opens when it is done
@@ -128,7 +130,7 @@ function M.open()
     end
   end
   last_token = last_token + 1
-  opening = last_token
+  opening, opening_tab = last_token, api.nvim_get_current_tabpage()
   rpc().notify('context_open', opening)
 end
 
@@ -151,7 +153,7 @@ function M.opened(ev)
   end
   local data = ev.value
   local buf = load(data, M.target_window())
-  ctx().attach(buf, data)
+  ctx().attach(buf, data, opening_tab)
   require('nodecode.ui.status').refresh()
 end
 
@@ -206,24 +208,43 @@ function M.switch(old, pinned)
   for _, win in ipairs(wins) do
     api.nvim_win_set_buf(win, buf)
   end
-  ctx().attach(buf, data)
+  ctx().attach(buf, data, ctx().tab_of(old))
   if api.nvim_buf_is_valid(old) and old ~= buf then
     api.nvim_buf_delete(old, {})
   end
   message().info('the context buffer follows session %s now', pinned)
 end
 
---- Re-export into the loaded, unmodified context buffer of the pinned session
---- (after a turn, an undo, an eviction…); a modified one is left alone. One of
---- another session follows the pinned one (M.switch).
-function M.follow()
-  if not ctx().find() then
-    return
+--- The context buffer tabpage `tab` opened, of whichever session, if any.
+---@param tab integer
+---@return integer?
+local function opened_by(tab)
+  for buf in pairs(ctx()._states) do
+    if api.nvim_buf_is_loaded(buf) and ctx().tab_of(buf) == tab then
+      return buf
+    end
   end
+end
+
+--- Re-export into the loaded, unmodified context buffer of the session of
+--- tabpage `tab` (the current one; after a turn, an undo, an eviction…); a
+--- modified one is left alone. The one that tab opened of another session
+--- follows its session now (M.switch); other tabs' buffers are theirs.
+---@param tab? integer
+function M.follow(tab)
+  tab = tab or api.nvim_get_current_tabpage()
+  if ctx().find() then
+    rpc().within(tab, M.follow_here, tab)
+  end
+end
+
+---@param tab integer the current tab, or the one rpc.within acts for
+function M.follow_here(tab)
   local pinned = rpc().call('info').id
   local buf = ctx().find(pinned)
   if not buf then
-    return M.switch(assert(ctx().find()), pinned)
+    local mine = opened_by(tab)
+    return mine and M.switch(mine, pinned)
   end
   if vim.bo[buf].modified then
     return message().warn(

@@ -130,10 +130,9 @@ function M.describe(s)
   return 'saved: the next request will ' .. table.concat(parts, ' · ') .. pairs_
 end
 
---- BufWriteCmd: validate, then write byte for byte (or refuse).
 ---@param buf integer
 ---@param target string
-function M.write(buf, target)
+local function write(buf, target)
   local st = require('nodecode.ui.context').state(buf)
   local lines = api.nvim_buf_get_lines(buf, 0, -1, false)
   local bo = vim.bo[buf]
@@ -193,6 +192,14 @@ function M.write(buf, target)
     said = said .. '\n' .. cost.line
   end
   message().info('%s', said)
+end
+
+--- BufWriteCmd: validate, then write byte for byte (or refuse), in the
+--- session of the tab that opened the buffer (a chat per tab).
+---@param buf integer
+---@param target string
+function M.write(buf, target)
+  return rpc().within(require('nodecode.ui.context').tab_of(buf), write, buf, target)
 end
 
 return M
