@@ -55,6 +55,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -283,11 +284,18 @@ def alternated(old: Session, young: Session, reps: int) -> tuple[list[Turn], lis
     young.open()
     for _ in range(WARMUP):
         young.turn()
+    return abba(old.turn, young.turn, reps)
+
+
+def abba(
+    old: Callable[[], Turn], young: Callable[[], Turn], reps: int
+) -> tuple[list[Turn], list[Turn]]:
+    """``reps`` turns of each side, alternated ABBA: (the old side's, the young side's)."""
     late: list[Turn] = []
     early: list[Turn] = []
     for i in range(reps):
         for side in ("old", "young") if i % 2 == 0 else ("young", "old"):
-            (late if side == "old" else early).append((old if side == "old" else young).turn())
+            (late if side == "old" else early).append(old() if side == "old" else young())
     return late, early
 
 
@@ -400,11 +408,7 @@ def host_alone(report: Report, tmp: Path, ws: Path, turns: int, reps: int) -> No
             old.turn()
         for _ in range(WARMUP):
             young.turn()
-        late: list[Turn] = []
-        early: list[Turn] = []
-        for i in range(reps):
-            for side in ("old", "young") if i % 2 == 0 else ("young", "old"):
-                (late if side == "old" else early).append((old if side == "old" else young).turn())
+        late, early = abba(old.turn, young.turn, reps)
     finally:
         old.stop()
         young.stop()

@@ -10,13 +10,13 @@ usage the loopback reported."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 from helpers import run_cli, write_config
 from nodecode.loopback.cache import Clock
 from nodecode.loopback.prefix import PrefixCache
+from test_cache_miss import ask, check_figures, last_request, miss_lines
 
 LONG_ANSWER = "the first answer, long enough to be worth caching " * 20
 WIRES = ["openai", "openai-responses", "google"]
@@ -35,24 +35,6 @@ def setup(home, loopback, ptype: str, clock: Clock | None = None, cache: bool = 
     return srv
 
 
-def ask(home, workspace, text, **env):
-    done = run_cli("ask", text, home=home, cwd=workspace, env=env)
-    assert done.returncode == 0, done.stderr
-    return done
-
-
-def last_request(home, workspace) -> dict:
-    done = run_cli("status", "--json", home=home, cwd=workspace)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)["last_request"]
-
-
-def miss_lines(home, workspace) -> list[str]:
-    log = run_cli("recall-log", home=home, cwd=workspace)
-    assert log.returncode == 0, log.stderr
-    return [line for line in log.stdout.splitlines() if "cache_miss" in line]
-
-
 def cached(prompt: int, step: int, minimum: int = 1) -> int:
     """What the provider's rules cache of a ``prompt``-token request, by hand."""
     return minimum + (prompt - minimum) // step * step if prompt >= minimum else 0
@@ -67,17 +49,6 @@ def two_asks(home, workspace, srv, ptype) -> int:
     assert miss_lines(home, workspace) == []
     assert "cache_miss" not in last_request(home, workspace)
     return cached(second["input"], STEP[ptype])  # its input counts the cached part too
-
-
-def check_figures(home, workspace, srv, expected: int) -> dict:
-    read = srv.model_requests[-1].usage["cache_read"]
-    assert read < expected
-    miss = last_request(home, workspace)["cache_miss"]
-    assert (miss["expected"], miss["read"], miss["missed"]) == (expected, read, expected - read)
-    lines = miss_lines(home, workspace)
-    assert len(lines) == 1, lines
-    assert f"cache miss: expected {expected} tokens from cache, read {read}: " in lines[0]
-    return miss
 
 
 @pytest.mark.parametrize("ptype", WIRES)

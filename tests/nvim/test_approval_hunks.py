@@ -40,14 +40,19 @@ def results(body: dict) -> str:
     )
 
 
-def test_taking_hunk_1_and_rejecting_hunk_2_writes_hunk_1_and_undo_restores_the_bytes(
-    nvim, home, workspace, loopback
-):
+def ask_to_write(nvim, home, workspace, loopback):
+    """f.txt holds OLD; the scripted model proposes WRITE (two hunks) to an ask."""
     (workspace / "f.txt").write_text(OLD)
     srv = loopback([{"calls": [{"code": WRITE}]}, {"text": "Noted."}])
     write_config(home, srv)
-
     nvim.command("Nodecode rename two things")
+    return srv
+
+
+def test_taking_hunk_1_and_rejecting_hunk_2_writes_hunk_1_and_undo_restores_the_bytes(
+    nvim, home, workspace, loopback
+):
+    srv = ask_to_write(nvim, home, workspace, loopback)
     shown = wait_for(lambda: review(nvim))
     assert [(h["n"], shown["lines"][h["row"] - 1]) for h in shown["hunks"]] == [
         (1, "@@ -1,5 +1,5 @@"),
@@ -87,11 +92,7 @@ def test_taking_hunk_1_and_rejecting_hunk_2_writes_hunk_1_and_undo_restores_the_
 def test_an_edited_hunk_is_written_as_edited_and_the_model_reads_the_edit(
     nvim, home, workspace, loopback
 ):
-    (workspace / "f.txt").write_text(OLD)
-    srv = loopback([{"calls": [{"code": WRITE}]}, {"text": "Noted."}])
-    write_config(home, srv)
-
-    nvim.command("Nodecode rename two things")
+    srv = ask_to_write(nvim, home, workspace, loopback)
     wait_for(lambda: review(nvim))
     nvim.input("]c]c")  # to hunk 2
     nvim.input("e")
@@ -132,11 +133,7 @@ def test_an_edited_hunk_is_written_as_edited_and_the_model_reads_the_edit(
 def test_question_mark_lists_the_hunk_keys_and_confirming_before_choosing_sends_nothing(
     nvim, home, workspace, loopback
 ):
-    (workspace / "f.txt").write_text(OLD)
-    srv = loopback([{"calls": [{"code": WRITE}]}, {"text": "Noted."}])
-    write_config(home, srv)
-
-    nvim.command("Nodecode rename two things")
+    ask_to_write(nvim, home, workspace, loopback)
     wait_for(lambda: review(nvim))
     nvim.input("?")
     keys = wait_for(
@@ -178,12 +175,8 @@ def test_question_mark_lists_the_hunk_keys_and_confirming_before_choosing_sends_
 
 
 def test_in_a_split_the_hunk_keys_work_the_same(nvim, home, workspace, loopback):
-    (workspace / "f.txt").write_text(OLD)
-    srv = loopback([{"calls": [{"code": WRITE}]}, {"text": "Noted."}])
-    write_config(home, srv)
     nvim.exec_lua("require('nodecode').setup({ approval = { window = 'split' } })")
-
-    nvim.command("Nodecode rename two things")
+    srv = ask_to_write(nvim, home, workspace, loopback)
     wait_for(lambda: review(nvim))
     nvim.input("]c]cy")  # hunk 2 only; hunk 1 is left out unreviewed
 
