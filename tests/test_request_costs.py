@@ -402,7 +402,9 @@ def test_a_warm_request_reads_as_much_of_the_store_after_many_takes_as_after_few
             steps.append(_traced(app, Agent(app, sid).ask, "measured")[1])
         finally:
             app.close()
-    assert steps[1] <= steps[0] * 1.1, steps
+    # Counted in hundreds of VM steps, statement by statement: the same code measured
+    # 9 and 10 in two runs (a loaded two-worker run), so one hundred is slack, not growth.
+    assert steps[1] <= steps[0] * 1.1 + 1, steps
 
 
 @pytest.mark.parametrize("ptype", PTYPES)

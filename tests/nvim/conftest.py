@@ -40,7 +40,7 @@ def find_nvim() -> str:
 
 
 NVIM = find_nvim()
-# Checkouts of the Neovim plugins some tests load (.ci/run: ../shared/nvim-deps).
+# Checkouts of the Neovim plugins some tests load (NODECODE_TEST_DEPS, set by .ci/run).
 DEPS_DIR = Path(os.environ["NODECODE_TEST_DEPS"]) if os.environ.get("NODECODE_TEST_DEPS") else None
 
 
