@@ -286,14 +286,18 @@ def test_the_host_gives_each_tab_its_own_session_and_refuses_another_tabs(
     three = {**one, "tab": 3}
 
     first = host.session(one)["id"]  # the store's current session (a new store: a new one)
+    host.status(two)  # a look from a tab of no chat, while no chat holds it: shared
+    assert host.session(two)["id"] == first
+    alpha = host.ask(one, "please alpha")  # tab 1 opens its chat there: now it holds it
     with pytest.raises(UserError, match="this tab has no chat of its own yet"):
-        host.status(two)  # a look from a tab of no chat creates nothing
-    job = host.ask(two, "please beta")  # an ask opens tab 2's chat: a new session
+        host.status(three)  # a look from a tab of no chat creates nothing
+    job = host.ask(two, "please beta")  # tab 2 only looked: its chat gets a new session
     second = host.session(two)["id"]
-    wait_for(lambda: host.jobs()[0]["status"] != "running", timeout=30)
+    wait_for(lambda: all(j["status"] != "running" for j in host.jobs()), timeout=30)
 
     assert second != first and host.session(one)["id"] == first
-    assert host.jobs() == [{"id": job, "session": second, "tab": 2, "status": "done"}]
+    assert {"id": job, "session": second, "tab": 2, "status": "done"} in host.jobs()
+    assert {"id": alpha, "session": first, "tab": 1, "status": "done"} in host.jobs()
     with pytest.raises(UserError, match=f"session {first} is open in another tab's chat"):
         host.use_session(two, first)
     host.close_tab(1)  # tab 1 closed: its session is free for another tab
@@ -349,3 +353,22 @@ def test_a_tab_closed_without_a_chat_leaves_its_session_to_the_others(nvim, two_
 
     assert session_of(nvim, 1) == current
     wait_for(lambda: not job_of(nvim, 1), timeout=30)
+
+
+def test_a_tab_that_only_looked_holds_nothing_another_tab_opens_the_context(nvim, two_turns):
+    """`:tabnew | NodecodeContext` before any chat: tab 1's statusline had looked at
+    the session, which pinned it; the new tab's look was refused (bench/responsive.py
+    found it: "this tab has no chat of its own yet")."""
+    looked = nvim.exec_lua("return require('nodecode.rpc').call('status')")  # tab 1 looks
+    nvim.command("tabnew")
+    open_context(nvim)
+
+    assert nvim.eval("&filetype") == "nodecode-context", nvim.exec_lua(
+        "return vim.api.nvim_exec2('messages', {output = true}).output"
+    )
+    assert session_of(nvim, 2) == session_of(nvim, 1)
+    assert looked["fill"] is not None
+    nvim.command("tabnext 1")
+    nvim.command("Nodecode please alpha")  # tab 1 opens its chat on that session
+    wait_for(lambda: not job_of(nvim, 1), timeout=30)
+    assert session_of(nvim, 1) == session_of(nvim, 2)

@@ -2,9 +2,11 @@
 works in: a chat per tab (doc/design.md Decisions, "A chat per tab"). Lua
 sends the place and its tabpage's handle with every call; the host keeps
 one pin per (home, store, tab). A tab's first call pins it to
-the store's current session unless another tab of this Neovim works there,
-when a call that opens a chat (an ask, the chat's history) starts a new
-session and any other call is refused: a tab never takes another's session.
+the store's current session unless another tab's chat works there, when a
+call that opens a chat (an ask, the chat's history) starts a new session and
+any other call is refused: a tab never takes another's session. A tab that
+only looked (no chat yet) holds nothing: others may look at, or open a chat
+on, the same session.
 Imports nothing heavy: the host loads it at start-up."""
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ class Pins:
 
     def __init__(self) -> None:
         self._pins: dict[tuple[Path, str, int | None], str] = {}
+        # The tabs that opened a chat: only they hold their session. A tab that only
+        # looked (a statusline, :NodecodeContext before any chat) shares it.
+        self._chats: set[tuple[Path, str, int | None]] = set()
         self._lock = threading.RLock()
 
     def resolve(
@@ -68,16 +73,22 @@ class Pins:
         open_chat: bool,
     ) -> str:
         """The session of ``tab``: its pin (checked by ``find``), or else the one
-        ``find`` names instead (the store's current one) when no other tab
-        holds it; else a ``new()`` one when ``open_chat``, else a UserError."""
+        ``find`` names instead (the store's current one) when no other tab's chat
+        holds it; else a ``new()`` one when ``open_chat``, else a UserError. A tab
+        that only looked at a session another tab's chat now holds gets a new one
+        when it opens its own chat."""
+        key = (*where, tab)
         with self._lock:
-            pinned = self._pins.get((*where, tab))
+            pinned = self._pins.get(key)
             sid = find(pinned)  # (its pin deleted meanwhile: the current one)
-            if sid != pinned and self.holder(where, sid, tab) is not None:
+            held = self.holder(where, sid, tab) is not None
+            if held and (sid != pinned or (open_chat and key not in self._chats)):
                 if not open_chat:
                     raise UserError(NO_CHAT.format(sid=sid))
                 sid = new()
-            self._pins[(*where, tab)] = sid
+            self._pins[key] = sid
+            if open_chat:
+                self._chats.add(key)
             return sid
 
     def get(self, where: tuple[Path, str], tab: int | None) -> str | None:
@@ -91,26 +102,29 @@ class Pins:
             if self.holder(where, sid, tab) is not None:
                 raise UserError(HELD.format(sid=sid))
             self._pins[(*where, tab)] = sid
+            self._chats.add((*where, tab))  # a switch or a fork: this tab's chat works there
 
     def holder(self, where: tuple[Path, str], sid: str, besides: int | None) -> int | None:
-        """A tab other than ``besides`` whose session is ``sid`` (-1 for the tab None)."""
+        """A tab other than ``besides`` whose chat works in ``sid`` (-1 for the tab None)."""
         with self._lock:
             for (home, store, tab), pinned in self._pins.items():
-                if (home, store) == where and tab != besides and pinned == sid:
+                chat = (home, store, tab) in self._chats
+                if chat and (home, store) == where and tab != besides and pinned == sid:
                     return -1 if tab is None else tab
         return None
 
     def others(self, where: tuple[Path, str], besides: int | None) -> dict[str, int]:
-        """The sessions tabs other than ``besides`` work in: session → tab (-1: None)."""
+        """The sessions other tabs' chats work in: session → tab (-1: None)."""
         with self._lock:
             return {
                 sid: -1 if tab is None else tab
                 for (home, store, tab), sid in self._pins.items()
-                if (home, store) == where and tab != besides
+                if (home, store) == where and tab != besides and (home, store, tab) in self._chats
             }
 
     def forget(self, tab: int) -> list[str]:
         """Drop every pin of ``tab`` (it was closed); the sessions it worked in."""
         with self._lock:
             keys = [k for k in self._pins if k[2] == tab]
+            self._chats.difference_update(keys)
             return [self._pins.pop(k) for k in keys]
