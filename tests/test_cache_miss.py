@@ -83,7 +83,12 @@ def check_figures(home, workspace, srv, expected: int) -> dict:
 
 def test_an_edit_above_the_mark_is_a_miss_naming_the_message(home, workspace, loopback):
     srv = setup(home, loopback)
-    expected = two_asks(home, workspace, srv)
+    dropping_3_is_a_miss(home, workspace, srv, two_asks(home, workspace, srv))
+
+
+def dropping_3_is_a_miss(home, workspace, srv, expected: int) -> None:
+    """Message 3 dropped, then an ask: a miss of ``expected`` naming it, in the log
+    and in ``nodecode status``."""
     drop = run_cli("eval", "(context :drop ((3 . 3)))", home=home, cwd=workspace)
     assert drop.returncode == 0, drop.stderr
     ask(home, workspace, "third question")

@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from helpers import run_cli, write_config
+from helpers import write_config
 from nodecode.loopback.cache import Clock
 from nodecode.loopback.prefix import PrefixCache
-from test_cache_miss import ask, check_figures, last_request, miss_lines
+from test_cache_miss import ask, check_figures, dropping_3_is_a_miss, last_request, miss_lines
 
 LONG_ANSWER = "the first answer, long enough to be worth caching " * 20
 WIRES = ["openai", "openai-responses", "google"]
@@ -54,16 +54,7 @@ def two_asks(home, workspace, srv, ptype) -> int:
 @pytest.mark.parametrize("ptype", WIRES)
 def test_an_edit_above_what_was_sent_is_a_miss_naming_the_message(home, workspace, loopback, ptype):
     srv = setup(home, loopback, ptype)
-    expected = two_asks(home, workspace, srv, ptype)
-    drop = run_cli("eval", "(context :drop ((3 . 3)))", home=home, cwd=workspace)
-    assert drop.returncode == 0, drop.stderr
-    ask(home, workspace, "third question")
-
-    miss = check_figures(home, workspace, srv, expected)
-    assert miss["cause"] == "edit"
-    assert miss["reason"].endswith("message 3 is no longer in the context"), miss
-    status = run_cli("status", home=home, cwd=workspace).stdout
-    assert f"cache miss: expected {expected} tokens from cache" in status, status
+    dropping_3_is_a_miss(home, workspace, srv, two_asks(home, workspace, srv, ptype))
 
 
 @pytest.mark.parametrize("ptype", ["openai", "google"])

@@ -471,19 +471,10 @@ class Host:
         """:NodecodeEvict / :NodecodeCompact [PERCENT | through TURN]: {receipt}.
         Refused while a turn runs in this session."""
         from nodecode.budget import evict as evictions
-        from nodecode.budget.summary import summarizer
 
         app, sid = self._idle(ctx)
-        percent, through = evictions.parse_words(str(arg) if arg not in (None, "") else None)
-        receipt = evictions.manual(
-            app.workspace,
-            app.config,
-            sid,
-            percent=percent,
-            through=through,
-            summarize=summarizer(app, app.config),
-        )
-        return {"receipt": receipt}
+        words = str(arg) if arg not in (None, "") else None
+        return {"receipt": evictions.by_hand(app, sid, words)}
 
     # --- the model: :NodecodeModel ------------------------------------------
 

@@ -552,6 +552,16 @@ def _receipt_line(
 # -- by hand -----------------------------------------------------------------------------
 
 
+def by_hand(app: Any, sid: str, words: list[str] | str | None) -> str:
+    """``/evict WORDS`` as `nodecode evict` and :NodecodeEvict run it, with the
+    summary ``evict_summary`` asks for: ``manual``'s receipt."""
+    percent, through = parse_words(words)
+    summarize = summaries_of.summarizer(app, app.config)
+    return manual(
+        app.workspace, app.config, sid, percent=percent, through=through, summarize=summarize
+    )
+
+
 def manual(
     ws: Workspace,
     config: Config,

@@ -10,7 +10,6 @@ import sys
 from nodecode import budget as budgets
 from nodecode.app import App
 from nodecode.budget import evict as evictions
-from nodecode.budget.summary import summarizer
 from nodecode.cli.common import EXIT_OK, Command, session_of
 from nodecode.errors import UserError
 from nodecode.views import status
@@ -51,16 +50,7 @@ def cmd_models(app: App, args: argparse.Namespace) -> int:
 
 
 def cmd_evict(app: App, args: argparse.Namespace) -> int:
-    percent, through = evictions.parse_words(args.words)
-    sid = session_of(app, args)
-    receipt = evictions.manual(
-        app.workspace,
-        app.config,
-        sid,
-        percent=percent,
-        through=through,
-        summarize=summarizer(app, app.config),
-    )
+    receipt = evictions.by_hand(app, session_of(app, args), args.words)
     sys.stdout.write(receipt + "\n")
     return EXIT_OK
 
