@@ -173,6 +173,39 @@ def test_open_action(nvim, sessions, b):  # noqa: F811
     assert nvim.current.buffer[1:] == ["did they pass"]
 
 
+@pytest.mark.parametrize("b", [PARAMS[0]])
+def test_telescope_enter_before_its_selection_is_drawn_opens_the_best_row(nvim, sessions, b):  # noqa: F811
+    # Typed as the first rows appear, <CR> finds no selection yet (telescope
+    # draws it after sorting): it opens the row telescope was about to select.
+    load(nvim, b)
+    open_recall(nvim, b, "did they")
+    wait_rows(nvim, b, lambda r: len(r) == 1)
+    nvim.exec_lua(  # as a new picker is before it draws its selection
+        "require('telescope.actions.state').get_current_picker(vim.api.nvim_get_current_buf())"
+        ":reset_selection() require('telescope.state').set_global_key('selected_entry', nil)"
+    )
+
+    nvim.input("<CR>")
+
+    wait_for(lambda: nvim.current.buffer.name.startswith("nodecode://entry/"))
+    assert nvim.current.buffer[1:] == ["did they pass"]
+
+
+@pytest.mark.parametrize("b", [PARAMS[0]])
+def test_telescope_enter_with_no_row_keeps_the_picker_open(nvim, sessions, b):  # noqa: F811
+    load(nvim, b)
+    open_recall(nvim, b, "did they")
+    wait_rows(nvim, b, lambda r: len(r) == 1)
+    nvim.input("zzzqqq")
+    wait_for(lambda: rows(nvim, b) == [])
+
+    nvim.input("<CR>")
+
+    nvim.command("sleep 200m")  # what a select would do is scheduled: let it run
+    assert nvim.exec_lua("return vim.bo.filetype") == "TelescopePrompt"
+    assert not nvim.current.buffer.name.startswith("nodecode://entry/")
+
+
 SPLIT_KEYS = {"telescope": ["<C-v>", "<C-x>", "<C-t>"], "mini.pick": ["<C-v>", "<C-s>", "<C-t>"]}
 
 

@@ -88,15 +88,29 @@ function M.pick(source, opts)
       sorter = dynamic and sorters.highlighter_only(opts) or conf.generic_sorter(opts),
       previewer = source.preview and previewer(source) or nil,
       attach_mappings = function(prompt_bufnr, map)
+        -- The row under the cursor; before telescope has drawn its selection
+        -- (a key typed as the first rows appear) the best row, which is the
+        -- one it will select. With no row at all the picker stays open, as
+        -- telescope's own select does.
+        local function chosen()
+          local sel = state.get_selected_entry()
+          if sel then
+            return sel
+          end
+          local picker = state.get_current_picker(prompt_bufnr)
+          local manager = picker and picker.manager
+          return manager and manager:num_results() > 0 and manager:get_entry(1) or nil
+        end
         local function run(a)
           return function()
-            local sel = state.get_selected_entry()
-            actions.close(prompt_bufnr)
-            if sel then
-              vim.schedule(function()
-                a.fn(sel.value)
-              end)
+            local sel = chosen()
+            if not sel then
+              return
             end
+            actions.close(prompt_bufnr)
+            vim.schedule(function()
+              a.fn(sel.value)
+            end)
           end
         end
         actions.select_default:replace(run(source.actions[1]))
