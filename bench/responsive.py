@@ -18,8 +18,10 @@ command's own time, if longer), from issuing the command until what it shows
 is complete (the chat's first line is the session's first ask; the context
 buffer drawn) and one second more (a host starting in the background). The
 anchor is ``:tabnew | edit FILE`` of the same text, measured the same way in
-the same Neovim, alternated (ABBA). Neovim's RSS before and after
-``:NodecodeContext`` is printed beside.
+the same Neovim, alternated (ABBA), every buffer wiped between the two (so
+each ``:edit`` reads its file). Neovim's RSS before and after
+``:NodecodeContext`` is printed beside, and the longest block while the open
+context buffer follows a new export (as after a turn; no bar).
 
 The sessions are logged straight through the store (asks, replies, calls and
 their results, as the agent logs them; no request events): 10,000 messages,
@@ -282,7 +284,17 @@ return #lines
 """
 CONTEXT_DONE = "return vim.bo.filetype == 'nodecode-context'"
 PLAIN_DONE = "return true"
-WIPE = "vim.cmd('silent! tabonly | enew | silent! %bwipeout! #')"
+# Every buffer but a new empty one wiped, so the next :edit reads its file
+# (`%bwipeout! #` wiped none: each :edit after the first only showed the
+# loaded buffer again, 1-3 ms against a read's 15-20).
+WIPE = """
+vim.cmd('silent! tabonly | enew')
+local keep = vim.api.nvim_get_current_buf()
+for _, b in ipairs(vim.api.nvim_list_bufs()) do
+  if b ~= keep then vim.api.nvim_buf_delete(b, { force = true }) end
+end
+assert(#vim.api.nvim_list_bufs() == 1, 'a buffer outlived the wipe')
+"""
 
 
 def absolute(
@@ -349,12 +361,28 @@ def context(
                             raise RuntimeError("an odd repetition first")
                 nv.ui.lua(WIPE)
         lines = sum(1 for _ in plain.open(encoding="utf-8"))
+        follows = follow(nv, reps)
     finally:
         nv.close()
     bar = f":NodecodeContext, {n:,} messages, vs :edit of its text"
     v = ratio_verdict(ours, edits, GOAL_CONTEXT, (":NodecodeContext", ":edit"))
     report.verdict(bar, v, GOAL_CONTEXT, unit="×", lines=lines)
     report.note(f"  {lines} lines; Neovim's RSS grew {band(grew)} MiB per open")
+    report.note(f"  the open buffer following a new export (as after a turn): {band(follows)} ms")
+
+
+FOLLOWED = "return vim.api.nvim_buf_get_lines(0, 0, 1, false)[1] ~= _G.nodecode_bench_first"
+
+
+def follow(nv: Nvim, reps: int) -> list[float]:
+    """The longest block while the open context buffer follows a new export
+    (what a finished turn, an undo or an eviction asks; no bar: shown beside)."""
+    nv.blocking("tabnew | NodecodeContext", CONTEXT_DONE)
+    out = []
+    for _ in range(reps):
+        nv.ui.lua("_G.nodecode_bench_first = vim.api.nvim_buf_get_lines(0, 0, 1, false)[1]")
+        out.append(nv.blocking("lua require('nodecode.ui.context').follow()", FOLLOWED)[0])
+    return out
 
 
 def run(report: Report, tmp: Path, reps: int, n: int) -> None:
