@@ -255,8 +255,9 @@ class Host:
 
     def context_open(self, ctx: Any, token: int) -> None:
         """``context`` on a worker thread, its value (or error) a ``context`` event
-        {token, value} or {token, error}: :NodecodeContext does not wait for the
-        export, and the host's loop stays free for Neovim's requests meanwhile."""
+        {token, value} or {token, error}: neither :NodecodeContext nor the open
+        buffer's re-export after a turn waits for the export, and the host's loop
+        stays free for Neovim's requests meanwhile."""
 
         def run() -> None:
             event: dict[str, Any]

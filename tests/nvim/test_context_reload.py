@@ -104,3 +104,21 @@ def test_unsaved_edits_of_the_parent_are_named_as_such_after_a_fork(nvim, two_tu
     nvim.command("write")
     refused = said(nvim, "not written")
     assert f"context of session {two_turns}" in refused and child in refused, refused
+
+
+def test_an_edit_made_while_the_buffer_follows_is_kept_and_the_new_export_waits(nvim, two_turns):
+    # A follow exports on the host's worker: the person may type before it is back.
+    notified(nvim)
+    open_context(nvim)
+    path = Path(nvim.current.buffer.name)
+    exported = nvim.current.buffer[0]
+
+    nvim.exec_lua(
+        "require('nodecode.ui.context').follow()"
+        " vim.api.nvim_buf_set_lines(0, 2, 3, false, { 'typed meanwhile' })"
+    )
+
+    said(nvim, "the context buffer has unsaved changes, so it stays on its export")
+    assert nvim.current.buffer[2] == "typed meanwhile" and nvim.eval("&modified") == 1
+    assert nvim.current.buffer[0] == exported
+    assert path.read_text().split("\n")[0] != exported  # the file holds the newer export
