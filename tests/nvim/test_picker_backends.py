@@ -167,10 +167,14 @@ def test_open_action(nvim, sessions, b):  # noqa: F811
     open_recall(nvim, b, "did they")
     wait_rows(nvim, b, lambda r: len(r) == 1)
 
-    nvim.input("<CR>")
+    opens_the_entry(nvim, "<CR>")
 
-    wait_for(lambda: nvim.current.buffer.name.startswith("nodecode://entry/"))
-    assert nvim.current.buffer[1:] == ["did they pass"]
+
+def opens_the_entry(nv: pynvim.Nvim, key: str) -> None:
+    """``key`` typed in the picker opens the one row's entry."""
+    nv.input(key)
+    wait_for(lambda: nv.current.buffer.name.startswith("nodecode://entry/"))
+    assert nv.current.buffer[1:] == ["did they pass"], key
 
 
 @pytest.mark.parametrize("b", [PARAMS[0]])
@@ -185,10 +189,7 @@ def test_telescope_enter_before_its_selection_is_drawn_opens_the_best_row(nvim, 
         ":reset_selection() require('telescope.state').set_global_key('selected_entry', nil)"
     )
 
-    nvim.input("<CR>")
-
-    wait_for(lambda: nvim.current.buffer.name.startswith("nodecode://entry/"))
-    assert nvim.current.buffer[1:] == ["did they pass"]
+    opens_the_entry(nvim, "<CR>")
 
 
 @pytest.mark.parametrize("b", [PARAMS[0]])
@@ -217,10 +218,7 @@ def test_the_split_and_tab_keys_open_the_entry_and_no_empty_window(nvim, session
         open_recall(nvim, b, "did they")
         wait_rows(nvim, b, lambda r: len(r) == 1)
 
-        nvim.input(key)
-
-        wait_for(lambda: nvim.current.buffer.name.startswith("nodecode://entry/"))
-        assert nvim.current.buffer[1:] == ["did they pass"], key
+        opens_the_entry(nvim, key)
         assert nvim.exec_lua("return #vim.api.nvim_list_wins()") == windows + 1, key
         assert len(nvim.api.list_tabpages()) == 1, key
         nvim.command("close")
