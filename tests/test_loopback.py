@@ -201,6 +201,12 @@ def test_a_bad_round_is_named_in_the_error():
         LoopbackServer([{"text": "ok"}, {"calls": [{"nope": 1}]}])
 
 
+def test_a_round_key_the_loopback_does_not_know_is_refused_by_name():
+    # A misspelt match_ask would otherwise answer whatever is asked.
+    with pytest.raises(ValueError, match=r"round 2: unknown key 'match_any' \(a round has text,"):
+        LoopbackServer([{"text": "ok"}, {"match_any": "alpha", "text": "a"}])
+
+
 def test_scripted_chunks_are_the_text_deltas_of_both_formats():
     pieces = ["a sec", "ret sp", "lit"]
     with LoopbackServer([{"chunks": pieces}, {"chunks": pieces}]) as s:

@@ -68,10 +68,19 @@ def _parse_thinking(raw: Any, where: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+KEYS = ("text", "chunks", "calls", "match", "match_ask", "thinking", "keep")
+
+
 def parse_round(raw: Any, where: str = "round") -> Round:
-    """A ``Round`` from its JSON form; ``where`` names it in the error."""
+    """A ``Round`` from its JSON form; ``where`` names it in the error (a key it
+    does not know too: a misspelt ``match_ask`` would otherwise answer any ask)."""
     if not isinstance(raw, dict):
         raise ValueError(f"{where} must be a JSON object (got {raw!r})")
+    unknown = sorted(str(k) for k in raw if k not in KEYS)
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown key {', '.join(map(repr, unknown))} (a round has {', '.join(KEYS)})"
+        )
     calls = raw.get("calls") or []
     if not isinstance(calls, list):
         raise ValueError(f"{where}: 'calls' must be a list (got {calls!r})")
