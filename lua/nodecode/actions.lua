@@ -102,9 +102,13 @@ local tokens = 0
 function M.evict(arg)
   arg = vim.trim(arg or '')
   tokens = tokens + 1
-  local token, tab = tokens, rpc().tab()
-  rpc().call('evict', token, arg ~= '' and arg or nil)
-  evicting[token] = tab
+  local token = tokens
+  evicting[token] = rpc().tab() -- before the call: its events may come first
+  local ok, err = pcall(rpc().call, 'evict', token, arg ~= '' and arg or nil)
+  if not ok then
+    evicting[token] = nil
+    error(err, 0)
+  end
 end
 
 --- An `evict` event: a summary asked for (say so), or the eviction's receipt
