@@ -139,6 +139,10 @@ end
 --- the plain stub stands. Was there one to stop?
 ---@return boolean
 function M.stop_evict()
+  if not rpc().running() then -- the host went, and its evictions with it
+    evicting = {}
+    return false
+  end
   local tab = rpc().tab()
   for _, t in pairs(evicting) do
     if t == tab then
