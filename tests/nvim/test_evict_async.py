@@ -73,7 +73,7 @@ def test_evict_returns_at_once_and_the_receipt_with_the_summary_follows(nvim, tw
     assert "summary of seq 1–" in receipt["msg"] and "in the stub (loopback-model" in receipt["msg"]
     assert "failed" not in receipt["msg"]
     # The open context buffer and the statusline follow.
-    buf = wait_for(lambda: any(x.endswith(" stub]]") for x in nvim.current.buffer[:]))
+    wait_for(lambda: any(x.endswith(" stub]]") for x in nvim.current.buffer[:]))
     buf = nvim.current.buffer[:]
     assert any(x.startswith("note: summary of seq 1–") for x in buf), buf
     assert any(x == "  " + SUMMARY for x in buf), buf
