@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import queue
 import shutil
 import stat
 import threading
@@ -535,9 +536,11 @@ def test_the_host_api_for_status_budget_and_evict(session):
         s.read_turn(k)
     s.close()
 
+    events: queue.Queue[dict] = queue.Queue()
+
     class Port:
         def emit(self, event):
-            pass
+            events.put(event)
 
     host = Host(Port())
     ctx = {"home": str(s.home), "cwd": str(s.ws)}
@@ -548,7 +551,10 @@ def test_the_host_api_for_status_budget_and_evict(session):
         assert (shown["window"], shown["source"], shown["budget"]) == (8000, "store override", 6000)
         report = host.status(ctx)
         assert report["budget"] == 6000 and "budget: 6000" in report["text"]
-        receipt = host.evict(ctx, "through 2")["receipt"]
+        assert host.evict(ctx, 7, "through 2") is None  # on a worker: an event says it
+        done = next(e for e in iter(lambda: events.get(timeout=30), None) if e["kind"] == "evict")
+        assert (done["job"], done["kind"], done["token"]) == (None, "evict", 7), done
+        receipt = done["value"]["receipt"]
         assert "turns 1–2" in receipt and receipt.startswith("[[receipt default/")
         assert host.budget(ctx, "clear")["window"] is None
     finally:

@@ -90,13 +90,67 @@ function M.after_change()
   end
 end
 
---- :NodecodeEvict [percent | through TURN] (and :NodecodeCompact).
+-- Evictions by hand under way: token → the tabpage that asked (its views follow).
+---@type table<integer, integer>
+local evicting = {}
+local tokens = 0
+
+--- :NodecodeEvict [percent | through TURN] (and :NodecodeCompact): the host
+--- evicts on a worker thread (a summary may take a while) and its receipt
+--- comes as an `evict` event (M.evicted); Neovim does not wait for it.
 ---@param arg string
 function M.evict(arg)
   arg = vim.trim(arg or '')
-  local r = rpc().call('evict', arg ~= '' and arg or nil)
-  say(r, 'evicted')
-  M.after_change()
+  tokens = tokens + 1
+  local token = tokens
+  evicting[token] = rpc().tab() -- before the call: its events may come first
+  local ok, err = pcall(rpc().call, 'evict', token, arg ~= '' and arg or nil)
+  if not ok then
+    evicting[token] = nil
+    error(err, 0)
+  end
+end
+
+--- An `evict` event: a summary asked for (say so), or the eviction's receipt
+--- (or error), after which every view follows.
+---@param ev { token: integer, summary?: integer[], value?: table, error?: string }
+function M.evicted(ev)
+  local tab = evicting[ev.token]
+  if ev.summary then
+    return message().info(
+      'evicting… asking for a summary of seq %d–%d (:NodecodeStop stops it)',
+      ev.summary[1],
+      ev.summary[2]
+    )
+  end
+  evicting[ev.token] = nil
+  if ev.error then
+    return message().error('%s', ev.error)
+  end
+  say(ev.value, 'evicted')
+  if tab and vim.api.nvim_tabpage_is_valid(tab) then
+    rpc().within(tab, M.after_change)
+  else
+    M.after_change()
+  end
+end
+
+--- :NodecodeStop in a tab whose eviction runs: its summary request ends, and
+--- the plain stub stands. Was there one to stop?
+---@return boolean
+function M.stop_evict()
+  if not rpc().running() then -- the host went, and its evictions with it
+    evicting = {}
+    return false
+  end
+  local tab = rpc().tab()
+  for _, t in pairs(evicting) do
+    if t == tab then
+      rpc().notify('stop_evict')
+      return true
+    end
+  end
+  return false
 end
 
 --- :NodecodeBudget [N | clear]: show the budget, or set (clear) the store's

@@ -343,6 +343,9 @@ function M._on_event(event)
     end
     return require('nodecode.ui.context').opened(event)
   end
+  if event.kind == 'evict' then -- of no job: an eviction by hand's progress or receipt
+    return require('nodecode.actions').evicted(event)
+  end
   if event.kind == 'title' then -- of no job: a session's automatic title, made or failed
     return vim.schedule(function()
       require('nodecode.ui.sessions').titled(event)

@@ -22,8 +22,9 @@ Events of no job (``job`` None): warning {text} (config.jsonc names a key that
 is not a setting; told once per key while the host runs); history {token, part,
 rows, last} or {token, part, error, last}: a part of the chat's history, newest
 first (``Host.history``); context {token, value} or {token, error}: the export
-:NodecodeContext asked for (``Host.context_open``); title {session, title,
-failed, line}: a session's automatic title (``agent.title``)."""
+:NodecodeContext asked for (``Host.context_open``); evict {token, summary} then
+{token, value} or {token, error}: an eviction by hand (``agent.evicting``);
+title {session, title, failed, line}: a session's automatic title (``agent.title``)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from nodecode import devtrace
-from nodecode.agent import relay, warm
+from nodecode.agent import evicting, relay, warm
 from nodecode.agent.relay import Job
 from nodecode.agent.tabs import Pins, Place, tab_of
 from nodecode.errors import UserError, one_line
@@ -103,6 +104,7 @@ class Host:
         self._warmed: set[tuple[int, str]] = set()  # (id of an App, session) warmed for
         self._history: dict[int | None, tuple[int, list[list[dict[str, Any]]]]] = {}  # tab →
         self._lock = threading.Lock()
+        self._evictions = evicting.Evictions(port.emit)  # :NodecodeEvict's, by session
 
     # --- what the rplugin calls (on Neovim's loop thread) -------------------
 
@@ -113,6 +115,7 @@ class Host:
         place = Place.from_lua(ctx)
         app = self._app(place)
         session = self._session(app, place, tab_of(ctx), open_chat=True)
+        self._evictions.refuse(session)
         with self._lock:
             if any(j.running and j.session == session for j in self._jobs.values()):
                 raise UserError(BUSY)
@@ -130,7 +133,9 @@ class Host:
         return job.id
 
     def stop(self, job_id: int | None = None) -> list[int]:
-        """Ask a running job (or every running job) to stop; returns the ids asked."""
+        """Ask a running job (or every job and eviction) to stop; returns the ids asked."""
+        if job_id is None:
+            self._evictions.stop()
         with self._lock:
             jobs = (
                 [self._jobs.get(int(job_id))] if job_id is not None else list(self._jobs.values())
@@ -376,6 +381,7 @@ class Host:
         place = Place.from_lua(ctx)
         if any(j.running and j.session == sid for j in self._jobs.values()):
             raise UserError(BUSY)
+        self._evictions.refuse(str(sid))
         pinned = self._pins.get((place.home, place.store), tab_of(ctx)) == sid
         return {**asdict(self._app(place).delete_session(str(sid))), "pinned": pinned}
 
@@ -468,14 +474,17 @@ class Host:
         plan = budgets.of(app.workspace, app.config)
         return {**plan.as_dict(), "lines": status.budget_lines(plan)}
 
-    def evict(self, ctx: Any, arg: Any = None) -> dict[str, Any]:
-        """:NodecodeEvict / :NodecodeCompact [PERCENT | through TURN]: {receipt}.
-        Refused while a turn runs in this session."""
-        from nodecode.budget import evict as evictions
-
+    def evict(self, ctx: Any, token: int, arg: Any = None) -> None:
+        """:NodecodeEvict / :NodecodeCompact [PERCENT | through TURN] on a worker
+        thread: returns at once, its receipt an ``evict`` event (``agent.evicting``).
+        Refused while a turn or an eviction runs in this session."""
         app, sid = self._idle(ctx)
         words = str(arg) if arg not in (None, "") else None
-        return {"receipt": evictions.by_hand(app, sid, words)}
+        self._evictions.start(app, sid, words, int(token))
+
+    def stop_evict(self, ctx: Any) -> bool:
+        """:NodecodeStop while an eviction runs: its summary request ends at once."""
+        return self._evictions.stop(self._pinned(ctx)[1])
 
     # --- the model: :NodecodeModel ------------------------------------------
 
@@ -563,6 +572,7 @@ class Host:
         app, sid = self._pinned(ctx)
         if any(j.running and j.session == sid for j in self._jobs.values()):
             raise UserError(BUSY)
+        self._evictions.refuse(sid)
         return app, sid
 
     def _session(self, app: Any, place: Place, tab: int | None, open_chat: bool = False) -> str:
@@ -668,6 +678,7 @@ ENDPOINTS: dict[str, Endpoint] = {
     "status": Endpoint(Host.status),
     "budget": Endpoint(Host.budget),
     "evict": Endpoint(Host.evict),
+    "stop_evict": Endpoint(Host.stop_evict, notify=True),
     # the model
     "models": Endpoint(Host.models),
     "use_model": Endpoint(Host.use_model),

@@ -141,6 +141,7 @@ def test_a_message_wider_than_the_screen_is_whole_in_a_float_and_in_messages(
 ):
     nvim.ui_attach(80, 24)
     nvim.command("NodecodeEvict 10")
+    wait_for(lambda: "evicted at seq" in messages_of(nvim))  # its receipt comes as an event
     after_scheduled(nvim)
 
     with no_press_enter(nvim):

@@ -85,6 +85,7 @@ def test_a_stale_write_is_refused_naming_nodecode_context(nvim, home, workspace,
     record_notes(nvim)
     del buf[1:3]  # the first ask goes: the buffer now holds unsaved changes
     nvim.command("NodecodeEvict through 1")  # a take: the buffer's export is now stale
+    wait_for(lambda: [n for n in notes(nvim) if "evicted at seq" in n["msg"]])  # its receipt
 
     nvim.command("write")
 

@@ -47,6 +47,9 @@ def test_eviction_leaves_the_chat_as_it_happened_and_marks_it(nvim, home, worksp
 
     nvim.command("NodecodeEvict through 1")
 
+    wait_for(
+        lambda: any(x.startswith("_evicted at seq ") for x in buffer_lines(nvim, "nodecode://chat"))
+    )
     lines = buffer_lines(nvim, "nodecode://chat")
     assert lines[: len(before)] == before  # the asks and replies, untouched
     assert not any(x.startswith("> stub") for x in lines), lines

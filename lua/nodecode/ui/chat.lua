@@ -243,6 +243,9 @@ require('nodecode.ui.chat_toggle').install(M, {
 --- Stop the running turn of this tab's chat (the chat then says it stopped).
 function M.stop()
   local state = chat_of()
+  if not state.job and require('nodecode.actions').stop_evict() then
+    return -- an eviction's summary: its receipt says the plain stub stands
+  end
   if not state.job then
     return message().info('nothing is running')
   end
