@@ -7,7 +7,8 @@ policy (providers.md §1.8): 408/409/429/5xx and dropped streams, honouring
 ``retry-after-ms`` / ``retry-after`` (capped at 60 s), else
 ``min(base * 2**n, 8 s)`` less up to 25 % jitter. Each attempt's I/O runs in
 a daemon thread (see _Pump) so that a cancel returns at once even while a
-read is blocked.
+read is blocked, and closes the connection whatever the request is waiting
+on (``providers.transport``).
 
 Besides the read timeout (silence), a request has two limits (``_Limits``):
 ``request_timeout``, the seconds the whole request may take, retries included,
