@@ -7,7 +7,8 @@ policy (providers.md §1.8): 408/409/429/5xx and dropped streams, honouring
 ``retry-after-ms`` / ``retry-after`` (capped at 60 s), else
 ``min(base * 2**n, 8 s)`` less up to 25 % jitter. Each attempt's I/O runs in
 a daemon thread (see _Pump) so that a cancel returns at once even while a
-read is blocked.
+read is blocked, and closes the connection whatever the request is waiting
+on (``providers.transport``).
 
 Besides the read timeout (silence), a request has two limits (``_Limits``):
 ``request_timeout``, the seconds the whole request may take, retries included,
@@ -37,6 +38,7 @@ import httpx
 from nodecode.errors import ContextOverflow, ProviderError, ProviderFailed
 from nodecode.providers.overflow import unwrap_error
 from nodecode.providers.sse import EventReader, LineSplitter, ServerSentEvent
+from nodecode.providers.transport import Stopper, Transport, shut_down
 from nodecode.providers.types import Reply, encode_body
 from nodecode.providers.wire import StreamParser, TextSink, WireFormat
 
@@ -71,6 +73,15 @@ def _no_ca_context() -> ssl.SSLContext:
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifying, with nothing to verify against
 
 
+def _stoppable(context: ssl.SSLContext) -> Transport | None:
+    """The transport a stop reaches in every phase, or None (httpx's own) when
+    the environment names a proxy: httpx routes through one (and honours
+    NO_PROXY) only with its own transports, whose rules are not copied here.
+    httpx reads the environment through the same ``getproxies``."""
+    proxies = urllib.request.getproxies()
+    return None if any(proxies.get(k) for k in ("http", "https", "all")) else Transport(context)
+
+
 class Provider:
     """One model endpoint speaking ``wire``: ``stream(body)`` POSTs a complete wire
     body and returns a Reply."""
@@ -101,10 +112,11 @@ class Provider:
         # an error may quote another provider's key, or this one's encoded.
         self._redactor = redact
         _WORKERS.prestart()
+        context = tls_context(self.base_url)
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
-            transport=transport,
-            verify=tls_context(self.base_url),
+            transport=transport or _stoppable(context),
+            verify=context,
         )
 
     def url(self, model: str = "") -> str:
@@ -391,8 +403,13 @@ class _Pump:
     """Runs one POST in a daemon thread and hands its body over a queue.
 
     The caller waits on the queue in short slices, so a set cancel returns at
-    once whether the server is slow to answer or stalls mid-body; ``abort``
-    shuts the socket down so the blocked thread wakes and ends too.
+    once whether the server is slow to answer or stalls mid-body. ``abort``
+    ends the request in every phase (connecting, sending, waiting for the
+    status line, reading the body): the request's ``Stopper`` shuts down the
+    socket the thread blocks on, so the thread wakes and goes idle and the
+    server sees the connection close. With a transport of the caller's (tests)
+    or httpx's own (a proxy), nothing is reached before the response headers;
+    from them on ``abort`` shuts the response's socket down.
     """
 
     def __init__(
@@ -401,6 +418,7 @@ class _Pump:
         self._queue: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._response: httpx.Response | None = None
         self._aborted = threading.Event()
+        self._stopper = Stopper()
         _WORKERS.submit(self._run, client, url, headers, body)
 
     def _run(
@@ -414,25 +432,31 @@ class _Pump:
             request.headers["content-length"] = str(len(content))
             request.stream = sent = _Sent(content)
             del body, content
-            response = self._response = client.send(request, stream=True)
-            try:
-                if response.status_code >= 300:
-                    response.read()
-                    self._put("status", (response.status_code, response.headers, response.text))
-                    return
-                for chunk in response.iter_bytes():
-                    if self._aborted.is_set():
-                        return
-                    self._put("bytes", chunk)
-            finally:
-                response.close()
-                sent.data = b""  # before the caller hears the end
-            self._put("eof", None)
+            with self._stopper.running():
+                end = self._exchange(client, request)
+            sent.data = b""  # before the caller hears the end
+            self._put(*end)
         except Exception as exc:  # noqa: BLE001 - handed to the caller's thread, which decides
             self._put("exc", exc)
         finally:
             if sent is not None:
                 sent.data = b""
+
+    def _exchange(self, client: httpx.Client, request: httpx.Request) -> tuple[str, Any]:
+        """Send, queue the body's bytes, and return the end to report: reported
+        once the request's I/O is over, so a later abort finds nothing to stop."""
+        response = self._response = client.send(request, stream=True)
+        try:
+            if response.status_code >= 300:
+                response.read()
+                return "status", (response.status_code, response.headers, response.text)
+            for chunk in response.iter_bytes():
+                if self._aborted.is_set():
+                    return "aborted", None
+                self._put("bytes", chunk)
+            return "eof", None
+        finally:
+            response.close()
 
     def _put(self, kind: str, value: Any) -> None:
         if not self._aborted.is_set():
@@ -477,16 +501,16 @@ class _Pump:
                 continue
 
     def abort(self) -> None:
-        """Stop the thread: wake a blocked read by shutting its socket down."""
+        """Stop the thread: wake whatever it blocks on by shutting its socket down."""
         self._aborted.set()
+        self._stopper.stop()
         response = self._response
-        stream = response.extensions.get("network_stream") if response is not None else None
+        if response is None or response.is_closed:
+            return  # before the headers (see the class), or the connection went back to the pool
+        stream = response.extensions.get("network_stream")
         sock = stream.get_extra_info("socket") if stream is not None else None
         if isinstance(sock, socket.socket):
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed: nothing left to wake
+            shut_down(sock)
 
 
 def _transport_error(exc: BaseException) -> BaseException:
