@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -82,3 +83,16 @@ def openai_provider(base_url: str | None, api_key: str | None, **kw):
     from nodecode.providers import make_provider
 
     return make_provider("openai", base_url=base_url, api_key=api_key, **kw)
+
+
+def read_request(conn: socket.socket) -> bytes:
+    """The whole HTTP request read off ``conn`` (a server's side, plain or TLS):
+    its head, then content-length bytes of body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(1 << 16)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+    while len(body) < length:
+        body += conn.recv(1 << 16)
+    return head + b"\r\n\r\n" + body

@@ -48,9 +48,13 @@ def two_turns(home: Path, workspace: Path, loopback):
     return srv
 
 
-def stalled(srv) -> None:
-    """The summary request gets part of a reply, then a minute of silence."""
+def evicting_stalled(nv: pynvim.Nvim, srv) -> None:
+    """:NodecodeEvict through 1, its summary request given part of a reply,
+    then a minute of silence; returns once Neovim says it asks (notes recorded)."""
     srv.add_fault({"kind": "stall", "seconds": 60, "match": ASKED})
+    record(nv)
+    nv.command("NodecodeEvict through 1")
+    wait_for(lambda: said(nv, ASKING) and summary_asked(srv))
 
 
 def test_evict_returns_at_once_and_the_receipt_with_the_summary_follows(nvim, two_turns):
@@ -82,10 +86,7 @@ def test_evict_returns_at_once_and_the_receipt_with_the_summary_follows(nvim, tw
 
 def test_stop_during_the_summary_ends_it_at_once_and_the_plain_stub_stands(nvim, two_turns):
     srv = two_turns
-    stalled(srv)
-    record(nvim)
-    nvim.command("NodecodeEvict through 1")
-    wait_for(lambda: said(nvim, ASKING))
+    evicting_stalled(nvim, srv)
 
     nvim.command("NodecodeStop")
 
@@ -100,10 +101,7 @@ def test_stop_during_the_summary_ends_it_at_once_and_the_plain_stub_stands(nvim,
 
 def test_a_second_evict_while_one_runs_is_refused_with_one_line(nvim, two_turns):
     srv = two_turns
-    stalled(srv)
-    record(nvim)
-    nvim.command("NodecodeEvict through 1")
-    wait_for(lambda: said(nvim, ASKING))
+    evicting_stalled(nvim, srv)
 
     nvim.command("NodecodeCompact 50")
 
@@ -117,10 +115,7 @@ def test_a_second_evict_while_one_runs_is_refused_with_one_line(nvim, two_turns)
 
 def test_an_ask_or_an_undo_during_an_eviction_is_refused_and_sends_nothing(nvim, two_turns):
     srv = two_turns
-    stalled(srv)
-    record(nvim)
-    nvim.command("NodecodeEvict through 1")
-    wait_for(lambda: said(nvim, ASKING) and summary_asked(srv))
+    evicting_stalled(nvim, srv)
     sent = len(srv.model_requests)
 
     nvim.command("Nodecode a third question")

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from helpers import FIXTURES, openai_provider
+from helpers import FIXTURES, openai_provider, read_request
 from nodecode.providers.http import Provider
 
 SOON = 3.0  # seconds the server and the provider's thread get to see the stop
@@ -79,18 +79,6 @@ def _watch(conn: socket.socket) -> tuple[str, int]:
     return "open", total
 
 
-def _read_request(conn: socket.socket) -> bytes:
-    """The whole request: its head, then content-length bytes of body."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += conn.recv(1 << 16)
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-    while len(body) < length:
-        body += conn.recv(1 << 16)
-    return head + b"\r\n\r\n" + body
-
-
 @pytest.fixture
 def edge() -> Iterator[Edge]:
     made = Edge()
@@ -137,7 +125,7 @@ def _provider(url: str) -> Provider:
 def test_a_stop_before_the_status_line_closes_the_connection_the_server_holds(
     edge: Edge,
 ) -> None:
-    edge.serve(_read_request)  # the request arrives; no answer ever leaves
+    edge.serve(read_request)  # the request arrives; no answer ever leaves
     busy_before = _busy()
 
     with _provider(edge.url()) as provider:
@@ -181,7 +169,7 @@ def test_a_stop_during_the_tls_handshake_closes_the_connection(edge: Edge) -> No
 
 def test_a_stop_mid_body_closes_the_connection(edge: Edge) -> None:
     def answer(conn: socket.socket) -> None:
-        _read_request(conn)
+        read_request(conn)
         conn.sendall(HEAD + b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK))
 
     edge.serve(answer)
@@ -250,7 +238,7 @@ def _requests_within(listener: socket.socket, seconds: float) -> int:
 
 def _answer(conn: socket.socket, stream: bytes) -> bytes:
     """Read one request and answer it with ``stream`` as one chunked body; the request."""
-    request = _read_request(conn)
+    request = read_request(conn)
     conn.sendall(HEAD + b"%x\r\n%s\r\n0\r\n\r\n" % (len(stream), stream))
     return request
 

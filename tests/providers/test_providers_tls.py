@@ -23,7 +23,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from helpers import FIXTURES, openai_provider
+from helpers import FIXTURES, openai_provider, read_request
 from nodecode.errors import ProviderError
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "weather in San Francisco?"}]}
@@ -87,13 +87,7 @@ class TLSEdge:
     def _answer(self, conn: socket.socket) -> None:
         try:
             with self.context.wrap_socket(conn, server_side=True) as tls:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    data += tls.recv(1 << 16)
-                head, _, body = data.partition(b"\r\n\r\n")
-                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
-                while len(body) < length:
-                    body += tls.recv(1 << 16)
+                body = read_request(tls).partition(b"\r\n\r\n")[2]
                 self.bodies.append(json.loads(body))
                 tls.sendall(
                     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
