@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import socket
 import subprocess
 import sys
@@ -40,6 +41,24 @@ def write_config(
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.jsonc").write_text("// test config\n" + json.dumps(config, indent=2))
     return home
+
+
+def run_cli_on_a_terminal(
+    home: Path, workspace: Path, answer: str, *args: str
+) -> subprocess.CompletedProcess:
+    """Run the real `nodecode` CLI with a pseudo-terminal as stdin holding ``answer``
+    (a line): what a person at a terminal types at its prompt."""
+    master, slave = pty.openpty()
+    try:
+        os.write(master, answer.encode() + b"\n")
+        env = {k: v for k, v in os.environ.items() if k != "NODECODE_SESSION"}
+        cmd = [sys.executable, "-m", "nodecode", "--home", str(home), "--cwd", str(workspace)]
+        return subprocess.run(
+            [*cmd, *args], stdin=slave, capture_output=True, text=True, env=env, timeout=60
+        )
+    finally:
+        os.close(slave)
+        os.close(master)
 
 
 def run_cli(

@@ -4,33 +4,9 @@ and a command's directory, and a typed reason reaches the agent as the result.""
 from __future__ import annotations
 
 import json
-import os
-import pty
-import subprocess
-import sys
 
 import pytest
-from helpers import run_cli, write_config
-
-
-def ask_on_a_terminal(home, workspace, answer: str, *args: str) -> subprocess.CompletedProcess:
-    """Run `nodecode ask` with a pseudo-terminal as stdin holding ``answer``."""
-    master, slave = pty.openpty()
-    try:
-        os.write(master, answer.encode() + b"\n")
-        env = {k: v for k, v in os.environ.items() if k != "NODECODE_SESSION"}
-        cmd = [sys.executable, "-m", "nodecode", "--home", str(home), "--cwd", str(workspace)]
-        return subprocess.run(
-            [*cmd, "ask", *args],
-            stdin=slave,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-        )
-    finally:
-        os.close(slave)
-        os.close(master)
+from helpers import run_cli, run_cli_on_a_terminal, write_config
 
 
 @pytest.mark.parametrize("ptype", ["anthropic", "openai"])
@@ -42,7 +18,7 @@ def test_the_prompt_shows_the_diff_and_a_reason_becomes_the_result(
     write_config(home, srv, ptype)
     run_cli("new", home=home)
 
-    done = ask_on_a_terminal(home, workspace, "use a helper instead", "fix it")
+    done = run_cli_on_a_terminal(home, workspace, "use a helper instead", "ask", "fix it")
 
     assert done.returncode == 0, done.stderr
     assert (
@@ -65,7 +41,7 @@ def test_a_shell_prompt_names_the_directory_and_y_runs_it(loopback, home, worksp
     write_config(home, srv)
     run_cli("new", home=home)
 
-    done = ask_on_a_terminal(home, workspace, "y", "run it")
+    done = run_cli_on_a_terminal(home, workspace, "y", "ask", "run it")
 
     assert f"── approve shell? touch ran.txt (in {workspace})\n" in done.stderr
     assert (workspace / "ran.txt").exists()

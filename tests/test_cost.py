@@ -209,11 +209,13 @@ def test_a_request_using_a_part_without_a_price_shows_tokens_only(loopback, tmp_
     assert cli.json("status")["last_request"]["cost"] is None
 
 
-DROP_LINE = re.compile(
-    r"^Cost: cache kept through message (\d+) \(([\d,]+) tokens\); the next request "
-    r"re-writes ([\d,]+) tokens: about \$([\d.]+) more than without the edit\.$",
-    re.M,
+# What an edit costs, as :w and (context :drop) say it ("Cost: … edit.") and a
+# receipt logs it ("cost: … edit").
+COST = (
+    r"cache kept through message (\d+) \(([\d,]+) tokens\); the next request "
+    r"re-writes ([\d,]+) tokens: about \$([\d.]+) more than without the edit"
 )
+DROP_LINE = re.compile(r"^Cost: " + COST + r"\.$", re.M)
 
 
 def test_a_drop_says_what_the_next_request_will_cost_and_it_costs_that(sonnet):
@@ -249,11 +251,7 @@ def test_a_drop_says_what_the_next_request_will_cost_and_it_costs_that(sonnet):
     assert abs(actual - after["dollars"]) <= most
 
 
-RECEIPT_COST = re.compile(
-    r"^cost: cache kept through message (\d+) \(([\d,]+) tokens\); the next request "
-    r"re-writes ([\d,]+) tokens: about \$([\d.]+) more than without the edit$",
-    re.M,
-)
+RECEIPT_COST = re.compile(r"^cost: " + COST + "$", re.M)
 
 
 def test_a_saved_edit_taken_by_the_next_request_has_its_cost_in_the_receipt(sonnet):

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import sqlite3
 import subprocess
-import sys
 
-from helpers import run_cli, write_config
+from helpers import run_cli, run_cli_on_a_terminal, write_config
 from nodecode.agent import title as titles
 
 ANSWER = "Adding numbers in calc"
@@ -40,21 +38,6 @@ def plain(message: dict) -> dict:
     if isinstance(out.get("content"), list):
         out["content"] = [plain(b) for b in out["content"]]
     return out
-
-
-def on_a_terminal(home, workspace, answer: str, *args: str) -> subprocess.CompletedProcess:
-    """Run the CLI with a pseudo-terminal as stdin holding ``answer``."""
-    master, slave = pty.openpty()
-    try:
-        os.write(master, answer.encode() + b"\n")
-        env = {k: v for k, v in os.environ.items() if k != "NODECODE_SESSION"}
-        cmd = [sys.executable, "-m", "nodecode", "--home", str(home), "--cwd", str(workspace)]
-        return subprocess.run(
-            [*cmd, *args], stdin=slave, capture_output=True, text=True, env=env, timeout=60
-        )
-    finally:
-        os.close(slave)
-        os.close(master)
 
 
 def test_a_rename_is_logged_as_a_row_and_shown_by_sessions(home, workspace, loopback):
@@ -104,9 +87,9 @@ def test_a_delete_asks_first_and_then_recall_no_longer_finds_its_text(home, work
     assert "zebrafish" in run_cli("recall-search", "zebrafish", home=home).stdout
 
     no_terminal = run_cli("sessions", "delete", gone, home=home, cwd=workspace)
-    said_no = on_a_terminal(home, workspace, "n", "sessions", "delete", gone)
+    said_no = run_cli_on_a_terminal(home, workspace, "n", "sessions", "delete", gone)
     still = run_cli("recall-search", "zebrafish", home=home).stdout
-    said_yes = on_a_terminal(home, workspace, "y", "sessions", "delete", gone)
+    said_yes = run_cli_on_a_terminal(home, workspace, "y", "sessions", "delete", gone)
 
     assert no_terminal.returncode == 1 and no_terminal.stderr == (
         f"nodecode: sessions delete: not deleted: {gone} (tell me about zebrafish) needs "

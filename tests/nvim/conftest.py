@@ -54,6 +54,26 @@ def nvim_version(binary: str = NVIM) -> tuple[int, int, int]:
     return major, minor, patch
 
 
+def recall_falls_back_from(nv: pynvim.Nvim, plenary: Path, telescope: Path) -> str:
+    """With plenary and a telescope whose plugin/ guard this Neovim fails on the
+    runtimepath (its script run as start-up runs it: it errors), `:NodecodeRecall`
+    opens the built-in picker and closes with <Esc>; returns `:checkhealth
+    nodecode`'s report."""
+    for path in (plenary, telescope):
+        nv.exec_lua("vim.opt.rtp:append(...)", str(path))
+    nv.exec_lua("pcall(vim.cmd, 'runtime! plugin/telescope.lua')")
+    windows = len(nv.api.list_wins())
+
+    nv.command("NodecodeRecall", async_=True)
+
+    wait_for(lambda: nv.exec_lua("return vim.bo.filetype") == "nodecode-prompt")
+    assert nv.exec_lua("return require('nodecode.ui.picker').backend()") == "builtin"
+    nv.input("<Esc>")
+    wait_for(lambda: len(nv.api.list_wins()) == windows)
+    nv.command("checkhealth nodecode")
+    return "\n".join(nv.current.buffer[:])
+
+
 def guard_unmet(checkout: Path, binary: str = NVIM) -> str | None:
     """Why a plugin checkout cannot load in this Neovim: its plugin/ guard
     (`if 1 ~= vim.fn.has "nvim-0.11"`, as telescope's) asks for a newer one."""

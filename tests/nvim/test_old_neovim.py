@@ -16,7 +16,14 @@ from pathlib import Path
 import pynvim
 import pytest
 
-from .conftest import DEPS_DIR, INIT, configure, guard_unmet, shutdown, wait_for
+from .conftest import (
+    DEPS_DIR,
+    INIT,
+    configure,
+    guard_unmet,
+    recall_falls_back_from,
+    shutdown,
+)
 
 NVIM07 = Path(os.environ.get("NODECODE_NVIM07", "/opt/nvim07/nvim"))
 NVIM010 = Path(os.environ.get("NODECODE_NVIM010", "/opt/nvim010/nvim"))
@@ -104,19 +111,7 @@ def test_on_0_10_recall_skips_the_real_telescope_and_checkhealth_says_why(nvim01
     configure(home, loopback([]))
     nv = nvim010
     assert nv.exec_lua("return vim.version().minor") == 10
-    for path in (DEPS_DIR / "plenary.nvim", telescope):
-        nv.exec_lua("vim.opt.rtp:append(...)", str(path))
-    nv.exec_lua("pcall(vim.cmd, 'runtime! plugin/telescope.lua')")  # errors, as at start-up
-    windows = len(nv.api.list_wins())
-
-    nv.command("NodecodeRecall", async_=True)
-
-    wait_for(lambda: nv.exec_lua("return vim.bo.filetype") == "nodecode-prompt")
-    assert nv.exec_lua("return require('nodecode.ui.picker').backend()") == "builtin"
-    nv.input("<Esc>")
-    wait_for(lambda: len(nv.api.list_wins()) == windows)
-    nv.command("checkhealth nodecode")
-    report = "\n".join(nv.current.buffer[:])
+    report = recall_falls_back_from(nv, DEPS_DIR / "plenary.nvim", telescope)
     assert "WARNING telescope skipped: telescope.nvim needs Neovim 0.11 (this is 0.10." in report
     assert 'OK pickers use builtin (picker.backend = "auto"; installed: telescope)' in report
     assert "ERROR" not in report, report

@@ -14,7 +14,7 @@ from pathlib import Path
 import pynvim
 import pytest
 
-from .conftest import guard_unmet, open_context, wait_for
+from .conftest import guard_unmet, open_context, recall_falls_back_from, wait_for
 from .test_picker import sessions  # noqa: F401  (the fixture)
 from .ui_helpers import screen
 
@@ -457,20 +457,8 @@ def test_a_backend_that_needs_a_newer_neovim_is_skipped_and_checkhealth_says_why
         text = guard.read_text()
         assert text.startswith('if 1 ~= vim.fn.has "nvim-0.11" then')
         guard.write_text(text.replace('"nvim-0.11"', '"nvim-0.99"', 1))
-    for path in (DEPS / "plenary.nvim", newer):
-        nvim.exec_lua("vim.opt.rtp:append(...)", str(path))
-    nvim.exec_lua("pcall(vim.cmd, 'runtime! plugin/telescope.lua')")  # errors, as lazy.nvim's load
-    assert nvim.exec_lua("return (pcall(require, 'telescope.pickers'))")
-    windows = len(nvim.api.list_wins())
-
-    nvim.command("NodecodeRecall", async_=True)
-
-    wait_for(lambda: nvim.exec_lua("return vim.bo.filetype") == "nodecode-prompt")
-    assert nvim.exec_lua("return require('nodecode.ui.picker').backend()") == "builtin"
-    nvim.input("<Esc>")
-    wait_for(lambda: len(nvim.api.list_wins()) == windows)
-    nvim.command("checkhealth nodecode")
-    report = "\n".join(nvim.current.buffer[:])
+    report = recall_falls_back_from(nvim, DEPS / "plenary.nvim", newer)
+    assert nvim.exec_lua("return (pcall(require, 'telescope.pickers'))")  # its modules load
     this = nvim.exec_lua(
         "local v = vim.version() return ('%d.%d.%d'):format(v.major, v.minor, v.patch)"
     )

@@ -90,16 +90,19 @@ def tokens(short: str) -> float:
     return float(short[:-1]) * 1000 if short.endswith("k") else float(short)
 
 
-def shown_input(nv) -> list[str] | None:
-    """The lines of the input area shown in the current tab, if any."""
-    return nv.exec_lua("""
+def lines_shown(nv, filetype: str) -> list[str] | None:
+    """The lines of the buffer of ``filetype`` shown in the current tab, if any."""
+    return nv.exec_lua(
+        """
         for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
           local b = vim.api.nvim_win_get_buf(w)
-          if vim.bo[b].filetype == 'nodecode-input' then
+          if vim.bo[b].filetype == ... then
             return vim.api.nvim_buf_get_lines(b, 0, -1, false)
           end
         end
-    """)
+        """,
+        filetype,
+    )
 
 
 def approval_shown(nv) -> bool:
@@ -160,7 +163,7 @@ def test_undo_in_the_second_tab_undoes_only_that_tabs_turn(nvim, two_turns, work
     assert (workspace / "one.txt").read_text() == "1"
     wait_for(lambda: "undone" in "\n".join(chat_lines(nvim, 2)))  # its turn, marked
     assert "undone" not in "\n".join(chat_lines(nvim, 1))  # tab 1's turn stays
-    assert shown_input(nvim) == ["please beta"]  # this tab's input area, shown
+    assert lines_shown(nvim, "nodecode-input") == ["please beta"]  # this tab's input area, shown
 
 
 def test_the_statusline_and_the_context_buffer_are_the_current_tabs_sessions(nvim, two_turns, home):
@@ -328,16 +331,8 @@ def test_a_chat_opened_in_a_tab_of_its_own_stays_the_chat_of_the_tab_it_was_aske
     assert "alpha11" in text and "beta11" in text  # one chat, one session, both turns
     nvim.command("1tabclose")  # the tab it was asked from closes: the chat stays
     nvim.command("sleep 100m")
-    shown = nvim.exec_lua("""
-        for _, w in ipairs(vim.api.nvim_tabpage_list_wins(0)) do
-          local b = vim.api.nvim_win_get_buf(w)
-          if vim.bo[b].filetype == 'nodecode-chat' then
-            return vim.api.nvim_buf_get_lines(b, 0, -1, false)
-          end
-        end
-        return {}
-    """)
-    assert "alpha11" in "\n".join(shown) and "beta11" in "\n".join(shown)
+    chat = "\n".join(lines_shown(nvim, "nodecode-chat") or [])
+    assert "alpha11" in chat and "beta11" in chat
     assert session_of(nvim, 1) == first
 
 
