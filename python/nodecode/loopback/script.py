@@ -18,6 +18,7 @@ taken: the answer to whatever no other round matches.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -68,7 +69,7 @@ def _parse_thinking(raw: Any, where: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-KEYS = ("text", "chunks", "calls", "match", "match_ask", "thinking", "keep")
+KEYS = tuple(f.name for f in dataclasses.fields(Round))
 
 
 def parse_round(raw: Any, where: str = "round") -> Round:
@@ -150,37 +151,22 @@ class ScriptQueue:
         return self.rounds[i] if self.rounds[i].keep else self.rounds.pop(i)
 
 
-def _texts(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    parts = content if isinstance(content, list) else []
-    return "\n".join(
-        str(p.get("text", ""))
-        for p in parts
-        if isinstance(p, dict) and p.get("type", "text") in ("text", "input_text") and "text" in p
-    )
-
-
-def newest_ask(body: dict) -> str:
-    """The newest user text of a request that is not a notice (any wire format):
-    the ask of the turn it belongs to. A text whose first line is wholly in
-    square brackets is nodecode's (a notice, a stub), and tool results are not
-    user text."""
+def _user_contents(body: dict) -> list[Any]:
+    """The content of each user message of any wire format, oldest first: Messages
+    and Chat Completions ``messages``, Responses ``input`` items, Gemini ``contents``
+    (a Responses ``input`` that is one string is one user text)."""
     items = body.get("input")
     if isinstance(items, str):
-        return items
-    asks = [
-        text
+        return [items]
+    return [
+        m.get("content") or m.get("parts")
         for m in body.get("messages") or items or body.get("contents") or []
         if isinstance(m, dict) and m.get("role") == "user"
-        for text in _blocks(m.get("content") or m.get("parts"))
-        if text.strip() and not NOTICE.fullmatch(text.strip())
     ]
-    return asks[-1] if asks else ""
 
 
 def _blocks(content: Any) -> list[str]:
-    """The text blocks of a message's content, each whole."""
+    """The text blocks of a message's content, each whole (tool results are none)."""
     if isinstance(content, str):
         return [content]
     parts = content if isinstance(content, list) else []
@@ -191,16 +177,25 @@ def _blocks(content: Any) -> list[str]:
     ]
 
 
+def newest_ask(body: dict) -> str:
+    """The newest user text of a request that is not a notice (any wire format):
+    the ask of the turn it belongs to. A text whose first line is wholly in
+    square brackets is nodecode's (a notice, a stub), and tool results are not
+    user text."""
+    asks = [
+        text
+        for content in _user_contents(body)
+        for text in _blocks(content)
+        if text.strip() and not NOTICE.fullmatch(text.strip())
+    ]
+    return asks[-1] if asks else ""
+
+
 def last_user_text(body: dict) -> str:
     """The newest non-empty user text of any wire format (tool results are not user
-    text): Messages and Chat Completions ``messages``, Responses ``input`` items,
-    Gemini ``contents``."""
-    items = body.get("input")
-    if isinstance(items, str):
-        return items
-    for message in reversed(body.get("messages") or items or body.get("contents") or []):
-        if isinstance(message, dict) and message.get("role") == "user":
-            text = _texts(message.get("content") or message.get("parts"))
-            if text:
-                return text
+    text), its blocks joined."""
+    for content in reversed(_user_contents(body)):
+        text = "\n".join(_blocks(content))
+        if text:
+            return text
     return ""

@@ -407,7 +407,8 @@ class LoopbackServer:
             points = breakpoints(blocks, body.get("cache_control")) if flavor == ANTHROPIC else []
         except CacheControlError as exc:
             return error_reply(ANTHROPIC, 400, str(exc))
-        total = sum(b.tokens for b in blocks) if flavor == ANTHROPIC else _tokens(flavor, body)
+        units = [] if flavor == ANTHROPIC else _units(flavor, body)  # counted once, unlocked
+        total = sum(b.tokens for b in blocks) + sum(t for _, t in units)
         scaled = round(total * self.usage_scale)
         if self.window is not None and scaled > self.window:
             return overflow_reply(flavor, scaled, self.window)
@@ -420,7 +421,7 @@ class LoopbackServer:
             if self.cache is not None and points:
                 cache = self.cache.apply(model, blocks, points, self.usage_scale)
             if flavor != ANTHROPIC and self.cache is not None:
-                cache = CacheUsage(read=self.prefix.apply(model, _units(flavor, body)))
+                cache = CacheUsage(read=self.prefix.apply(model, units))
         usage = self._usage(total, cache, rnd)
         if flavor != ANTHROPIC:  # their input counts the cached part too
             usage["input"] += usage["cache_read"]
