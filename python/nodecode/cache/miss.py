@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodecode.cache import plan as cache_plan
+from nodecode.cache.auto import AutoCache
 from nodecode.cache.ledger import Scope, load
 from nodecode.context.message import Message
 from nodecode.log.store import Store
-from nodecode.providers.wire import AutoCache
 from nodecode.words import plural
 
 # A shortfall this small is the provider's count of the same prefix moving by a few

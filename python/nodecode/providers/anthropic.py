@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, ClassVar
 
+from nodecode.cache.plan import LONG
 from nodecode.context.arrange import ASSISTANT_SIDE, Arranged
 from nodecode.context.message import Message
 from nodecode.errors import ConfigError, ProviderError
@@ -32,7 +33,6 @@ from nodecode.providers.types import (
     dumpb,
 )
 from nodecode.providers.wire import (
-    LONG,
     Built,
     Request,
     StreamParser,

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
+from nodecode.cache.auto import AutoCache
 from nodecode.context.arrange import ASSISTANT_SIDE
 from nodecode.context.message import Message
 from nodecode.errors import ConfigError, ProviderError
@@ -30,7 +31,6 @@ from nodecode.providers.overflow import parse_overflow, unwrap_error
 from nodecode.providers.sse import DONE, ServerSentEvent
 from nodecode.providers.types import EncodedList, Thinking, ThinkingSetting, ToolCall, count, dumpb
 from nodecode.providers.wire import (
-    AutoCache,
     Built,
     Request,
     StreamParser,

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodecode.cache.auto import AutoCache
 from nodecode.context.arrange import USER_SIDE, Arranged
 from nodecode.context.message import Message
 from nodecode.errors import ConfigError, ProviderError
@@ -28,7 +29,6 @@ from nodecode.providers.overflow import parse_overflow, unwrap_error
 from nodecode.providers.sse import DONE, ServerSentEvent
 from nodecode.providers.types import EncodedList, Thinking, ThinkingSetting, ToolCall, count, dumpb
 from nodecode.providers.wire import (
-    AutoCache,
     Built,
     Request,
     StreamParser,

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from nodecode.bounded import Bounded
+from nodecode.cache.auto import AutoCache
+from nodecode.cache.plan import SHORT
 from nodecode.context.arrange import Arranged, sendable
 from nodecode.context.message import Message
 from nodecode.errors import ConfigError, ProviderError
@@ -36,7 +38,6 @@ from nodecode.providers.types import (
     parse_json,
 )
 
-SHORT, LONG = 300.0, 3600.0  # a cache entry's lifetimes, seconds: 5 minutes and 1 hour
 # Where a request's cache breakpoints go: arranged messages → (index, ttl seconds),
 # index -1 being the system prompt (see cache.plan).
 Marks = Callable[[list[Message]], list[tuple[int, float]]]
@@ -144,36 +145,6 @@ class StreamParser:
     @property
     def text(self) -> str:
         return "".join(self._text)
-
-
-@dataclass(frozen=True)
-class AutoCache:
-    """A provider's automatic prefix cache, as it documents it (a format that marks no
-    breakpoints): a prompt reaching ``minimum`` tokens (per model id prefix, longest
-    first; else ``default_minimum``) is cached in steps of ``step`` tokens past it, and
-    an entry unused for ``lifetime`` seconds may be gone. ``cache.miss`` expects a
-    request to read what the one before it sent, on these rules."""
-
-    name: str  # how the reason names it: "OpenAI's automatic cache"
-    default_minimum: int
-    step: int = 1
-    lifetime: float = SHORT
-    minimums: tuple[tuple[str, int], ...] = ()
-    source: str = ""  # the page the rules come from
-
-    def minimum(self, model: str | None) -> int:
-        for prefix, tokens in sorted(self.minimums, key=lambda p: -len(p[0])):
-            if (model or "").startswith(prefix):
-                return tokens
-        return self.default_minimum
-
-    def cached(self, prompt: int, model: str | None, minimum: int | None = None) -> int:
-        """What of a ``prompt``-token request the cache can hold (0: below the minimum;
-        ``minimum``: the model's ``cache_min_tokens`` when config names one)."""
-        least = minimum if minimum is not None else self.minimum(model)
-        if prompt < least:
-            return 0
-        return least + (prompt - least) // self.step * self.step
 
 
 class WireFormat:
