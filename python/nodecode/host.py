@@ -115,10 +115,8 @@ class Host:
         place = Place.from_lua(ctx)
         app = self._app(place)
         session = self._session(app, place, tab_of(ctx), open_chat=True)
-        self._evictions.refuse(session)
         with self._lock:
-            if any(j.running and j.session == session for j in self._jobs.values()):
-                raise UserError(BUSY)
+            self._refuse_busy(session)
             job_id = next(self._job_ids)
             batcher = relay.Batcher(functools.partial(self._emit, job_id), self._flush_interval)
             job = Job(id=job_id, app=app, session=session, batcher=batcher, tab=tab_of(ctx))
@@ -379,9 +377,7 @@ class Host:
         """Delete session ``sid`` (refused while a turn runs in it): {session, events,
         blobs, pinned} (pinned: it was this Neovim's, which ``_session`` then replaces)."""
         place = Place.from_lua(ctx)
-        if any(j.running and j.session == sid for j in self._jobs.values()):
-            raise UserError(BUSY)
-        self._evictions.refuse(str(sid))
+        self._refuse_busy(str(sid))
         pinned = self._pins.get((place.home, place.store), tab_of(ctx)) == sid
         return {**asdict(self._app(place).delete_session(str(sid))), "pinned": pinned}
 
@@ -570,10 +566,14 @@ class Host:
         """``_pinned``, refused while a turn of this Neovim runs in that session
         (the lease would say so too, but as another process's)."""
         app, sid = self._pinned(ctx)
+        self._refuse_busy(sid)
+        return app, sid
+
+    def _refuse_busy(self, sid: str) -> None:
+        """One line when a turn of this Neovim or an eviction runs in session ``sid``."""
         if any(j.running and j.session == sid for j in self._jobs.values()):
             raise UserError(BUSY)
         self._evictions.refuse(sid)
-        return app, sid
 
     def _session(self, app: Any, place: Place, tab: int | None, open_chat: bool = False) -> str:
         """The session ``tab`` of this Neovim works in for (home, store); resolved

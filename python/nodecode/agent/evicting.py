@@ -23,7 +23,6 @@ from typing import Any
 from nodecode.errors import UserError, one_line
 
 BUSY = "an eviction is running in this session — wait for its receipt, or :NodecodeStop to stop it"
-STOPPED = "stopped before the summary came"  # as budget.summary says it for a turn's stop
 
 
 class Evictions:
@@ -34,14 +33,11 @@ class Evictions:
         self._running: dict[str, threading.Event] = {}  # session → its stop
         self._lock = threading.Lock()
 
-    def running(self, sid: str) -> bool:
-        with self._lock:
-            return sid in self._running
-
     def refuse(self, sid: str) -> None:
         """One line when an eviction runs in ``sid``."""
-        if self.running(sid):
-            raise UserError(BUSY)
+        with self._lock:
+            if sid in self._running:
+                raise UserError(BUSY)
 
     def start(self, app: Any, sid: str, words: str | None, token: int) -> None:
         """Evict in ``sid`` as ``words`` say, on a worker thread; its receipt (or
@@ -60,14 +56,7 @@ class Evictions:
             event: dict[str, Any]
             try:
                 summarize = self._summarizer(app, stop, token)
-                receipt = evictions.manual(
-                    app.workspace,
-                    app.config,
-                    sid,
-                    percent=percent,
-                    through=through,
-                    summarize=summarize,
-                )
+                receipt = evictions.by_hand(app, sid, (percent, through), summarize)
                 event = {"value": {"receipt": receipt}}
             except Exception as e:  # noqa: BLE001 -- a worker must always report back
                 event = {"error": one_line(e)}
@@ -97,7 +86,7 @@ class Evictions:
 
         def asked(prefix: Any, span: tuple[int, int]) -> summaries.Summary:
             if stop.is_set():  # stopped during an earlier span's: no request
-                return summaries.Summary(None, failed=STOPPED)
+                return summaries.Summary(None, failed=summaries.STOPPED)
             self._emit({"job": None, "kind": "evict", "token": token, "summary": list(span)})
             return summarize(prefix, span)
 

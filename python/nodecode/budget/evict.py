@@ -552,11 +552,17 @@ def _receipt_line(
 # -- by hand -----------------------------------------------------------------------------
 
 
-def by_hand(app: Any, sid: str, words: list[str] | str | None) -> str:
-    """``/evict WORDS`` as `nodecode evict` and :NodecodeEvict run it, with the
-    summary ``evict_summary`` asks for: ``manual``'s receipt."""
-    percent, through = parse_words(words)
-    summarize = summaries_of.summarizer(app, app.config)
+def by_hand(
+    app: Any,
+    sid: str,
+    words: list[str] | str | tuple[float | None, int | None] | None,
+    summarize: Summarize | None = None,
+) -> str:
+    """``/evict WORDS`` as `nodecode evict` and :NodecodeEvict run it (``words``
+    read, or as ``parse_words`` read them), with the summary ``evict_summary`` asks
+    for (``summarize``: another summarizer, e.g. one a stop ends): ``manual``'s receipt."""
+    percent, through = words if isinstance(words, tuple) else parse_words(words)
+    summarize = summarize or summaries_of.summarizer(app, app.config)
     return manual(
         app.workspace, app.config, sid, percent=percent, through=through, summarize=summarize
     )

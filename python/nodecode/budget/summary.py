@@ -48,6 +48,7 @@ class AppNeeds(Protocol):
 
 OFF, AUTO = "off", "auto"
 MAX_TOKENS = 512  # the summary's token limit
+STOPPED = "stopped before the summary came"  # why a stopped summary left the plain stub
 INSTRUCTION = (
     "[nodecode: the messages above from seq {a} to seq {b} are leaving the context. "
     "Write a summary of them for the rest of this session, at most about 300 words: "
@@ -160,7 +161,7 @@ def _request(
     finally:
         done.set()
     if stop is not None and stop.is_set():
-        return Summary(None, model=model, failed="stopped before the summary came")
+        return Summary(None, model=model, failed=STOPPED)
     if cancel.is_set():
         return Summary(None, model=model, failed=f"no reply within {limit:g} s")
     text = app.redactor.apply(reply.text.strip())
