@@ -14,6 +14,7 @@ from nodecode.log import delete as deletion
 from nodecode.log import sessions
 from nodecode.log import turns as turn_tree
 from nodecode.views.titles import session_title
+from nodecode.words import plural
 
 
 def cmd_new(app: App, args: argparse.Namespace) -> int:
@@ -70,12 +71,10 @@ def _list(app: App, as_json: bool) -> int:
 
 def _delete(app: App, sid: str, yes: bool) -> int:
     """Delete ``sid`` once the person confirms it on the terminal (or ``--yes``)."""
-    why = deletion.refusal(app.store, sid)
-    if why is not None:
-        raise UserError(why)
-    info = sessions.get(app.store, sid)
-    title = session_title(app.store, info) or "untitled"
-    turns = len(turn_tree.turns(app.store, sid))
+    refused = deletion.refusal(app.store, sid)  # (an unknown sid raises here)
+    if refused is not None:
+        raise UserError(str(refused))
+    title = session_title(app.store, sessions.get(app.store, sid)) or "untitled"
     if not yes:
         if not sys.stdin.isatty():
             print(
@@ -84,8 +83,9 @@ def _delete(app: App, sid: str, yes: bool) -> int:
                 file=sys.stderr,
             )
             return EXIT_USER
+        turns = len(turn_tree.turns(app.store, sid))
         sys.stderr.write(
-            f"delete session {sid} ({title}, {turns} turn{'s' if turns != 1 else ''})? "
+            f"delete session {sid} ({title}, {plural(turns, 'turn')})? "
             "Its log leaves the store and recall for good. [y/N] "
         )
         sys.stderr.flush()

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from nodecode.errors import SessionBusy, SessionError
+from nodecode.errors import SessionBusy, SessionError, UserError
 from nodecode.log import sessions
 from nodecode.log.leases import lease_live
 from nodecode.log.store import Store, unpack_payload
@@ -33,14 +33,14 @@ class Deleted:
     blobs: int
 
 
-def refusal(store: Store, sid: str) -> str | None:
-    """Why ``sid`` cannot be deleted now (None: it can)."""
+def refusal(store: Store, sid: str) -> UserError | None:
+    """Why ``sid`` cannot be deleted now, as the error to raise (None: it can)."""
     sessions.get(store, sid)
     if lease_live(store, sid):
-        return f"session {sid} is running a turn: stop it first (nothing was deleted)"
+        return SessionBusy(f"session {sid} is running a turn: stop it first (nothing was deleted)")
     children = [r[0] for r in store.read("SELECT id FROM sessions WHERE parent = ?", (sid,))]
     if children:
-        return (
+        return SessionError(
             f"session {sid} has forks that read its history ({', '.join(children)}): "
             "delete them first (nothing was deleted)"
         )
@@ -50,9 +50,9 @@ def refusal(store: Store, sid: str) -> str | None:
 def delete(store: Store, sid: str) -> Deleted:
     """Remove session ``sid`` from the store (see the module's docstring)."""
     with store.atomic() as db:
-        why = refusal(store, sid)
-        if why is not None:
-            raise (SessionBusy if "running a turn" in why else SessionError)(why)
+        refused = refusal(store, sid)
+        if refused is not None:
+            raise refused
         held = _stored(db, _hashes(db, "session = ?", (sid,)))
         db.execute("INSERT INTO deleting (session) VALUES (?)", (sid,))
         events = db.execute("DELETE FROM events WHERE session = ?", (sid,)).rowcount
