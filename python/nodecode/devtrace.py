@@ -88,7 +88,7 @@ def _watch_gc() -> None:
             _GC[0] += (time.perf_counter() - _GC_START[0]) * 1000
             _GC[1] += info.get("generation") == 2
 
-    if not _GC_START and callback not in gc.callbacks:
+    if not _GC_START:  # once per process
         gc.callbacks.append(callback)
         _GC_START.append(0.0)
 

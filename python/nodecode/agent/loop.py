@@ -368,10 +368,10 @@ class _Turn:
         prefix = placed[0].prefix if placed else ledger.prefix_keys(scope, arranged)
         ours = placed[0].tokens if placed else self.meter.tokens(arranged)
         spent = self.cost_of(u)
+        theirs = self.wire.prompt_tokens(u)  # the prompt as the provider counted it
         with self.store.atomic():  # the request and what the cache now holds, together
             if placed:
                 # The provider's tokens per one of ours, as this reply says (else as calibrated).
-                theirs = self.wire.prompt_tokens(u)
                 plausible = theirs and ours[-1] and not ignored
                 scale = theirs / ours[-1] if plausible else self.meter.ratio()
                 ledger.record(self.store, placed[0], now, u.cache_read, scale)
@@ -382,14 +382,14 @@ class _Turn:
                 self.store,
                 scope,
                 (prefix, ours, arranged.out),
-                self.wire.prompt_tokens(u),
+                theirs,
                 now,
                 placed=bool(placed),
                 rule=self.wire.auto_cache,
                 seen=seen and not ignored,
             )
             # No usage (stopped before it came) or an implausible one: nothing to judge.
-            reported = self.wire.prompt_tokens(u) > 0 and not ignored
+            reported = theirs > 0 and not ignored
             miss = (
                 self._judge_cache(before, prompt, views, scope, prefix, built, now, reply)
                 if reported
@@ -410,7 +410,7 @@ class _Turn:
                         "cache_write": u.cache_write,
                         "thinking": u.thinking,
                         "cache_write_1h": u.cache_write_1h,
-                        "prompt": self.wire.prompt_tokens(u),
+                        "prompt": theirs,
                     },
                     **({"cost": spent} if spent is not None else {}),
                     "stop_reason": reply.stop_reason,

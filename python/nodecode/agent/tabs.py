@@ -81,7 +81,7 @@ class Pins:
         with self._lock:
             pinned = self._pins.get(key)
             sid = find(pinned)  # (its pin deleted meanwhile: the current one)
-            held = self.holder(where, sid, tab) is not None
+            held = sid in self.others(where, tab)
             if held and (sid != pinned or (open_chat and key not in self._chats)):
                 if not open_chat:
                     raise UserError(NO_CHAT.format(sid=sid))
@@ -99,19 +99,10 @@ class Pins:
     def pin(self, where: tuple[Path, str], tab: int | None, sid: str) -> None:
         """Make ``sid`` the session of ``tab``; refused while another tab holds it."""
         with self._lock:
-            if self.holder(where, sid, tab) is not None:
+            if sid in self.others(where, tab):
                 raise UserError(HELD.format(sid=sid))
             self._pins[(*where, tab)] = sid
             self._chats.add((*where, tab))  # a switch or a fork: this tab's chat works there
-
-    def holder(self, where: tuple[Path, str], sid: str, besides: int | None) -> int | None:
-        """A tab other than ``besides`` whose chat works in ``sid`` (-1 for the tab None)."""
-        with self._lock:
-            for (home, store, tab), pinned in self._pins.items():
-                chat = (home, store, tab) in self._chats
-                if chat and (home, store) == where and tab != besides and pinned == sid:
-                    return -1 if tab is None else tab
-        return None
 
     def others(self, where: tuple[Path, str], besides: int | None) -> dict[str, int]:
         """The sessions other tabs' chats work in: session → tab (-1: None)."""

@@ -425,6 +425,7 @@ class _Pump:
         self, client: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any]
     ) -> None:
         sent = None
+        end: tuple[str, Any]
         try:
             content = encode_body(body)  # here, as httpx's json= would: its errors alike
             headers = {**headers, "content-type": "application/json"}
@@ -434,13 +435,12 @@ class _Pump:
             del body, content
             with self._stopper.running():
                 end = self._exchange(client, request)
-            sent.data = b""  # before the caller hears the end
-            self._put(*end)
         except Exception as exc:  # noqa: BLE001 - handed to the caller's thread, which decides
-            self._put("exc", exc)
+            end = ("exc", exc)
         finally:
             if sent is not None:
-                sent.data = b""
+                sent.data = b""  # before the caller hears the end
+        self._put(*end)
 
     def _exchange(self, client: httpx.Client, request: httpx.Request) -> tuple[str, Any]:
         """Send, queue the body's bytes, and return the end to report: reported
