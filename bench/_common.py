@@ -299,6 +299,14 @@ def log_message(
     return store.append(sid, kind, role=kind, turn=turn, text=text)
 
 
+def rss(pid: int) -> float:
+    """A process's resident memory, MiB (``VmRSS`` of ``/proc/PID/status``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
 def write_config(home: Path, url: str, **settings: Any) -> None:
     """As tests/conftest.py: the home's provider is a loopback server (Anthropic format)."""
     config = {

@@ -155,7 +155,6 @@ class Handler(socketserver.StreamRequestHandler):
                 return
             if method == "POST" and path.split("?")[0] == "/v1/messages":
                 n = self.stream(length, body)
-                self.wfile.flush()
                 if self.server.timings is not None:
                     ms = (time.perf_counter() - started) * 1000
                     with self.server.timings.open("a", encoding="utf-8") as out:

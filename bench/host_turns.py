@@ -70,9 +70,10 @@ from _common import (  # noqa: E402
     numbered_lines,
     prose,
     ratio_verdict,
+    rss,
     write_config,
 )
-from responsive import ENVIRON, Client, Nvim  # noqa: E402
+from responsive import CHAT_ASKED, Client, Nvim, environment  # noqa: E402
 
 GOAL_MEMORY, GOAL_TIME = 1.15, 1.5
 WARMUP = 5  # the young Neovim's turns before those measured
@@ -104,14 +105,6 @@ def host_pid(nvim_pid: int) -> int:
     raise RuntimeError(f"Neovim {nvim_pid} has no Python child (the host did not start)")
 
 
-def rss(pid: int) -> float:
-    """A process's resident memory, MiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for process {pid}")
-
-
 def cpu_ms(pid: int) -> float:
     """A process's user + system CPU time so far, ms."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -120,13 +113,6 @@ def cpu_ms(pid: int) -> float:
 
 TICKS = os.sysconf("SC_CLK_TCK")
 JOB_OVER = "return require('nodecode.ui.chat').job() == nil"
-CHAT_LOADED = """
-local buf = vim.fn.bufnr('nodecode://chat')
-if buf < 0 then return false end
-local chat = require('nodecode.ui.chat')
-if chat.loading and chat.loading() then return false end
-return (vim.api.nvim_buf_get_lines(buf, 0, 1, false)[1] or ''):find('^## you') ~= nil
-"""
 
 
 @dataclass
@@ -151,20 +137,28 @@ class Session:
         self.rng = random.Random(name)
         self.server = ServerProcess(self.root / "server", rounds(self.rng), timings=self.timings)
         write_config(self.home, self.server.url)
-        self.env = {**environment(tmp, self.home), **hooks}
+        env = {**environment(tmp), "NODECODE_HOME": str(self.home)}
+        for key in ("NODECODE_DEV_TRACEMALLOC", "NODECODE_DEV_PROFILE", "NODECODE_DEV_TIMES"):
+            env.pop(key, None)  # the hooks only as the flags ask
+        self.env = {**env, **hooks}
         self.ws = ws
         self.asked = 0
         self.retried = 0  # turns whose requests were more than two (a retry)
         self.nv: Nvim | None = None
+        self._host: int | None = None  # the pid of self.nv's host, once looked up
 
     def open(self) -> Session:
-        self.nv = Nvim(self.root.parent, self.env, self.ws)
+        self.nv, self._host = Nvim(self.root.parent, self.env, self.ws), None
         return self
 
     @property
     def host(self) -> int:
+        """The pid of the Neovim's host (which starts at its first call): found in
+        /proc once per Neovim."""
         assert self.nv is not None
-        return host_pid(self.nv.proc.pid)
+        if self._host is None:
+            self._host = host_pid(self.nv.proc.pid)
+        return self._host
 
     def served(self) -> dict[int, float]:
         return _served(self.timings)
@@ -199,7 +193,7 @@ class Session:
     def close(self) -> None:
         if self.nv is not None:
             self.nv.close()
-            self.nv = None
+            self.nv, self._host = None, None
 
     def stop(self) -> None:
         self.close()
@@ -220,23 +214,6 @@ def wait_for_file(path: Path, timeout: float = 300.0) -> None:
         if time.perf_counter() > deadline:
             raise RuntimeError(f"the host wrote no {path.name} within {timeout:g} s")
         time.sleep(0.1)
-
-
-def environment(tmp: Path, home: Path) -> dict[str, str]:
-    env = {
-        **os.environ,
-        **{f"XDG_{d.upper()}_HOME": str(tmp / "xdg" / d) for d in ("config", "data", "state")},
-        "XDG_CACHE_HOME": str(tmp / "xdg" / "cache"),
-        "NVIM_RPLUGIN_MANIFEST": str(tmp / "xdg" / "rplugin.vim"),
-        "NODECODE_TEST_PYTHON": sys.executable,
-        "NODECODE_HOME": str(home),
-        **ENVIRON,
-    }
-    for d in ("config", "data", "state", "cache"):
-        (tmp / "xdg" / d).mkdir(parents=True, exist_ok=True)
-    for key in ("NODECODE_DEV_TRACEMALLOC", "NODECODE_DEV_PROFILE", "NODECODE_DEV_TIMES"):
-        env.pop(key, None)
-    return env
 
 
 def workspace(tmp: Path) -> Path:
@@ -434,7 +411,7 @@ def fresh_host(old: Session) -> float:
     nv = old.open().nv
     assert nv is not None
     nv.ui.request("nvim_command", "Nodecode")
-    wait(nv.ui, CHAT_LOADED)
+    wait(nv.ui, CHAT_ASKED)
     nv.ui.request("nvim_command", "stopinsert")
     old.turn("One more question about the parser, please.")
     time.sleep(SETTLE)

@@ -61,6 +61,7 @@ from _common import (  # noqa: E402
     numbered_lines,
     prose,
     ratio_verdict,
+    rss,
     write_config,
 )
 from nodecode.app import App
@@ -249,13 +250,6 @@ class Nvim:
             time.sleep(TAIL)
         return max([took, *probe.waits]), complete
 
-    def rss(self) -> float:
-        """Neovim's resident memory, MiB."""
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return 0.0
-
     def close(self) -> None:
         try:
             self.ui.request("nvim_command", "qa!")
@@ -277,6 +271,8 @@ if chat.loading and chat.loading() then return false end
 local first = vim.api.nvim_buf_get_lines(buf, 0, 1, false)[1] or ''
 return %s
 """
+# The chat drawn, its first line the session's first ask.
+CHAT_ASKED = CHAT_DONE % "first:find('^## you') ~= nil"
 SAVE_CHAT = """
 local lines = vim.api.nvim_buf_get_lines(vim.fn.bufnr('nodecode://chat'), 0, -1, false)
 vim.fn.writefile(lines, ...)
@@ -311,7 +307,7 @@ def first_chat(
 ) -> None:
     """The first :Nodecode in a fresh Neovim, against :edit of the chat's text."""
     env = {**env, "NODECODE_HOME": str(home)}
-    done = CHAT_DONE % ("first:find('^## you') ~= nil" if n else "true")
+    done = CHAT_ASKED if n else CHAT_DONE % "true"
     plain = tmp / f"chat-{n}.md"
     ours, edits, complete, lines = [], [], [], 0
     for i in range(reps):
@@ -352,9 +348,9 @@ def context(
                 if which == "plain":
                     edits.append(nv.blocking(f"tabnew | edit {plain}", PLAIN_DONE)[0])
                 else:
-                    before = nv.rss()
+                    before = rss(nv.proc.pid)
                     ours.append(nv.blocking("tabnew | NodecodeContext", CONTEXT_DONE)[0])
-                    grew.append(nv.rss() - before)
+                    grew.append(rss(nv.proc.pid) - before)
                     if not plain.exists():
                         shutil.copy(nv.ui.lua("return vim.api.nvim_buf_get_name(0)"), plain)
                         if i % 2:
@@ -385,15 +381,9 @@ def follow(nv: Nvim, reps: int) -> list[float]:
     return out
 
 
-def run(report: Report, tmp: Path, reps: int, n: int) -> None:
-    ws = tmp / "ws"
-    ws.mkdir()
-    for f in FILES:
-        (ws / f).parent.mkdir(parents=True, exist_ok=True)
-        (ws / f).write_text("x = 1\n", encoding="utf-8")
-    t = time.perf_counter()
-    empty, big = build_home(tmp, 0, ws), build_home(tmp, n, ws)
-    report.note(f"  homes built in {time.perf_counter() - t:.1f} s")
+def environment(tmp: Path) -> dict[str, str]:
+    """The environment of a benchmark's Neovim: this one's, every XDG directory (made
+    here) and the remote plugin's manifest under ``tmp/xdg``, the host on this Python."""
     env = {
         **os.environ,
         **{f"XDG_{d.upper()}_HOME": str(tmp / "xdg" / d) for d in ("config", "data", "state")},
@@ -404,6 +394,19 @@ def run(report: Report, tmp: Path, reps: int, n: int) -> None:
     }
     for d in ("config", "data", "state", "cache"):
         (tmp / "xdg" / d).mkdir(parents=True, exist_ok=True)
+    return env
+
+
+def run(report: Report, tmp: Path, reps: int, n: int) -> None:
+    ws = tmp / "ws"
+    ws.mkdir()
+    for f in FILES:
+        (ws / f).parent.mkdir(parents=True, exist_ok=True)
+        (ws / f).write_text("x = 1\n", encoding="utf-8")
+    t = time.perf_counter()
+    empty, big = build_home(tmp, 0, ws), build_home(tmp, n, ws)
+    report.note(f"  homes built in {time.perf_counter() - t:.1f} s")
+    env = environment(tmp)
     steps = [
         lambda: first_chat(report, tmp, env, ws, empty, 0, reps),
         lambda: first_chat(report, tmp, env, ws, big, n, reps),

@@ -80,6 +80,19 @@ def run_cli(
     )
 
 
+def ask(home: Path, workspace: Path, text: str, **env: str) -> subprocess.CompletedProcess:
+    """`nodecode ask text` in ``workspace``, which must succeed (``env``: extra variables)."""
+    done = run_cli("ask", text, home=home, cwd=workspace, env=env)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def session_titles(home: Path, workspace: Path) -> dict[str, str]:
+    """Every session's title by its id, as `nodecode sessions --json` lists them."""
+    out = run_cli("sessions", "--json", home=home, cwd=workspace).stdout
+    return {r["id"]: r["title"] for r in json.loads(out)}
+
+
 def wait_for_request(server: LoopbackServer, n: int = 1, limit: float = 30.0) -> None:
     """Wait until ``server`` has received its ``n``-th model request: the CLI's reply
     is streaming then (into a pipe `nodecode ask` writes each reply only once its

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import run_cli, write_config
+from helpers import ask, run_cli, write_config
 from nodecode.loopback.cache import CacheRules, Clock, PromptCache
 from nodecode.loopback.diagnostics import BETA, Diagnoses
 
@@ -24,21 +24,27 @@ LONG_ANSWER = "the first answer, long enough to be worth caching " * 20
 MODEL = [{"id": "loopback-model", "cache_min_tokens": 1}, {"id": "other-model"}]
 
 
-def setup(home, loopback, rounds: int = 4, clock: Clock | None = None, **config):
+def setup(
+    home,
+    loopback,
+    ptype: str = "anthropic",
+    rounds: int = 4,
+    clock: Clock | None = None,
+    caches: bool = True,
+    **config,
+):
+    """A loopback speaking ``ptype`` that caches from one token (``caches``: whether
+    it caches at all), a long first answer then ``rounds`` short ones; ``config``:
+    more of the home's configuration."""
     srv = loopback(
         [{"text": LONG_ANSWER}] + [{"text": f"answer {i}"} for i in range(rounds)],
         cache_min_tokens=1,
         clock=clock,
+        cache=caches,
     )
     models = [dict(m, cache_min_tokens=1) for m in MODEL]
-    write_config(home, srv, models=models, **config)
+    write_config(home, srv, ptype, models=models, **config)
     return srv
-
-
-def ask(home, workspace, text, **env):
-    done = run_cli("ask", text, home=home, cwd=workspace, env=env)
-    assert done.returncode == 0, done.stderr
-    return done
 
 
 def prompt_total(usage: dict) -> int:

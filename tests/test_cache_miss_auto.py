@@ -13,26 +13,14 @@ from __future__ import annotations
 import re
 
 import pytest
-from helpers import write_config
+from helpers import ask, write_config
 from nodecode.loopback.cache import Clock
 from nodecode.loopback.prefix import PrefixCache
-from test_cache_miss import ask, check_figures, dropping_3_is_a_miss, last_request, miss_lines
+from test_cache_miss import check_figures, dropping_3_is_a_miss, last_request, miss_lines, setup
 
-LONG_ANSWER = "the first answer, long enough to be worth caching " * 20
 WIRES = ["openai", "openai-responses", "google"]
 # OpenAI's documented steps: hits grow 128 tokens at a time past the minimum.
 STEP = {"openai": 128, "openai-responses": 128, "google": 1}
-
-
-def setup(home, loopback, ptype: str, clock: Clock | None = None, cache: bool = True):
-    srv = loopback(
-        [{"text": LONG_ANSWER}] + [{"text": f"answer {i}"} for i in range(4)],
-        cache_min_tokens=1,
-        clock=clock,
-        cache=cache,
-    )
-    write_config(home, srv, ptype, models=[{"id": "loopback-model", "cache_min_tokens": 1}])
-    return srv
 
 
 def cached(prompt: int, step: int, minimum: int = 1) -> int:
@@ -93,7 +81,7 @@ def test_an_unexplained_shortfall_says_the_cache_is_best_effort(home, workspace,
 
 def test_a_server_that_never_reports_a_cache_read_is_never_judged(home, workspace, loopback):
     # A compatible server without a cache (cache=False: every cache_read is 0).
-    srv = setup(home, loopback, "openai", cache=False)
+    srv = setup(home, loopback, "openai", caches=False)
     for text in ("first question", "second question", "third question"):
         ask(home, workspace, text)
     assert [r.usage["cache_read"] for r in srv.model_requests] == [0, 0, 0]

@@ -3,19 +3,39 @@ asks, and then what bench/README.md says they write."""
 
 from __future__ import annotations
 
+import gc
+import sys
 import tracemalloc
 
+import pytest
 from nodecode import devtrace
 
 KEPT: list[object] = []
 
 
-def test_no_hook_writes_anything_unless_asked(tmp_path, monkeypatch):
+def profiling() -> object | None:
+    """The profiler running on this thread (cProfile's, as the hook enables it)."""
+    if sys.version_info >= (3, 12):  # cProfile is a sys.monitoring tool from 3.12
+        return sys.monitoring.get_tool(sys.monitoring.PROFILER_ID)
+    return sys.getprofile()
+
+
+@pytest.mark.parametrize("value", [None, ""])  # unset, or set empty (`VAR= nvim`)
+def test_no_hook_is_on_unless_asked(tmp_path, monkeypatch, value):
+    """Off: the turn runs untraced, unprofiled, its collector unwatched, and writes
+    nothing, not even where a path relative to the working directory would go."""
     for key in (devtrace.TRACE, devtrace.PROFILE, devtrace.TIMES):
-        monkeypatch.delenv(key, raising=False)
-    with devtrace.turn(100):
+        if value is None:
+            monkeypatch.delenv(key, raising=False)
+        else:
+            monkeypatch.setenv(key, value)
+    monkeypatch.chdir(tmp_path)
+    callbacks = list(gc.callbacks)
+    with devtrace.turn(100):  # a turn the tracer would take a snapshot after
         KEPT.append(bytearray(1000))
-    assert list(tmp_path.iterdir()) == [] and not tracemalloc.is_tracing()
+        during = tracemalloc.is_tracing(), profiling(), list(gc.callbacks)
+    assert during == (False, None, callbacks)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_hooks_write_snapshots_a_diff_reads_profiles_and_times(tmp_path, monkeypatch):

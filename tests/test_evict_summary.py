@@ -6,8 +6,11 @@ plain stub and says so."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
+from nodecode.agent.loop import Agent
 from nodecode.budget import summary as summaries
 from nodecode.context import take as takes
 from nodecode.context.derived import state
@@ -268,11 +271,6 @@ def test_an_eviction_after_a_too_large_rejection_asks_for_no_summary(tmp_path):
 
 
 def test_a_stop_while_the_summary_is_asked_ends_the_turn_at_once(loopback, tmp_path):
-    import threading
-    import time
-
-    from nodecode.agent.loop import Agent
-
     s = Session(
         tmp_path / "stop",
         loopback([], cache_min_tokens=1),

@@ -44,11 +44,9 @@ def bodies_let_go(larger_than: int) -> list[int]:
     return held
 
 
-def test_a_request_body_is_let_go_once_its_reply_is_read(loopback, tmp_path):
+def test_a_request_body_is_let_go_once_its_reply_is_read(loopback, home, workspace):
     srv = loopback([{"text": "ok"}])
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    app = App.open(write_config(tmp_path / "home", srv), "default", ws, environ={})
+    app = App.open(write_config(home, srv), "default", workspace, environ={})
     sid = app.new_session()
     big = "word " * 60_000  # 300 kB in the context: every body is larger
     Agent(app, sid).ask(big)
@@ -76,14 +74,12 @@ class Events:
             self.done.set()
 
 
-def test_the_host_keeps_no_job_that_has_finished(loopback, tmp_path):
+def test_the_host_keeps_no_job_that_has_finished(loopback, home, workspace):
     srv = loopback([{"text": "ok"}])
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    home = write_config(tmp_path / "home", srv)
+    write_config(home, srv)
     port = Events()
     host = Host(port, flush_interval=0.0)
-    ctx = {"home": str(home), "cwd": str(ws)}
+    ctx = {"home": str(home), "cwd": str(workspace)}
     for n in range(5):
         port.done.clear()
         host.ask(ctx, f"question {n}")
@@ -105,12 +101,10 @@ def _turn_with_requests(store, sid: str, n: int, requests: int) -> None:
 
 
 def test_a_sessions_request_log_holds_what_a_first_read_holds_however_long_it_runs(
-    loopback, tmp_path
+    loopback, home, workspace
 ):
     srv = loopback([])
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    app = App.open(write_config(tmp_path / "home", srv), "default", ws, environ={})
+    app = App.open(write_config(home, srv), "default", workspace, environ={})
     store, sid = app.store, app.new_session()
     try:
         for n in range(200):  # 390 requests, the log read after each turn as a host does

@@ -9,23 +9,11 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
 
-from helpers import run_cli, run_cli_on_a_terminal, write_config
+from helpers import ask, run_cli, run_cli_on_a_terminal, session_titles, write_config
 from nodecode.agent import title as titles
 
 ANSWER = "Adding numbers in calc"
-
-
-def ask(home, workspace, text: str) -> subprocess.CompletedProcess:
-    done = run_cli("ask", text, home=home, cwd=workspace)
-    assert done.returncode == 0, done.stderr
-    return done
-
-
-def listed(home, workspace) -> dict[str, str]:
-    out = run_cli("sessions", "--json", home=home, cwd=workspace).stdout
-    return {r["id"]: r["title"] for r in json.loads(out)}
 
 
 def new(home, workspace, *args: str) -> str:
@@ -49,7 +37,7 @@ def test_a_rename_is_logged_as_a_row_and_shown_by_sessions(home, workspace, loop
 
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"{sid}  the adder\n"
-    assert listed(home, workspace)[sid] == "the adder"
+    assert session_titles(home, workspace)[sid] == "the adder"
     (row,) = [x for x in run_cli("sessions", home=home).stdout.splitlines() if sid in x]
     assert row.endswith("turns=1  the adder")
     # A row per title set; the session row and the log are as they were.
@@ -103,7 +91,7 @@ def test_a_delete_asks_first_and_then_recall_no_longer_finds_its_text(home, work
 
     found = run_cli("recall-search", "zebrafish", home=home)
     assert "zebrafish" not in found.stdout
-    assert list(listed(home, workspace)) == [kept]
+    assert list(session_titles(home, workspace)) == [kept]
     assert "otters" in run_cli("recall-search", "otters", home=home).stdout
     db = sqlite3.connect(home / "store" / "default.db")
     assert db.execute("SELECT COUNT(*) FROM events WHERE session = ?", (gone,)).fetchone() == (0,)
@@ -126,7 +114,7 @@ def test_delete_with_yes_and_its_refusals(home, workspace, loopback):
 
     refused = run_cli("sessions", "delete", parent, "--yes", home=home, cwd=workspace)
     missing = run_cli("sessions", "delete", "s-nothere", "--yes", home=home, cwd=workspace)
-    (child,) = [s for s in listed(home, workspace) if s != parent]
+    (child,) = [s for s in session_titles(home, workspace) if s != parent]
     deleted = run_cli("sessions", "delete", child, "--yes", home=home, cwd=workspace)
 
     assert refused.returncode == 1
@@ -136,7 +124,7 @@ def test_delete_with_yes_and_its_refusals(home, workspace, loopback):
     )
     assert missing.stderr == "nodecode: session 's-nothere' does not exist in store 'default'\n"
     assert deleted.returncode == 0, deleted.stderr
-    assert list(listed(home, workspace)) == [parent]
+    assert list(session_titles(home, workspace)) == [parent]
 
 
 def test_a_session_a_turn_holds_is_not_deleted(home, workspace, loopback):
@@ -154,7 +142,7 @@ def test_a_session_a_turn_holds_is_not_deleted(home, workspace, loopback):
     assert done.stderr == (
         f"nodecode: session {sid} is running a turn: stop it first (nothing was deleted)\n"
     )
-    assert sid in listed(home, workspace)
+    assert sid in session_titles(home, workspace)
 
 
 def test_the_automatic_title_follows_the_first_reply_with_a_small_request(
@@ -192,14 +180,14 @@ def test_the_automatic_title_follows_the_first_reply_with_a_small_request(
     assert [plain(b) for b in asked["system"]] == [plain(b) for b in turn["system"]]
     assert asked["tools"] == turn["tools"]
     assert srv.model_requests[1].usage["cache_read"] > 0
-    assert listed(home, workspace)[sid] == ANSWER
+    assert session_titles(home, workspace)[sid] == ANSWER
     # The session's spending counts the title's request (loopback-model has no price).
     cost = run_cli("recall-cost", "--json", home=home, cwd=workspace)
     assert json.loads(cost.stdout)["unpriced"] == len(srv.model_requests) == 3
 
     # A rename wins over it.
     run_cli("sessions", "rename", sid, "mine", home=home, cwd=workspace)
-    assert listed(home, workspace)[sid] == "mine"
+    assert session_titles(home, workspace)[sid] == "mine"
 
 
 def test_a_failed_automatic_title_leaves_the_first_line_and_says_so(home, workspace, loopback):
@@ -214,7 +202,7 @@ def test_a_failed_automatic_title_leaves_the_first_line_and_says_so(home, worksp
     assert lines[-1].startswith(f"nodecode: no title for session {sid} (")
     assert lines[-1].endswith("): the first line stays")
     assert len(srv.model_requests) == 2
-    assert listed(home, workspace)[sid] == "what does add do?"
+    assert session_titles(home, workspace)[sid] == "what does add do?"
 
 
 def test_first_line_sends_no_title_request(home, workspace, loopback):
@@ -223,4 +211,4 @@ def test_first_line_sends_no_title_request(home, workspace, loopback):
     sid = new(home, workspace)
     done = ask(home, workspace, "explain #file:calc.py please")
     assert len(srv.model_requests) == 1 and "title" not in done.stderr
-    assert listed(home, workspace)[sid] == "explain calc.py please"
+    assert session_titles(home, workspace)[sid] == "explain calc.py please"

@@ -9,7 +9,7 @@ import json
 from helpers import write_config
 
 from .conftest import chat, wait_for
-from .ui_helpers import idle
+from .ui_helpers import idle, messages_of
 
 OLD = "".join(f"line {i}\n" for i in range(1, 21))
 NEW = OLD.replace("line 2\n", "line two\n").replace("line 15\n", "line fifteen\nline 15b\n")
@@ -156,11 +156,7 @@ def test_question_mark_lists_the_hunk_keys_and_confirming_before_choosing_sends_
 
     warned = wait_for(
         lambda: next(
-            (
-                m
-                for m in nvim.exec_lua("return vim.split(vim.fn.execute('messages'), '\\n')")
-                if "no hunk taken or rejected yet" in m
-            ),
+            (m for m in messages_of(nvim).split("\n") if "no hunk taken or rejected yet" in m),
             None,
         )
     )

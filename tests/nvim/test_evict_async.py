@@ -14,19 +14,12 @@ import pytest
 from nodecode.agent.evicting import BUSY
 
 from .conftest import configure, open_context, wait_for
-from .test_evict_ui import READ, ask_all
+from .test_evict_ui import READ
+from .ui_helpers import make_session, record_notes
 
 SUMMARY = "Turn 1 read a.txt: it says hello."
 ASKED = "are leaving the context"  # in the summary request's instruction
 ASKING = "evicting… asking for a summary of seq 1–"
-
-
-def record(nv: pynvim.Nvim) -> None:
-    """Keep every vim.notify call as {msg, level} in _G.notes (nothing shown)."""
-    nv.exec_lua("""
-        _G.notes = {}
-        vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = level }) end
-    """)
 
 
 def said(nv: pynvim.Nvim, part: str) -> list[dict]:
@@ -44,7 +37,7 @@ def two_turns(home: Path, workspace: Path, loopback):
     (workspace / "a.txt").write_text("hello\n")
     srv = loopback([READ, {"text": "done reading"}, {"text": "second answer"}])
     configure(home, srv, evict_summary="auto", evict_summary_timeout=60)
-    ask_all(home, workspace, ["new", "first question", "second question"])
+    make_session(home, workspace, ["first question", "second question"])
     return srv
 
 
@@ -52,7 +45,7 @@ def evicting_stalled(nv: pynvim.Nvim, srv) -> None:
     """:NodecodeEvict through 1, its summary request given part of a reply,
     then a minute of silence; returns once Neovim says it asks (notes recorded)."""
     srv.add_fault({"kind": "stall", "seconds": 60, "match": ASKED})
-    record(nv)
+    record_notes(nv)
     nv.command("NodecodeEvict through 1")
     wait_for(lambda: said(nv, ASKING) and summary_asked(srv))
 
@@ -64,7 +57,7 @@ def test_evict_returns_at_once_and_the_receipt_with_the_summary_follows(nvim, tw
     status = "return require('nodecode.ui.status').line()"
     before = wait_for(lambda: nvim.exec_lua(status))
     srv.chunk_delay = 0.5  # the summary's reply takes seconds
-    record(nvim)
+    record_notes(nvim)
 
     nvim.command("NodecodeEvict through 1")
 

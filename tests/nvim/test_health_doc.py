@@ -8,6 +8,7 @@ import re
 import shutil
 
 from .conftest import ROOT, configure
+from .ui_helpers import messages_of
 
 DOC = ROOT / "doc" / "nodecode.txt"
 
@@ -45,7 +46,7 @@ def test_helptags_build_without_warnings(nvim, tmp_path):
     nvim.command(f"helptags {doc}")
 
     assert nvim.vvars["errmsg"] == ""
-    assert nvim.exec_lua("return vim.api.nvim_exec2('messages', { output = true }).output") == ""
+    assert messages_of(nvim) == ""
     tags = (doc / "tags").read_text()
     assert "nodecode\tnodecode.txt" in tags
 

@@ -6,21 +6,19 @@ is followed by a working ask. A `dir =` spec (no build) says once what to run.""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pynvim
 import pytest
 
-from .conftest import NVIM, ROOT, chat, configure, shutdown, wait_for
+from .conftest import DEPS_DIR, NVIM, ROOT, chat, configure, shutdown, wait_for
 from .test_install import lua_block, unbuilt_checkout
 from .test_reload import alive, chat_buffers, host_pid
 from .ui_helpers import after_scheduled, messages_of
 
-DEPS = Path(os.environ["NODECODE_TEST_DEPS"]) if os.environ.get("NODECODE_TEST_DEPS") else None
 pytestmark = pytest.mark.skipif(
-    DEPS is None or not (DEPS / "lazy.nvim" / "lua").is_dir(),
+    DEPS_DIR is None or not (DEPS_DIR / "lazy.nvim" / "lua").is_dir(),
     reason="set NODECODE_TEST_DEPS to a directory holding a checkout named lazy.nvim",
 )
 
@@ -54,7 +52,7 @@ def lazy_init(tmp: Path, spec_lua: str, url_root: Path | None = None) -> Path:
     init = tmp / "init.lua"
     url = f"url_format = {str(url_root) + '/%s'!r}," if url_root else ""
     init.write_text(f"""
-vim.opt.rtp:prepend({str(DEPS / "lazy.nvim")!r})
+vim.opt.rtp:prepend({str(DEPS_DIR / "lazy.nvim")!r})
 vim.opt.shadafile = 'NONE'
 vim.opt.swapfile = false
 vim.g.mapleader = ' '

@@ -13,7 +13,7 @@ from nodecode.budget.evict import manual
 from nodecode.context import take
 
 from .conftest import chat, configure, open_context, wait_for
-from .ui_helpers import make_session, messages_of, no_press_enter
+from .ui_helpers import make_session, messages_of, no_press_enter, record_notes
 
 LONG = " ".join(f"word{i}" for i in range(60))
 
@@ -25,14 +25,6 @@ def small_window(home: Path, srv, ptype: str = "anthropic", pid: str = "loopback
     model = {"id": "loopback-model", "context_window": 1000, "max_tokens": 200}
     provider = {"type": ptype, "base_url": base, "api_key_env": None, "models": [model]}
     configure(home, srv, provider=pid, providers={pid: provider}, **extra)
-
-
-def record_notes(nv: pynvim.Nvim) -> None:
-    """Keep every vim.notify call as {msg, level} in _G.notes (nothing shown)."""
-    nv.exec_lua("""
-        _G.notes = {}
-        vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = level }) end
-    """)
 
 
 def notes(nv: pynvim.Nvim) -> list[dict]:

@@ -3,17 +3,13 @@ live filtering, the every-session toggle, and each action."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pynvim
 import pytest
 
-from .conftest import configure, guard_unmet, open_context, wait_for
+from .conftest import DEPS_DIR, configure, guard_unmet, open_context, wait_for
 from .ui_helpers import make_session
-
-# Checkouts of plenary.nvim and telescope.nvim (not on PyPI) for the telescope test.
-DEPS = Path(os.environ["NODECODE_TEST_DEPS"]) if os.environ.get("NODECODE_TEST_DEPS") else None
 
 
 @pytest.fixture
@@ -247,23 +243,24 @@ def test_enter_at_once_in_the_sessions_picker_stays_in_the_current_session(nvim,
     assert nvim.exec_lua("return #require('nodecode.rpc').call('sessions')") == before
 
 
+# Why telescope's checkout cannot load in this Neovim, if it cannot (read once).
+TELESCOPE_UNMET = guard_unmet(DEPS_DIR / "telescope.nvim") if DEPS_DIR else None
+
+
 @pytest.mark.skipif(
-    DEPS is None,
+    DEPS_DIR is None,
     reason="set NODECODE_TEST_DEPS to a directory holding checkouts named "
     "plenary.nvim and telescope.nvim",
 )
-@pytest.mark.skipif(
-    bool(DEPS and guard_unmet(DEPS / "telescope.nvim")),
-    reason=(DEPS and guard_unmet(DEPS / "telescope.nvim")) or "",
-)
+@pytest.mark.skipif(bool(TELESCOPE_UNMET), reason=TELESCOPE_UNMET or "")
 def test_recall_in_telescope_when_it_is_installed(nvim, sessions):
-    assert DEPS is not None
+    assert DEPS_DIR is not None
     for name in ("plenary.nvim", "telescope.nvim"):
-        assert (DEPS / name / "lua").is_dir(), f"NODECODE_TEST_DEPS has no {name} checkout"
+        assert (DEPS_DIR / name / "lua").is_dir(), f"NODECODE_TEST_DEPS has no {name} checkout"
     nvim.exec_lua(
         "local a, b = ...; vim.opt.rtp:append(a); vim.opt.rtp:append(b)",
-        str(DEPS / "plenary.nvim"),
-        str(DEPS / "telescope.nvim"),
+        str(DEPS_DIR / "plenary.nvim"),
+        str(DEPS_DIR / "telescope.nvim"),
     )
     nvim.command("runtime! plugin/telescope.lua")
     assert nvim.exec_lua("return require('nodecode.ui.picker').backend()") == "telescope"

@@ -6,19 +6,15 @@ keys of keymaps.picker, none of which shadows a key the picker has."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass
-from pathlib import Path
 
 import pynvim
 import pytest
 
-from .conftest import guard_unmet, open_context, recall_falls_back_from, wait_for
+from .conftest import DEPS_DIR, guard_unmet, open_context, recall_falls_back_from, wait_for
 from .test_picker import sessions  # noqa: F401  (the fixture)
 from .ui_helpers import screen
-
-DEPS = Path(os.environ["NODECODE_TEST_DEPS"]) if os.environ.get("NODECODE_TEST_DEPS") else None
 
 
 @dataclass(frozen=True)
@@ -94,13 +90,13 @@ BACKENDS = [
 
 def missing(b: Backend) -> str | None:
     """Why backend `b` cannot run here (None: it can)."""
-    if DEPS is None:
+    if DEPS_DIR is None:
         named = "a checkout named" if len(b.checkouts) == 1 else "checkouts named"
         return f"set NODECODE_TEST_DEPS to a directory holding {named} {' and '.join(b.checkouts)}"
-    absent = [c for c in b.checkouts if not (DEPS / c / "lua").is_dir()]
+    absent = [c for c in b.checkouts if not (DEPS_DIR / c / "lua").is_dir()]
     if absent:
-        return f"NODECODE_TEST_DEPS ({DEPS}) has no checkout named {', '.join(absent)}"
-    unmet = next((w for c in b.checkouts if (w := guard_unmet(DEPS / c))), None)
+        return f"NODECODE_TEST_DEPS ({DEPS_DIR}) has no checkout named {', '.join(absent)}"
+    unmet = next((w for c in b.checkouts if (w := guard_unmet(DEPS_DIR / c))), None)
     if unmet:
         return unmet  # tests/nvim/test_old_neovim.py shows what nodecode does then
     if b.needs and not shutil.which(b.needs):
@@ -115,10 +111,10 @@ PARAMS = [
 
 
 def load(nv: pynvim.Nvim, b: Backend) -> None:
-    assert DEPS is not None
+    assert DEPS_DIR is not None
     nv.exec_lua("vim.o.columns, vim.o.lines = 200, 50")  # room for every preview
     for c in b.checkouts:
-        nv.exec_lua("vim.opt.rtp:append(...)", str(DEPS / c))
+        nv.exec_lua("vim.opt.rtp:append(...)", str(DEPS_DIR / c))
     nv.exec_lua(b.setup)
     nv.exec_lua("require('nodecode').setup({ picker = { backend = ... } })", b.name)
     assert nv.exec_lua("return require('nodecode.ui.picker').backend()") == b.name
@@ -437,7 +433,7 @@ def test_auto_takes_the_first_installed_in_the_documented_order(nvim):
 
 
 @pytest.mark.skipif(
-    DEPS is None or not all((DEPS / c / "lua").is_dir() for c in TELESCOPE.checkouts),
+    DEPS_DIR is None or not all((DEPS_DIR / c / "lua").is_dir() for c in TELESCOPE.checkouts),
     reason=f"set NODECODE_TEST_DEPS to a directory holding {' and '.join(TELESCOPE.checkouts)}",
 )
 def test_a_backend_that_needs_a_newer_neovim_is_skipped_and_checkhealth_says_why(
@@ -448,16 +444,16 @@ def test_a_backend_that_needs_a_newer_neovim_is_skipped_and_checkhealth_says_why
     # The real telescope checkout, its plugin/ guard asking for a Neovim newer
     # than this one: as it is on Neovim 0.10, else asking for 0.99 (its modules
     # still load, so require() succeeds, and a picker then fails half-way).
-    assert DEPS is not None
-    newer, asked = DEPS / "telescope.nvim", "0.11"
+    assert DEPS_DIR is not None
+    newer, asked = DEPS_DIR / "telescope.nvim", "0.11"
     if not guard_unmet(newer):
         newer, asked = tmp_path / "telescope.nvim", "0.99"
-        shutil.copytree(DEPS / "telescope.nvim", newer, ignore=shutil.ignore_patterns(".git"))
+        shutil.copytree(DEPS_DIR / "telescope.nvim", newer, ignore=shutil.ignore_patterns(".git"))
         guard = newer / "plugin" / "telescope.lua"
         text = guard.read_text()
         assert text.startswith('if 1 ~= vim.fn.has "nvim-0.11" then')
         guard.write_text(text.replace('"nvim-0.11"', '"nvim-0.99"', 1))
-    report = recall_falls_back_from(nvim, DEPS / "plenary.nvim", newer)
+    report = recall_falls_back_from(nvim, DEPS_DIR / "plenary.nvim", newer)
     assert nvim.exec_lua("return (pcall(require, 'telescope.pickers'))")  # its modules load
     this = nvim.exec_lua(
         "local v = vim.version() return ('%d.%d.%d'):format(v.major, v.minor, v.patch)"

@@ -5,10 +5,8 @@ the tree's winbar and `nodecode sessions`."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from helpers import run_cli
+from helpers import run_cli, session_titles
 
 from .conftest import configure, wait_for
 from .test_approval import approval_window
@@ -31,11 +29,6 @@ def tree_winbar(nv) -> str:
     return nv.exec_lua("return vim.wo.winbar")
 
 
-def cli_titles(home, workspace) -> dict[str, str]:
-    out = run_cli("sessions", "--json", home=home, cwd=workspace).stdout
-    return {r["id"]: r["title"] for r in json.loads(out)}
-
-
 def test_rename_from_the_picker_shows_the_title_in_picker_tree_and_cli(
     nvim, sessions, home, workspace
 ):
@@ -51,11 +44,11 @@ def test_rename_from_the_picker_shows_the_title_in_picker_tree_and_cli(
     nvim.input("<Esc>")
     assert rows[0].startswith(f"* {current}") and rows[0].endswith("2 turns  running the tests")
     assert tree_winbar(nvim) == f" running the tests  · {current}"
-    assert cli_titles(home, workspace)[current] == "running the tests"
+    assert session_titles(home, workspace)[current] == "running the tests"
 
     nvim.command("NodecodeSessionRename the test run")
     assert tree_winbar(nvim) == f" the test run  · {current}"
-    assert cli_titles(home, workspace)[current] == "the test run"
+    assert session_titles(home, workspace)[current] == "the test run"
 
 
 def test_delete_from_the_picker_asks_and_takes_the_session_out_of_recall(
@@ -73,7 +66,7 @@ def test_delete_from_the_picker_asks_and_takes_the_session_out_of_recall(
     wait_for(lambda: nvim.api.get_mode()["mode"] == "r?")  # confirm()
     nvim.input("k")  # Keep
     wait_rows(nvim, lambda rows: len(rows) == 3)
-    assert older in cli_titles(home, workspace)
+    assert older in session_titles(home, workspace)
 
     nvim.input("where is")
     wait_rows(nvim, lambda rows: len(rows) == 1 and older in rows[0])
@@ -84,7 +77,7 @@ def test_delete_from_the_picker_asks_and_takes_the_session_out_of_recall(
     rows = wait_rows(nvim, lambda rows: len(rows) == 2)["rows"]
     nvim.input("<Esc>")
     assert rows[0].startswith(f"* {current}") and rows[1] == "+ new session"
-    assert list(cli_titles(home, workspace)) == [current]
+    assert list(session_titles(home, workspace)) == [current]
     assert "parser" not in run_cli("recall-search", "parser", home=home).stdout
     assert nvim.exec_lua("return require('nodecode.rpc').call('info').id") == current
 
@@ -102,7 +95,8 @@ def test_the_automatic_title_reaches_the_picker_and_the_tree(nvim, home, workspa
 
     sid = wait_for(
         lambda: next(
-            (s for s, t in cli_titles(home, workspace).items() if t == "Why add subtracts"), None
+            (s for s, t in session_titles(home, workspace).items() if t == "Why add subtracts"),
+            None,
         )
     )
     nvim.command("NodecodeSessions")
@@ -142,7 +136,7 @@ def test_a_failed_automatic_title_is_one_warning_and_the_first_line_stays(
     assert line.startswith(f"nodecode: no title for session {sid} (")
     assert "no titles today" in line and line.endswith("): the first line stays")
     assert tree_winbar(nvim) == f" why does add subtract?  · {sid}"
-    assert cli_titles(home, workspace)[sid] == "why does add subtract?"
+    assert session_titles(home, workspace)[sid] == "why does add subtract?"
 
 
 def test_a_session_whose_turn_runs_is_not_deleted(nvim, home, workspace, loopback):
@@ -162,6 +156,6 @@ def test_a_session_whose_turn_runs_is_not_deleted(nvim, home, workspace, loopbac
     assert cli.returncode == 1 and cli.stderr == (
         f"nodecode: session {sid} is running a turn: stop it first (nothing was deleted)\n"
     )
-    assert sid in cli_titles(home, workspace)
+    assert sid in session_titles(home, workspace)
     nvim.input("r")  # refuse, and let the turn end
     wait_for(lambda: idle(nvim))

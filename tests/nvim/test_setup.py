@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .ui_helpers import messages_of
+
 
 def test_setup_rejects_a_bad_value_naming_the_key(nvim):
     ok, err = nvim.exec_lua(
@@ -16,7 +18,7 @@ def test_setup_warns_about_unknown_keys_and_keeps_the_rest(nvim):
     nvim.exec_lua("require('nodecode').setup({ store = 'work', chat = { colour = 'red' } })")
     nvim.exec_lua("vim.wait(50)")  # messages are scheduled
 
-    messages = nvim.exec_lua("return vim.api.nvim_exec2('messages', { output = true }).output")
+    messages = messages_of(nvim)
     assert "nodecode: unknown option chat.colour (ignored)" in messages
     assert nvim.exec_lua("return require('nodecode.config').get().store") == "work"
     assert nvim.exec_lua("return require('nodecode.config').get().chat.position") == "right"

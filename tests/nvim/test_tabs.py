@@ -358,9 +358,7 @@ def test_a_tab_that_only_looked_holds_nothing_another_tab_opens_the_context(nvim
     nvim.command("tabnew")
     open_context(nvim)
 
-    assert nvim.eval("&filetype") == "nodecode-context", nvim.exec_lua(
-        "return vim.api.nvim_exec2('messages', {output = true}).output"
-    )
+    assert nvim.eval("&filetype") == "nodecode-context", messages_of(nvim)
     assert session_of(nvim, 2) == session_of(nvim, 1)
     assert looked["fill"] is not None
     nvim.command("tabnext 1")

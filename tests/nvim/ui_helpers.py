@@ -61,6 +61,14 @@ def notes(nv: pynvim.Nvim) -> list[str]:
     return nv.exec_lua("return _G.notes or {}")
 
 
+def record_notes(nv: pynvim.Nvim) -> None:
+    """Keep every vim.notify call as {msg, level} in _G.notes (nothing shown)."""
+    nv.exec_lua("""
+        _G.notes = {}
+        vim.notify = function(msg, level) table.insert(_G.notes, { msg = msg, level = level }) end
+    """)
+
+
 def user_texts(body: dict) -> list[str]:
     """Every text block of a request body, in order (user and assistant sides)."""
     out = []
