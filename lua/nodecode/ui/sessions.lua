@@ -14,12 +14,14 @@ local function message()
   return require('nodecode.message')
 end
 
+--- What a session is called: its title, else its first ask ('' with neither).
 ---@param item table a row of rpc.call('sessions'), or rpc.call('info')
 ---@return string
-local function about(item)
+function M.about(item)
   local t = item.title ~= nil and item.title ~= vim.NIL and item.title or ''
   return t ~= '' and t or (item.first_ask or '')
 end
+local about = M.about
 
 --- Rename session `id` to `title`; without one, ask for it (vim.ui.input,
 --- the current title to edit). An empty answer renames nothing.
