@@ -242,6 +242,15 @@ local function with_blocks(value)
   return value
 end
 
+--- The place a call or notification is sent for (config.place of M.tab()):
+--- its tab is remembered as one the host pinned a session for (M.tabs_closed).
+---@return table
+local function place_of_call()
+  local tab = M.tab()
+  sent[tab] = true
+  return require('nodecode.config').place(tab)
+end
+
 --- Call endpoint `name` of the host (python/nodecode/host.py ENDPOINTS has
 --- each one's arguments and reply) in the place this Neovim works in, and
 --- return its value; its error is raised as one line.
@@ -249,7 +258,7 @@ end
 ---@param ... any the endpoint's arguments
 ---@return any
 function M.call(name, ...)
-  local place = require('nodecode.config').place(M.tab())
+  local place = place_of_call()
   await()
   local ok, reply = pcall(vim.fn.NodecodeCall, name, place, ...)
   if not ok then
@@ -272,7 +281,7 @@ end
 ---@param name string
 ---@param ... any the endpoint's arguments
 function M.notify(name, ...)
-  local place = require('nodecode.config').place(M.tab())
+  local place = place_of_call()
   local ok, err = pcall(vim.fn.NodecodeNotify, name, place, ...)
   if not ok then -- the host could not start: one line, as rpc.call says it
     error('nodecode: ' .. first_line(err), 0)
@@ -281,6 +290,7 @@ end
 
 --- The tabpage whose session calls act on: the one M.within names, else the
 --- current tab's chat's (ui/chat.lua M.owner), without loading the chat.
+--- No side effect: the statusline asks on every redraw.
 ---@return integer
 function M.tab()
   local tab = tab_override
@@ -288,7 +298,6 @@ function M.tab()
     local chat = package.loaded['nodecode.ui.chat']
     tab = chat and chat.owner() or vim.api.nvim_get_current_tabpage()
   end
-  sent[tab] = true
   return tab
 end
 

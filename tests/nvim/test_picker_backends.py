@@ -472,14 +472,17 @@ TITLES = {  # each recall mode's title, and the query and mode it starts with
 HINTS = "<M-e> this / every session · <M-o> exports and requests"
 
 
-def drawn_at_80_columns(nv: pynvim.Nvim, b: Backend | None, query: str, start: dict) -> list[str]:
-    """The screen of an 80×24 Neovim showing the recall picker opened in `start`'s mode."""
-    nv.ui_attach(80, 24, rgb=True)
+def drawn_at_80_columns(
+    nv: pynvim.Nvim, b: Backend | None, query: str, start: dict, columns: int = 80
+) -> list[str]:
+    """The screen of an 80×24 Neovim (or `columns` wide) showing the recall picker
+    opened in `start`'s mode."""
+    nv.ui_attach(columns, 24, rgb=True)
     if b is None:
         nv.exec_lua("require('nodecode').setup({ picker = { backend = 'builtin' } })")
     else:
         load(nv, b)
-    nv.exec_lua("vim.o.columns, vim.o.lines = 80, 24")
+    nv.exec_lua("vim.o.columns, vim.o.lines = ..., 24", columns)
     recall = "local q, s = ... require('nodecode.ui.picker').recall(q, nil, s)"
     nv.exec_lua(recall, query, start, async_=True)
     wait_for(lambda: any("seq " in line for line in screen(nv, 24)))
@@ -495,5 +498,23 @@ def test_the_recall_title_is_whole_at_80_columns_and_the_keys_show(nvim, session
     if b is None:  # the footers of the built-in picker's results and preview
         assert "<M-e> this / every session" in drawn, drawn
         assert "<M-o> exports and requests" in drawn, drawn
-    elif b.name != "mini.pick":  # mini.pick lists them in its info view (<S-Tab>)
+    elif b.name != "mini.pick":
         assert HINTS in drawn, drawn
+    else:  # its footer (49 columns here) has no room for them: never half of them
+        assert "<M-e>" not in drawn and "<M-o>" not in drawn, drawn
+
+
+MINI = next(p for p in PARAMS if p.id == "mini.pick")
+
+
+@pytest.mark.parametrize("title", list(TITLES))
+@pytest.mark.parametrize("b", [MINI])
+def test_mini_pick_shows_the_keys_after_the_title_when_its_footer_has_room(
+    nvim,
+    sessions,  # noqa: F811
+    b,
+    title,
+):
+    drawn = "\n".join(drawn_at_80_columns(nvim, b, *TITLES[title], columns=200))
+
+    assert f"{title} · {HINTS}" in drawn, drawn

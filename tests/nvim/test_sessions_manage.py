@@ -50,6 +50,11 @@ def test_rename_from_the_picker_shows_the_title_in_picker_tree_and_cli(
     assert tree_winbar(nvim) == f" the test run  · {current}"
     assert session_titles(home, workspace)[current] == "the test run"
 
+    nvim.input(":NodecodeSessionRename<CR>")  # no title: the prompt holds the current one
+    wait_for(lambda: nvim.api.get_mode()["mode"] == "c")
+    assert nvim.funcs.getcmdline() == "the test run"
+    nvim.input("<Esc>")
+
 
 def test_delete_from_the_picker_asks_and_takes_the_session_out_of_recall(
     nvim, sessions, home, workspace

@@ -365,3 +365,38 @@ def test_a_tab_that_only_looked_holds_nothing_another_tab_opens_the_context(nvim
     nvim.command("Nodecode please alpha")  # tab 1 opens its chat on that session
     wait_for(lambda: not job_of(nvim, 1), timeout=30)
     assert session_of(nvim, 1) == session_of(nvim, 2)
+
+
+def test_the_context_opened_from_a_chats_own_tab_is_written_into_that_chats_session(
+    nvim, home, workspace, loopback
+):
+    """chat.position = 'tab': :NodecodeContext and :w in the chat's tab act for
+    the tab the chat was asked from, as the chat's commands there do."""
+    (workspace / "a.txt").write_text("hello from a\n")
+    read = {"text": "reading", "calls": [{"code": ';; read a\n(read-file "a.txt")'}]}
+    srv = loopback([read, {"text": "done reading"}, {"text": "second answer"}])
+    configure(home, srv)
+    nvim.exec_lua("require('nodecode').setup({ chat = { position = 'tab' } })")
+    nvim.command("Nodecode first question")  # the chat opens in tab 2
+    wait_for(lambda: "done reading" in "\n".join(chat_lines(nvim, 1)), timeout=30)
+    wait_for(lambda: not job_of(nvim, 1), timeout=30)
+    first = session_of(nvim, 1)
+
+    nvim.command("tabnext 2")  # the chat's own tab
+    open_context(nvim)
+    assert nvim.eval("&filetype") == "nodecode-context"
+    assert first in nvim.current.buffer.name
+    lines = nvim.current.buffer[:]
+    at = next(i for i, s in enumerate(lines) if s.startswith("[[m:") and s.endswith(" tool]]"))
+    end = next(i for i in range(at + 1, len(lines)) if lines[i].startswith("[[m:"))
+    assert "hello from a" in "\n".join(lines[at:end])
+    del nvim.current.buffer[at:end]  # the read's result (its call goes too)
+    nvim.command("write")
+
+    nvim.command("tabnext 1")
+    nvim.command("Nodecode second question")
+    wait_for(lambda: len(srv.requests) == 3, timeout=30)
+    wait_for(lambda: not job_of(nvim, 1), timeout=30)
+    sent = "\n".join(user_texts(srv.requests[2].body))
+    assert "second question" in sent and "hello from a" not in sent, sent
+    assert session_of(nvim, 1) == first

@@ -45,11 +45,12 @@ function M.owner(tab)
   return tab
 end
 
---- The chat state of tabpage `tab` (the current tab's owner), made when missing.
+--- The chat state of tabpage `tab` (rpc.tab(): the one rpc.within names, else
+--- the current tab's owner), made when missing.
 ---@param tab? integer
 ---@return nodecode.ChatState
 local function chat_of(tab)
-  tab = tab or M.owner()
+  tab = tab or require('nodecode.rpc').tab() -- which calls M.owner, never chat_of
   chats[tab] = chats[tab] or { tab = tab }
   return chats[tab]
 end

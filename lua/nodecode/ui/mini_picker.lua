@@ -3,6 +3,7 @@
 -- mini.pick's grep_live does); a fixed one is matched by mini.pick. The first
 -- action is mini.pick's choose (<CR>); the others and the toggle are custom
 -- mappings. The preview is mini.pick's own (its toggle_preview key, <Tab>).
+-- The key hints follow the title in mini.pick's footer when both fit.
 
 local M = {}
 
@@ -16,6 +17,27 @@ end
 ---@return string
 local function title_of(source)
   return type(source.title) == 'function' and source.title() or source.title
+end
+
+-- Room kept in the footer for mini.pick's match counts (` 12|340|340 `).
+local COUNTS = 14
+
+--- The name mini.pick shows in its footer: the title, then the key hints
+--- (`title · <M-e> this / every session · …`) when the picker's window has
+--- room for both and the counts; else the title alone, as mini.pick cuts a
+--- longer name at its start.
+---@param source nodecode.PickerSource
+---@return string
+local function name_of(source)
+  local title = title_of(source)
+  local hints = source.hints and #source.hints > 0 and table.concat(source.hints, ' · ')
+  local win = hints and pick().is_picker_active() and pick().get_picker_state().windows.main
+  if not (win and vim.api.nvim_win_is_valid(win)) then
+    return title
+  end
+  local both = title .. ' · ' .. hints
+  return vim.fn.strchars(' ' .. both .. ' ') + COUNTS <= vim.api.nvim_win_get_width(win) and both
+    or title
 end
 
 ---@param source nodecode.PickerSource
@@ -65,7 +87,7 @@ local function mappings(source)
       char = source.toggle.key,
       func = function()
         source.toggle.fn()
-        pick().set_picker_opts({ source = { name = title_of(source) } })
+        pick().set_picker_opts({ source = { name = name_of(source) } })
         pick().set_picker_query(pick().get_picker_query()) -- asks the source again
       end,
     }
@@ -108,6 +130,7 @@ function M.pick(source, opts)
   local query = source.query or ''
   vim.schedule(function()
     if mini.is_picker_active() then
+      mini.set_picker_opts({ source = { name = name_of(source) } }) -- its window is open now
       mini.set_picker_query(vim.split(query, ''))
     end
   end)

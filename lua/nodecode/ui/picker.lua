@@ -326,7 +326,7 @@ function M.sessions(rows, on_choice, opts)
       if it.new then
         return '+ new session'
       end
-      local about = it.title ~= '' and it.title or it.first_ask
+      local about = require('nodecode.ui.sessions').about(it)
       local tab = type(it.tab) == 'number' and vim.api.nvim_tabpage_is_valid(it.tab) and it.tab
       return ('%s %s  %s  %d turn%s  %s%s'):format(
         it.pinned and '*' or ' ',
@@ -334,7 +334,7 @@ function M.sessions(rows, on_choice, opts)
         it.created,
         it.turns,
         it.turns == 1 and '' or 's',
-        about or '',
+        about,
         tab and ('  (tab %d)'):format(vim.api.nvim_tabpage_get_number(tab)) or ''
       )
     end,

@@ -14,12 +14,14 @@ local function message()
   return require('nodecode.message')
 end
 
----@param item table a row of rpc.call('sessions')
+--- What a session is called: its title, else its first ask ('' with neither).
+---@param item table a row of rpc.call('sessions'), or rpc.call('info')
 ---@return string
-local function about(item)
+function M.about(item)
   local t = item.title ~= nil and item.title ~= vim.NIL and item.title or ''
   return t ~= '' and t or (item.first_ask or '')
 end
+local about = M.about
 
 --- Rename session `id` to `title`; without one, ask for it (vim.ui.input,
 --- the current title to edit). An empty answer renames nothing.
@@ -48,14 +50,8 @@ end
 --- :NodecodeSessionRename [title] — the session this Neovim works in.
 ---@param arg string
 function M.rename_current(arg)
-  local id = rpc().call('info').id
-  local current = ''
-  for _, r in ipairs(rpc().call('sessions')) do
-    if r.id == id then
-      current = about(r)
-    end
-  end
-  M.rename(id, arg, current)
+  local info = rpc().call('info') -- its title is the listing's (the host's session_title)
+  M.rename(info.id, arg, about(info))
 end
 
 --- Delete the session of picker row `item` once the person confirms it. The

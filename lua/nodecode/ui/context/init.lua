@@ -72,8 +72,8 @@ function M.state(buf)
   return states[buf]
 end
 
---- The tabpage whose session context buffer `buf` edits (the current one
---- when the tab that opened it is closed).
+--- The tabpage whose session context buffer `buf` edits (rpc.tab() when the
+--- tab that opened it is closed, or none did).
 ---@param buf integer
 ---@return integer
 function M.tab_of(buf)
@@ -81,7 +81,7 @@ function M.tab_of(buf)
   if st and st.tab and api.nvim_tabpage_is_valid(st.tab) then
     return st.tab
   end
-  return api.nvim_get_current_tabpage()
+  return rpc().tab()
 end
 
 --- The loaded context buffer of `session` (any, when nil).
@@ -248,7 +248,7 @@ function M.adopt(buf)
 end
 
 --- Make `buf` (context.txt, loaded) the context buffer of export `data`,
---- asked for by tabpage `tab` (the one that opened it before, or the current one).
+--- asked for by tabpage `tab` (the one that opened it before, or rpc.tab()).
 ---@param buf integer
 ---@param data table what rpc.call('context') returned
 ---@param tab? integer
@@ -259,7 +259,7 @@ function M.attach(buf, data, tab)
   end
   require('nodecode.ui.highlights').setup()
   local fresh = states[buf] == nil
-  tab = tab or (states[buf] and M.tab_of(buf)) or api.nvim_get_current_tabpage()
+  tab = tab or M.tab_of(buf)
   states[buf] = {
     tab = tab,
     path = data.path,
@@ -334,7 +334,7 @@ function M.switch(old, pinned)
 end
 
 --- Re-export into the loaded, unmodified context buffer of the session of
---- tabpage `tab` (the current one) (open.lua).
+--- tabpage `tab` (rpc.tab()) (open.lua).
 ---@param tab? integer
 function M.follow(tab)
   return open().follow(tab)

@@ -132,7 +132,7 @@ function M.open()
     end
   end
   last_token = last_token + 1
-  opening, opening_tab = last_token, api.nvim_get_current_tabpage()
+  opening, opening_tab = last_token, rpc().tab()
   rpc().notify('context_open', opening)
 end
 
@@ -235,12 +235,12 @@ local function opened_by(tab)
 end
 
 --- Re-export into the loaded, unmodified context buffer of the session of
---- tabpage `tab` (the current one; after a turn, an undo, an eviction…); a
+--- tabpage `tab` (rpc.tab(); after a turn, an undo, an eviction…); a
 --- modified one is left alone. The one that tab opened of another session
 --- follows its session now (M.switch); other tabs' buffers are theirs.
 ---@param tab? integer
 function M.follow(tab)
-  tab = tab or api.nvim_get_current_tabpage()
+  tab = tab or rpc().tab()
   if ctx().find() then
     rpc().within(tab, M.follow_here, tab)
   end
